@@ -1,0 +1,605 @@
+//! The cudaleak dump schema, version 1: the one definition of what the shim writes and the CLI
+//! reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
+//!
+//! This crate holds types, the version constant, reading (with positions in errors) and
+//! consistency checks. It must never depend on the shim or the CLI, and never panic on input.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io;
+
+use serde::de::{self, IgnoredAny, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The value of the top-level `cudaleak_dump` field this crate writes and accepts.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A whole dump: one process at one moment (exit, a signal, or a snapshot).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dump {
+    pub cudaleak_dump: u32,
+    pub process: Process,
+    pub summary: Summary,
+    pub stacks: Vec<Stack>,
+    pub live: Vec<LiveRecord>,
+    pub events: Vec<Event>,
+}
+
+/// Why the dump was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    /// Normal process exit (`exit()` or return from `main`).
+    Exit,
+    /// A fatal signal; `Process::signal` names it.
+    Signal,
+    /// A snapshot of a still-running process; `Process::snapshot` numbers it.
+    Snapshot,
+}
+
+impl End {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            End::Exit => "exit",
+            End::Signal => "signal",
+            End::Snapshot => "snapshot",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    pub ppid: u32,
+    pub exe: String,
+    pub argv: Vec<String>,
+    /// MPI/launcher rank from RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK.
+    pub rank: Option<i64>,
+    pub start_unix_ms: u64,
+    pub end_unix_ms: u64,
+    pub end: End,
+    /// Signal name (`"SIGTERM"`) when `end` is `signal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Snapshot sequence number (1, 2, …) when `end` is `snapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<u64>,
+    /// Set when the shim stopped recording early (an internal failure); the dump is then partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_stopped: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    /// Successful allocation calls.
+    pub allocations: u64,
+    /// Successful frees of a tracked block.
+    pub frees: u64,
+    /// Successful frees of an address the shim never saw allocated (a coverage hole).
+    pub untracked_frees: u64,
+    pub failed_allocations: u64,
+    /// Failed frees of an address that was not live (double and invalid frees together).
+    pub invalid_frees: u64,
+    pub live_allocations: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+    /// Sum of the sizes of all successful allocations.
+    pub bytes_allocated: u64,
+    /// Events not stored because the event list was full (they are still counted above).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_events: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stack {
+    /// Innermost frame first: `frames[0]` is the code that called the CUDA function.
+    pub frames: Vec<Frame>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Frame {
+    /// The return address as captured.
+    pub ip: Hex,
+    /// Path of the module (executable or shared library) holding `ip`.
+    pub module: Option<String>,
+    /// `ip` in the module's own address space (ip minus load bias), as `addr2line -e module` takes it.
+    pub offset: Option<Hex>,
+    /// Demangled function name.
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// What kind of memory a record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Device,
+    Managed,
+    Host,
+    Async,
+    Array,
+    Physical,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Device => "device",
+            Kind::Managed => "managed",
+            Kind::Host => "host",
+            Kind::Async => "async",
+            Kind::Array => "array",
+            Kind::Physical => "physical",
+        }
+    }
+}
+
+/// One block still live when the dump was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveRecord {
+    /// Device or host address; the handle for `array` and `physical`.
+    pub address: Hex,
+    /// Bytes (pitch × height for pitched allocations).
+    pub size: u64,
+    /// The call the program made, e.g. `cudaMalloc` or `cuMemAlloc_v2`.
+    pub api: String,
+    pub kind: Kind,
+    /// Device ordinal, when known.
+    pub device: Option<i32>,
+    /// Kernel thread id of the allocating thread.
+    pub thread: u64,
+    /// Global sequence number of the call (allocations and frees share one counter).
+    pub seq: u64,
+    /// Milliseconds since the shim started.
+    pub time_ms: u64,
+    /// Index into `Dump::stacks`.
+    pub stack: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    /// An allocation call failed; `error` is its return code, `size` the requested bytes.
+    FailedAllocation,
+    /// A free of an address that was freed before failed; `alloc_stack` is where it was allocated.
+    DoubleFree,
+    /// A free of an address never allocated failed.
+    InvalidFree,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::FailedAllocation => "failed_allocation",
+            EventType::DoubleFree => "double_free",
+            EventType::InvalidFree => "invalid_free",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    pub api: String,
+    pub address: Option<Hex>,
+    pub size: Option<u64>,
+    /// The CUDA return code of the failed call.
+    pub error: Option<i64>,
+    pub seq: u64,
+    /// Index into `Dump::stacks`: where the failing call was made.
+    pub stack: usize,
+    /// Index into `Dump::stacks`: where the block was allocated (double frees).
+    pub alloc_stack: Option<usize>,
+}
+
+/// A 64-bit value written as a `"0x…"` string (JSON numbers lose precision past 2^53).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hex(pub u64);
+
+impl fmt::Display for Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // A stack buffer: "0x" + 16 digits.
+        let mut buf = [0u8; 18];
+        s.serialize_str(hex_str(self.0, &mut buf))
+    }
+}
+
+/// Formats `v` as `0x…` into `buf` without allocating.
+pub fn hex_str(mut v: u64, buf: &mut [u8; 18]) -> &str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    buf[i - 2] = b'0';
+    buf[i - 1] = b'x';
+    std::str::from_utf8(&buf[i - 2..]).unwrap_or("0x0")
+}
+
+impl<'de> Deserialize<'de> for Hex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct HexVisitor;
+        impl Visitor<'_> for HexVisitor {
+            type Value = Hex;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a hexadecimal string such as \"0x7f00\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Hex, E> {
+                parse_hex(v).map(Hex).ok_or_else(|| {
+                    E::invalid_value(
+                        de::Unexpected::Str(v),
+                        &"a string \"0x\" + 1 to 16 hex digits",
+                    )
+                })
+            }
+        }
+        d.deserialize_str(HexVisitor)
+    }
+}
+
+fn parse_hex(v: &str) -> Option<u64> {
+    let digits = v.strip_prefix("0x")?;
+    if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// Why a dump could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(io::Error),
+    /// Not JSON, truncated, or not the v1 shape; `line` and `column` are 1-based.
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A well-formed dump of another schema version, or not a cudaleak dump at all.
+    Version(Option<u64>),
+    /// Well-formed, but fields contradict each other.
+    Inconsistent(String),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::Syntax {
+                line,
+                column,
+                message,
+            } => write!(f, "{line}:{column}: {message}"),
+            ReadError::Version(Some(v)) => write!(
+                f,
+                "dump schema version {v} is not supported (this cudaleak reads version {SCHEMA_VERSION})"
+            ),
+            ReadError::Version(None) => {
+                write!(f, "not a cudaleak dump (no \"cudaleak_dump\" version field)")
+            }
+            ReadError::Inconsistent(m) => write!(f, "inconsistent dump: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// Parses and validates a dump from bytes.
+pub fn from_slice(bytes: &[u8]) -> Result<Dump, ReadError> {
+    match serde_json::from_slice::<Dump>(bytes) {
+        Ok(dump) => {
+            if dump.cudaleak_dump != SCHEMA_VERSION {
+                return Err(ReadError::Version(Some(dump.cudaleak_dump.into())));
+            }
+            dump.validate().map_err(ReadError::Inconsistent)?;
+            Ok(dump)
+        }
+        Err(e) => {
+            // A file of another version usually fails on its shape first: say "version" then.
+            if !e.is_syntax() && !e.is_eof() {
+                if let Some(v) = peek_version(bytes) {
+                    if v != Some(u64::from(SCHEMA_VERSION)) {
+                        return Err(ReadError::Version(v));
+                    }
+                }
+            }
+            Err(ReadError::Syntax {
+                line: e.line(),
+                column: e.column(),
+                message: strip_position(&e),
+            })
+        }
+    }
+}
+
+/// Reads and validates a dump file.
+pub fn read_file(path: &std::path::Path) -> Result<Dump, ReadError> {
+    from_slice(&std::fs::read(path)?)
+}
+
+/// Writes a dump as compact JSON followed by a newline.
+pub fn write<W: io::Write>(dump: &Dump, mut w: W) -> io::Result<()> {
+    serde_json::to_writer(&mut w, dump)?;
+    w.write_all(b"\n")
+}
+
+/// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
+/// the bytes are not a JSON object at all.
+fn peek_version(bytes: &[u8]) -> Option<Option<u64>> {
+    #[derive(Deserialize)]
+    struct Peek {
+        cudaleak_dump: Option<IgnoredOrU64>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IgnoredOrU64 {
+        Number(u64),
+        Other(IgnoredAny),
+    }
+    serde_json::from_slice::<Peek>(bytes)
+        .ok()
+        .map(|p| match p.cudaleak_dump {
+            Some(IgnoredOrU64::Number(v)) => Some(v),
+            _ => None,
+        })
+}
+
+/// serde_json appends " at line L column C"; we report the position ourselves.
+fn strip_position(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+impl Dump {
+    /// Checks what the types cannot: every stack index points at a stack, the summary agrees
+    /// with the live list.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.stacks.len();
+        for (i, r) in self.live.iter().enumerate() {
+            if r.stack >= n {
+                return Err(format!(
+                    "live[{i}].stack is {} but there are only {n} stacks",
+                    r.stack
+                ));
+            }
+        }
+        for (i, e) in self.events.iter().enumerate() {
+            if e.stack >= n {
+                return Err(format!(
+                    "events[{i}].stack is {} but there are only {n} stacks",
+                    e.stack
+                ));
+            }
+            if let Some(a) = e.alloc_stack {
+                if a >= n {
+                    return Err(format!(
+                        "events[{i}].alloc_stack is {a} but there are only {n} stacks"
+                    ));
+                }
+            }
+        }
+        let s = &self.summary;
+        if s.live_allocations != self.live.len() as u64 {
+            return Err(format!(
+                "summary.live_allocations is {} but \"live\" holds {} records",
+                s.live_allocations,
+                self.live.len()
+            ));
+        }
+        let bytes = self
+            .live
+            .iter()
+            .try_fold(0u64, |acc, r| acc.checked_add(r.size))
+            .ok_or("the sizes in \"live\" overflow 64 bits")?;
+        if s.live_bytes != bytes {
+            return Err(format!(
+                "summary.live_bytes is {} but the records in \"live\" add up to {bytes}",
+                s.live_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Dump {
+        Dump {
+            cudaleak_dump: SCHEMA_VERSION,
+            process: Process {
+                pid: 4711,
+                ppid: 1,
+                exe: "/bin/app".into(),
+                argv: vec!["app".into(), "--n".into()],
+                rank: Some(3),
+                start_unix_ms: 1_700_000_000_000,
+                end_unix_ms: 1_700_000_000_250,
+                end: End::Exit,
+                signal: None,
+                snapshot: None,
+                recording_stopped: None,
+            },
+            summary: Summary {
+                allocations: 2,
+                frees: 1,
+                live_allocations: 1,
+                live_bytes: 4096,
+                peak_live_bytes: 8192,
+                bytes_allocated: 8192,
+                ..Summary::default()
+            },
+            stacks: vec![Stack {
+                frames: vec![Frame {
+                    ip: Hex(0x55aa_0000_1234),
+                    module: Some("/bin/app".into()),
+                    offset: Some(Hex(0x1234)),
+                    function: Some("process_data(float*)".into()),
+                    file: Some("app.cu".into()),
+                    line: Some(18),
+                }],
+            }],
+            live: vec![LiveRecord {
+                address: Hex(0x7f00_0000_0000),
+                size: 4096,
+                api: "cudaMalloc".into(),
+                kind: Kind::Device,
+                device: Some(0),
+                thread: 4711,
+                seq: 1,
+                time_ms: 12,
+                stack: 0,
+            }],
+            events: vec![Event {
+                kind: EventType::DoubleFree,
+                api: "cudaFree".into(),
+                address: Some(Hex(0x7f00_0000_1000)),
+                size: None,
+                error: Some(1),
+                seq: 3,
+                stack: 0,
+                alloc_stack: Some(0),
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip_preserves_every_field() {
+        let d = sample();
+        let mut out = Vec::new();
+        write(&d, &mut out).unwrap();
+        assert_eq!(from_slice(&out).unwrap(), d);
+    }
+
+    #[test]
+    fn hex_is_a_string_with_0x_prefix() {
+        let mut buf = [0u8; 18];
+        assert_eq!(hex_str(0, &mut buf), "0x0");
+        assert_eq!(hex_str(u64::MAX, &mut buf), "0xffffffffffffffff");
+        assert_eq!(serde_json::to_string(&Hex(0xabc)).unwrap(), "\"0xabc\"");
+        assert!(serde_json::from_str::<Hex>("\"abc\"").is_err());
+        assert!(serde_json::from_str::<Hex>("\"0x\"").is_err());
+        assert!(serde_json::from_str::<Hex>("\"0x1ffffffffffffffff\"").is_err());
+        assert!(serde_json::from_str::<Hex>("4096").is_err());
+    }
+
+    #[test]
+    fn checked_in_v1_dump_keeps_parsing() {
+        let d = from_slice(include_bytes!("../tests/v1-sample.json")).unwrap();
+        assert_eq!(d.live.len(), 2);
+        assert_eq!(d.live[0].api, "cudaMalloc");
+        assert_eq!(
+            d.stacks[d.live[0].stack].frames[0].function.as_deref(),
+            Some("process_data(float*)")
+        );
+    }
+
+    #[test]
+    fn truncated_input_reports_line_and_column() {
+        let mut out = Vec::new();
+        write(&sample(), &mut out).unwrap();
+        match from_slice(&out[..out.len() / 2]) {
+            Err(ReadError::Syntax { line, column, .. }) => {
+                assert_eq!(line, 1);
+                assert!(column > 1);
+            }
+            other => panic!("expected a syntax error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_versions_are_refused_by_name() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["cudaleak_dump"] = 2.into();
+        let bytes = serde_json::to_vec(&v).unwrap();
+        assert!(matches!(
+            from_slice(&bytes),
+            Err(ReadError::Version(Some(2)))
+        ));
+        v.as_object_mut()
+            .unwrap()
+            .insert("new_field".into(), 1.into());
+        let bytes = serde_json::to_vec(&v).unwrap();
+        assert!(matches!(
+            from_slice(&bytes),
+            Err(ReadError::Version(Some(2)))
+        ));
+        assert!(matches!(
+            from_slice(b"{\"hello\": 1}"),
+            Err(ReadError::Version(None))
+        ));
+    }
+
+    #[test]
+    fn dangling_stack_index_is_inconsistent() {
+        let mut d = sample();
+        d.live[0].stack = 5;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        match from_slice(&bytes) {
+            Err(ReadError::Inconsistent(m)) => assert!(m.contains("live[0].stack"), "{m}"),
+            other => panic!("expected inconsistency, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn negative_size_is_a_syntax_error() {
+        let text = serde_json::to_string(&sample())
+            .unwrap()
+            .replace("\"size\":4096", "\"size\":-4096");
+        assert!(matches!(
+            from_slice(text.as_bytes()),
+            Err(ReadError::Syntax { .. })
+        ));
+    }
+
+    #[test]
+    fn summary_must_match_live_list() {
+        let mut d = sample();
+        d.summary.live_bytes = 1;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        assert!(matches!(
+            from_slice(&bytes),
+            Err(ReadError::Inconsistent(_))
+        ));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let text = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(from_slice(text.as_bytes()).is_err());
+    }
+}
