@@ -1,1 +1,19 @@
-//! placeholder
+//! libcudaleak: loaded with LD_PRELOAD into unmodified CUDA programs, it sees every device,
+//! managed, host, async, array and physical allocation and free at the driver level, records
+//! each live block with the stack that allocated it, and writes a JSON dump at exit.
+//!
+//! Capture (this crate) → persist (`cudaleak-format`) → analyse (the `cudaleak` CLI).
+//! Nothing here may panic across FFI, change a return code or errno, or call CUDA on its own.
+
+mod api;
+mod config;
+mod dump;
+mod guard;
+mod hooks;
+mod lifecycle;
+mod real;
+mod record;
+mod stack;
+mod state;
+mod symbolize;
+mod table;

@@ -1,0 +1,153 @@
+//! The names of every CUDA function the shim wraps and what each one does to the table.
+#![forbid(unsafe_code)]
+
+use cudaleak_format::Kind;
+
+/// What a call does, so a runtime label can be matched to the driver call it leads to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Op {
+    AllocDevice,
+    AllocPitch,
+    AllocManaged,
+    AllocHost,
+    AllocAsync,
+    AllocFromPool,
+    AllocArray,
+    AllocPhysical,
+    FreeDevice,
+    FreeAsync,
+    FreeHost,
+    FreeArray,
+    FreePhysical,
+}
+
+/// Address spaces that frees look up: a device pointer and a host pointer or an opaque
+/// handle may have the same numeric value.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Space {
+    Device,
+    Host,
+    Array,
+    Physical,
+}
+
+impl Op {
+    pub fn space(self) -> Space {
+        match self {
+            Op::AllocDevice
+            | Op::AllocPitch
+            | Op::AllocManaged
+            | Op::AllocAsync
+            | Op::AllocFromPool
+            | Op::FreeDevice
+            | Op::FreeAsync => Space::Device,
+            Op::AllocHost | Op::FreeHost => Space::Host,
+            Op::AllocArray | Op::FreeArray => Space::Array,
+            Op::AllocPhysical | Op::FreePhysical => Space::Physical,
+        }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self {
+            Op::AllocDevice | Op::AllocPitch | Op::FreeDevice => Kind::Device,
+            Op::AllocManaged => Kind::Managed,
+            Op::AllocHost | Op::FreeHost => Kind::Host,
+            Op::AllocAsync | Op::AllocFromPool | Op::FreeAsync => Kind::Async,
+            Op::AllocArray | Op::FreeArray => Kind::Array,
+            Op::AllocPhysical | Op::FreePhysical => Kind::Physical,
+        }
+    }
+}
+
+macro_rules! apis {
+    ($($name:ident => $op:ident,)*) => {
+        /// Every wrapped function, by the name programs call it.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(u8)]
+        pub enum Api { $($name,)* }
+
+        impl Api {
+            #[cfg(test)]
+            pub const ALL: &'static [Api] = &[$(Api::$name,)*];
+
+            pub fn name(self) -> &'static str {
+                match self { $(Api::$name => stringify!($name),)* }
+            }
+
+            pub fn op(self) -> Op {
+                match self { $(Api::$name => Op::$op,)* }
+            }
+
+            #[cfg(test)]
+            pub fn from_index(i: u8) -> Api {
+                Api::ALL.get(usize::from(i)).copied().unwrap_or(Api::cuMemAlloc_v2)
+            }
+        }
+    };
+}
+
+apis! {
+    // Driver API: the point of record.
+    cuMemAlloc_v2 => AllocDevice,
+    cuMemAllocPitch_v2 => AllocPitch,
+    cuMemFree_v2 => FreeDevice,
+    cuMemAllocManaged => AllocManaged,
+    cuMemAllocHost_v2 => AllocHost,
+    cuMemHostAlloc => AllocHost,
+    cuMemFreeHost => FreeHost,
+    cuMemAllocAsync => AllocAsync,
+    cuMemAllocAsync_ptsz => AllocAsync,
+    cuMemFreeAsync => FreeAsync,
+    cuMemFreeAsync_ptsz => FreeAsync,
+    cuMemAllocFromPoolAsync => AllocFromPool,
+    cuMemAllocFromPoolAsync_ptsz => AllocFromPool,
+    cuMemCreate => AllocPhysical,
+    cuMemRelease => FreePhysical,
+    cuArrayCreate_v2 => AllocArray,
+    cuArray3DCreate_v2 => AllocArray,
+    cuArrayDestroy => FreeArray,
+    // Runtime API: labels only.
+    cudaMalloc => AllocDevice,
+    cudaMallocManaged => AllocManaged,
+    cudaFree => FreeDevice,
+    cudaMallocHost => AllocHost,
+    cudaHostAlloc => AllocHost,
+    cudaFreeHost => FreeHost,
+    cudaMallocPitch => AllocPitch,
+    cudaMalloc3D => AllocPitch,
+    cudaMallocAsync => AllocAsync,
+    cudaMallocAsync_ptsz => AllocAsync,
+    cudaFreeAsync => FreeAsync,
+    cudaFreeAsync_ptsz => FreeAsync,
+    cudaMallocFromPoolAsync => AllocFromPool,
+    cudaMallocFromPoolAsync_ptsz => AllocFromPool,
+    cudaMallocArray => AllocArray,
+    cudaFreeArray => FreeArray,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_round_trips_for_every_api() {
+        for (i, api) in Api::ALL.iter().enumerate() {
+            assert_eq!(Api::from_index(i as u8), *api);
+            assert_eq!(*api as u8 as usize, i);
+        }
+    }
+
+    #[test]
+    fn runtime_labels_match_the_driver_call_they_reach() {
+        assert_eq!(Api::cudaMalloc.op(), Api::cuMemAlloc_v2.op());
+        assert_eq!(Api::cudaMallocHost.op(), Api::cuMemHostAlloc.op());
+        assert_eq!(Api::cudaMalloc3D.op(), Api::cuMemAllocPitch_v2.op());
+        assert_eq!(Api::cudaMallocArray.op(), Api::cuArray3DCreate_v2.op());
+        assert_ne!(Api::cudaMalloc.op(), Api::cuMemAllocManaged.op());
+        assert_eq!(
+            Api::cudaFreeAsync.op().space(),
+            Api::cudaMalloc.op().space()
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! The CUDALEAK_* environment variables, read once at start-up into a plain value.
+#![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::stack::MAX_DEPTH;
+
+pub const DEFAULT_DEPTH: usize = 32;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// CUDALEAK_OUTPUT: the dump path template, unexpanded.
+    pub output: Option<OsString>,
+    /// CUDALEAK_DEPTH: frames per stack.
+    pub depth: usize,
+    /// CUDALEAK_QUIET=1: no line on stderr at exit.
+    pub quiet: bool,
+    /// CUDALEAK_DISABLE=1: forward every call, record nothing, write no dump.
+    pub disabled: bool,
+    /// Problems with the variables, reported once on stderr.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    pub fn from_env() -> Config {
+        Config::from_lookup(|k| std::env::var_os(k))
+    }
+
+    pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> Config {
+        let mut warnings = Vec::new();
+        let depth = match get("CUDALEAK_DEPTH") {
+            None => DEFAULT_DEPTH,
+            Some(v) => match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
+                Some(d) if (1..=MAX_DEPTH).contains(&d) => d,
+                _ => {
+                    warnings.push(format!(
+                        "CUDALEAK_DEPTH={} is not a number from 1 to {MAX_DEPTH}; using {DEFAULT_DEPTH}",
+                        v.to_string_lossy()
+                    ));
+                    DEFAULT_DEPTH
+                }
+            },
+        };
+        let flag = |k: &str| get(k).is_some_and(|v| v == "1" || v == "true" || v == "yes");
+        Config {
+            output: get("CUDALEAK_OUTPUT").filter(|v| !v.is_empty()),
+            depth,
+            quiet: flag("CUDALEAK_QUIET"),
+            disabled: flag("CUDALEAK_DISABLE"),
+            warnings,
+        }
+    }
+
+    /// Where the dump of process `pid` goes: `%p` becomes the pid; a value ending in `/` or
+    /// naming a directory means `DIR/cudaleak.<pid>.json`; unset means `./cudaleak.<pid>.json`.
+    pub fn dump_path(&self, pid: u32, is_dir: impl Fn(&PathBuf) -> bool) -> PathBuf {
+        let file = format!("cudaleak.{pid}.json");
+        let Some(template) = &self.output else {
+            return PathBuf::from(file);
+        };
+        let raw = template.to_string_lossy();
+        let expanded = raw.replace("%p", &pid.to_string());
+        let path = PathBuf::from(&expanded);
+        if expanded.ends_with('/') || is_dir(&path) {
+            path.join(file)
+        } else {
+            path
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Config {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.into()))
+            .collect();
+        Config::from_lookup(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults() {
+        let c = config(&[]);
+        assert_eq!(c.depth, 32);
+        assert!(!c.quiet && !c.disabled);
+        assert_eq!(
+            c.dump_path(42, |_| false),
+            PathBuf::from("cudaleak.42.json")
+        );
+    }
+
+    #[test]
+    fn output_templates() {
+        let c = config(&[("CUDALEAK_OUTPUT", "/tmp/run-%p.json")]);
+        assert_eq!(c.dump_path(7, |_| false), PathBuf::from("/tmp/run-7.json"));
+        let c = config(&[("CUDALEAK_OUTPUT", "/tmp/out/")]);
+        assert_eq!(
+            c.dump_path(7, |_| false),
+            PathBuf::from("/tmp/out/cudaleak.7.json")
+        );
+        let c = config(&[("CUDALEAK_OUTPUT", "/tmp/out")]);
+        assert_eq!(
+            c.dump_path(7, |_| true),
+            PathBuf::from("/tmp/out/cudaleak.7.json")
+        );
+        assert_eq!(c.dump_path(7, |_| false), PathBuf::from("/tmp/out"));
+    }
+
+    #[test]
+    fn bad_depth_warns_and_falls_back() {
+        let c = config(&[("CUDALEAK_DEPTH", "lots")]);
+        assert_eq!(c.depth, DEFAULT_DEPTH);
+        assert_eq!(c.warnings.len(), 1);
+        assert_eq!(config(&[("CUDALEAK_DEPTH", "0")]).depth, DEFAULT_DEPTH);
+        assert_eq!(config(&[("CUDALEAK_DEPTH", "8")]).depth, 8);
+        assert!(config(&[("CUDALEAK_QUIET", "1")]).quiet);
+    }
+}

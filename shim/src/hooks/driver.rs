@@ -1,0 +1,750 @@
+//! The point of record: exported driver memory functions (for programs linked with -lcuda),
+//! the same wrappers handed out through `dlsym` and `cuGetProcAddress`, and the
+//! `cuGetProcAddress` wrappers that swap the runtime's function pointers for ours.
+//!
+//! Signatures follow cuda.h (declared here by hand: CUdeviceptr is u64, CUresult is int).
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use super::{keeping_errno, CuResult, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
+use crate::api::Api;
+use crate::guard::Guard;
+use crate::{real, record};
+
+type DevPtr = u64;
+type Stream = *mut c_void;
+
+/// One wrapped driver function: its ELF name, the base name and version `cuGetProcAddress`
+/// is asked for, and where the real function is kept.
+pub struct DriverHook {
+    pub slot: Slot,
+    base: &'static [u8],
+    /// The lowest cudaVersion for which `base` resolves to this versioned function.
+    since: c_int,
+    /// Whether this is the per-thread-default-stream variant (flags bit 2).
+    ptsz: bool,
+    /// The driver's exported pointer for `slot.name`, once looked up (NOT_EXPORTED if absent).
+    exported: AtomicPtr<c_void>,
+}
+
+const NOT_EXPORTED: *mut c_void = 1 as *mut c_void;
+/// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+const PER_THREAD_STREAM: u64 = 2;
+
+const fn cstr(bytes: &'static [u8]) -> &'static CStr {
+    match CStr::from_bytes_with_nul(bytes) {
+        Ok(c) => c,
+        Err(_) => panic!("hook names are NUL-terminated literals"),
+    }
+}
+
+macro_rules! driver_hooks {
+    ($($name:ident: $base:literal since $since:literal $(, $ptsz:ident)?;)*) => {
+        /// Index of each hook in [`HOOKS`].
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        #[repr(usize)]
+        pub enum H { $($name,)* }
+
+        pub static HOOKS: [DriverHook; [$(stringify!($name)),*].len()] = [$(
+            DriverHook {
+                slot: Slot::new(cstr(concat!(stringify!($name), "\0").as_bytes())),
+                base: $base.as_bytes(),
+                since: $since,
+                ptsz: driver_hooks!(@ptsz $($ptsz)?),
+                exported: AtomicPtr::new(ptr::null_mut()),
+            },
+        )*];
+
+        /// Our wrapper for hook `i`.
+        pub fn wrapper(i: usize) -> *mut c_void {
+            let all: [*mut c_void; HOOKS.len()] = [$($name as *mut c_void,)*];
+            all[i]
+        }
+    };
+    (@ptsz ptsz) => { true };
+    (@ptsz) => { false };
+}
+
+driver_hooks! {
+    cuGetProcAddress: "cuGetProcAddress" since 11030;
+    cuGetProcAddress_v2: "cuGetProcAddress" since 12000;
+    cuMemAlloc_v2: "cuMemAlloc" since 3020;
+    cuMemAllocPitch_v2: "cuMemAllocPitch" since 3020;
+    cuMemFree_v2: "cuMemFree" since 3020;
+    cuMemAllocManaged: "cuMemAllocManaged" since 6000;
+    cuMemAllocHost_v2: "cuMemAllocHost" since 3020;
+    cuMemHostAlloc: "cuMemHostAlloc" since 2020;
+    cuMemFreeHost: "cuMemFreeHost" since 2000;
+    cuMemAllocAsync: "cuMemAllocAsync" since 11020;
+    cuMemAllocAsync_ptsz: "cuMemAllocAsync" since 11020, ptsz;
+    cuMemFreeAsync: "cuMemFreeAsync" since 11020;
+    cuMemFreeAsync_ptsz: "cuMemFreeAsync" since 11020, ptsz;
+    cuMemAllocFromPoolAsync: "cuMemAllocFromPoolAsync" since 11020;
+    cuMemAllocFromPoolAsync_ptsz: "cuMemAllocFromPoolAsync" since 11020, ptsz;
+    cuMemCreate: "cuMemCreate" since 10020;
+    cuMemRelease: "cuMemRelease" since 10020;
+    cuArrayCreate_v2: "cuArrayCreate" since 3020;
+    cuArray3DCreate_v2: "cuArray3DCreate" since 3020;
+    cuArrayDestroy: "cuArrayDestroy" since 2000;
+}
+
+impl H {
+    fn hook(self) -> &'static DriverHook {
+        &HOOKS[self as usize]
+    }
+}
+
+/// The real function of hook `h` as type `F`, or `None` if the driver does not have it.
+///
+/// # Safety
+/// `F` must be the function-pointer type of hook `h`'s C signature.
+#[inline]
+unsafe fn real_fn<F: Copy>(h: H) -> Option<F> {
+    let p = h.hook().slot.get(wrapper(h as usize), real::driver);
+    if p.is_null() {
+        None
+    } else {
+        // SAFETY: p is the driver's function named by the hook, whose type the caller gives.
+        Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+    }
+}
+
+/// Index of the hook `name` names exactly, for the per-name `dlsym` path.
+pub fn by_elf_name(name: &[u8]) -> Option<usize> {
+    if !name.starts_with(b"cu") {
+        return None;
+    }
+    HOOKS.iter().position(|h| h.slot.name.to_bytes() == name)
+}
+
+/// If the program's lookup found `p` for hook `i`, the pointer to give it instead: ours.
+pub fn substitute(i: usize, p: *mut c_void) -> *mut c_void {
+    if HOOKS[i].slot.offer(p, wrapper(i)) {
+        wrapper(i)
+    } else {
+        p
+    }
+}
+
+fn exported_pointer(i: usize) -> *mut c_void {
+    let hook = &HOOKS[i];
+    let p = hook.exported.load(Ordering::Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    let h = real::driver_handle();
+    if h.is_null() {
+        return NOT_EXPORTED;
+    }
+    let mut found = real::lookup(h, hook.slot.name);
+    if found.is_null() {
+        found = NOT_EXPORTED;
+    }
+    hook.exported.store(found, Ordering::Release);
+    found
+}
+
+/// Which hook a successful `cuGetProcAddress(symbol, cudaVersion, flags) = p` is for:
+/// the function whose exported pointer `p` is, else the base-name + version + flags rule.
+fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Option<usize> {
+    let candidates = || HOOKS.iter().enumerate().filter(|(_, h)| h.base == name);
+    if let Some((i, _)) = candidates().find(|(i, _)| exported_pointer(*i) == p) {
+        return Some(i);
+    }
+    let ptsz = flags & PER_THREAD_STREAM != 0;
+    candidates()
+        .filter(|(_, h)| version >= h.since && h.ptsz == ptsz)
+        .max_by_key(|(_, h)| h.since)
+        .map(|(i, _)| i)
+}
+
+/// After the real `cuGetProcAddress` succeeded: hand out our wrapper where we have one.
+///
+/// # Safety
+/// `symbol` is NUL-terminated or null; `pfn` is null or points at the filled-in pointer.
+unsafe fn swap_proc(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+    if symbol.is_null() || pfn.is_null() {
+        return;
+    }
+    // SAFETY: the real call succeeded, so *pfn is initialised; symbol is a C string.
+    let (name, p) = unsafe { (CStr::from_ptr(symbol).to_bytes(), *pfn) };
+    if p.is_null() || !name.starts_with(b"cu") {
+        return;
+    }
+    let i = if name == b"cuGetProcAddress" {
+        // The runtime asks for the lookup function itself; keep it going through us.
+        Some(if version < 12000 {
+            H::cuGetProcAddress
+        } else {
+            H::cuGetProcAddress_v2
+        } as usize)
+    } else {
+        hook_for_proc(name, p, version, flags)
+    };
+    if let Some(i) = i {
+        // SAFETY: pfn is valid for writes (the real call just wrote it).
+        unsafe { *pfn = substitute(i, p) };
+    }
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult;
+    // SAFETY: F is cuGetProcAddress's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuGetProcAddress) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: arguments are the caller's, passed through unchanged.
+    let rc = unsafe { real(symbol, pfn, cuda_version, flags) };
+    if rc == CUDA_SUCCESS {
+        // SAFETY: the real call succeeded with these arguments.
+        keeping_errno(|| unsafe { swap_proc(symbol, pfn, cuda_version, flags) });
+    }
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CuResult {
+    type F =
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CuResult;
+    // SAFETY: F is cuGetProcAddress_v2's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuGetProcAddress_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: arguments are the caller's, passed through unchanged.
+    let rc = unsafe { real(symbol, pfn, cuda_version, flags, status) };
+    if rc == CUDA_SUCCESS {
+        // SAFETY: the real call succeeded with these arguments.
+        keeping_errno(|| unsafe { swap_proc(symbol, pfn, cuda_version, flags) });
+    }
+    rc
+}
+
+static CTX_GET_DEVICE: Slot = Slot::new(c"cuCtxGetDevice");
+
+/// The current context's device ordinal, if there is one.
+fn current_device() -> Option<i32> {
+    type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
+    let p = CTX_GET_DEVICE.get(ptr::null_mut(), real::driver);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: p is the driver's cuCtxGetDevice.
+    let f = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
+    let mut device: c_int = -1;
+    // SAFETY: device is a valid out-parameter.
+    (unsafe { f(&mut device) } == CUDA_SUCCESS).then_some(device)
+}
+
+/// Records the result of an allocation whose address the real call wrote to `out`.
+#[inline]
+fn after_alloc(
+    api: Api,
+    rc: CuResult,
+    out: impl FnOnce() -> Option<u64>,
+    size: u64,
+    device: impl FnOnce() -> Option<i32>,
+) {
+    keeping_errno(|| match rc {
+        CUDA_SUCCESS => {
+            if let Some(addr) = out() {
+                record::allocated(api, addr, size, device());
+            }
+        }
+        error => record::allocation_failed(api, size, error),
+    });
+}
+
+/// Reads an out-parameter the real call filled in.
+///
+/// # Safety
+/// `p` is null or valid for reads.
+#[inline]
+unsafe fn read(p: *const u64) -> Option<u64> {
+    // SAFETY: per the function's contract.
+    (!p.is_null()).then(|| unsafe { *p })
+}
+
+/// The body shared by every free: forget, forward, settle.
+#[inline]
+fn free_with(api: Api, addr: u64, real: impl FnOnce() -> CuResult) -> CuResult {
+    if addr == 0 {
+        return real(); // cuMemFree(0) and friends: nothing to record.
+    }
+    let Some(_guard) = Guard::enter() else {
+        return real();
+    };
+    let taken = keeping_errno(|| record::free_started(api, addr));
+    let rc = real();
+    keeping_errno(|| record::free_finished(api, addr, taken, rc));
+    rc
+}
+
+macro_rules! forward_unrecorded {
+    ($real:ident($($arg:expr),*)) => {
+        match Guard::enter() {
+            // SAFETY: arguments are the caller's, passed through unchanged.
+            None => return unsafe { $real($($arg),*) },
+            Some(g) => g,
+        }
+    };
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytesize: usize) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, usize) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAlloc_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(dptr, bytesize));
+    // SAFETY: passed through unchanged; dptr is read only after success.
+    let rc = unsafe { real(dptr, bytesize) };
+    after_alloc(
+        Api::cuMemAlloc_v2,
+        rc,
+        || unsafe { read(dptr) },
+        bytesize as u64,
+        current_device,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAllocPitch_v2(
+    dptr: *mut DevPtr,
+    pitch: *mut usize,
+    width: usize,
+    height: usize,
+    element_size: c_uint,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, *mut usize, usize, usize, c_uint) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocPitch_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(dptr, pitch, width, height, element_size));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(dptr, pitch, width, height, element_size) };
+    let size = match (rc, unsafe { read(pitch as *const u64) }) {
+        (CUDA_SUCCESS, Some(p)) => p.saturating_mul(height as u64),
+        _ => (width as u64).saturating_mul(height as u64),
+    };
+    after_alloc(
+        Api::cuMemAllocPitch_v2,
+        rc,
+        || unsafe { read(dptr) },
+        size,
+        current_device,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: DevPtr) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemFree_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemFree_v2, dptr, || unsafe { real(dptr) })
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAllocManaged(
+    dptr: *mut DevPtr,
+    bytesize: usize,
+    flags: c_uint,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, usize, c_uint) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocManaged) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(dptr, bytesize, flags));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(dptr, bytesize, flags) };
+    after_alloc(
+        Api::cuMemAllocManaged,
+        rc,
+        || unsafe { read(dptr) },
+        bytesize as u64,
+        current_device,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CuResult {
+    type F = unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocHost_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(pp, bytesize));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(pp, bytesize) };
+    after_alloc(
+        Api::cuMemAllocHost_v2,
+        rc,
+        || unsafe { read(pp as *const u64) },
+        bytesize as u64,
+        || None,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemHostAlloc(
+    pp: *mut *mut c_void,
+    bytesize: usize,
+    flags: c_uint,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemHostAlloc) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(pp, bytesize, flags));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(pp, bytesize, flags) };
+    after_alloc(
+        Api::cuMemHostAlloc,
+        rc,
+        || unsafe { read(pp as *const u64) },
+        bytesize as u64,
+        || None,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemFreeHost) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemFreeHost, p as u64, || unsafe { real(p) })
+}
+
+macro_rules! alloc_async {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut DevPtr,
+            bytesize: usize,
+            stream: Stream,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut DevPtr, usize, Stream) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let _g = forward_unrecorded!(real(dptr, bytesize, stream));
+            // SAFETY: passed through unchanged.
+            let rc = unsafe { real(dptr, bytesize, stream) };
+            after_alloc(
+                Api::$name,
+                rc,
+                || unsafe { read(dptr) },
+                bytesize as u64,
+                current_device,
+            );
+            rc
+        }
+    };
+}
+
+macro_rules! alloc_from_pool {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut DevPtr,
+            bytesize: usize,
+            pool: *mut c_void,
+            stream: Stream,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut DevPtr, usize, *mut c_void, Stream) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let _g = forward_unrecorded!(real(dptr, bytesize, pool, stream));
+            // SAFETY: passed through unchanged.
+            let rc = unsafe { real(dptr, bytesize, pool, stream) };
+            after_alloc(
+                Api::$name,
+                rc,
+                || unsafe { read(dptr) },
+                bytesize as u64,
+                current_device,
+            );
+            rc
+        }
+    };
+}
+
+macro_rules! free_async {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(dptr: DevPtr, stream: Stream) -> CuResult {
+            type F = unsafe extern "C" fn(DevPtr, Stream) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            // SAFETY: passed through unchanged.
+            free_with(Api::$name, dptr, || unsafe { real(dptr, stream) })
+        }
+    };
+}
+
+alloc_async!(cuMemAllocAsync);
+alloc_async!(cuMemAllocAsync_ptsz);
+alloc_from_pool!(cuMemAllocFromPoolAsync);
+alloc_from_pool!(cuMemAllocFromPoolAsync_ptsz);
+free_async!(cuMemFreeAsync);
+free_async!(cuMemFreeAsync_ptsz);
+
+/// The head of CUmemAllocationProp: type, requested handle types, then CUmemLocation.
+#[repr(C)]
+struct AllocationPropHead {
+    kind: c_int,
+    handle_types: c_int,
+    location_type: c_int,
+    location_id: c_int,
+}
+
+/// CU_MEM_LOCATION_TYPE_DEVICE.
+const LOCATION_DEVICE: c_int = 1;
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    size: usize,
+    prop: *const c_void,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut u64, usize, *const c_void, u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemCreate) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(handle, size, prop, flags));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(handle, size, prop, flags) };
+    let device = || {
+        // SAFETY: the real call accepted prop, so it points at a CUmemAllocationProp.
+        let head = unsafe { (prop as *const AllocationPropHead).as_ref() }?;
+        (head.location_type == LOCATION_DEVICE).then_some(head.location_id)
+    };
+    after_alloc(
+        Api::cuMemCreate,
+        rc,
+        || unsafe { read(handle) },
+        size as u64,
+        device,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CuResult {
+    type F = unsafe extern "C" fn(u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemRelease) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemRelease, handle, || unsafe { real(handle) })
+}
+
+/// CUDA_ARRAY_DESCRIPTOR.
+#[repr(C)]
+pub struct ArrayDescriptor {
+    width: usize,
+    height: usize,
+    format: c_int,
+    channels: c_uint,
+}
+
+/// CUDA_ARRAY3D_DESCRIPTOR.
+#[repr(C)]
+pub struct Array3dDescriptor {
+    width: usize,
+    height: usize,
+    depth: usize,
+    format: c_int,
+    channels: c_uint,
+    flags: c_uint,
+}
+
+/// Bytes per channel of a CUarray_format; 1 for formats we do not know.
+fn format_bytes(format: c_int) -> u64 {
+    match format {
+        0x01 | 0x08 => 1,        // (UN)SIGNED_INT8
+        0x02 | 0x09 | 0x10 => 2, // (UN)SIGNED_INT16, HALF
+        0x03 | 0x0a | 0x20 => 4, // (UN)SIGNED_INT32, FLOAT
+        _ => 1,
+    }
+}
+
+fn array_bytes(width: usize, height: usize, depth: usize, format: c_int, channels: c_uint) -> u64 {
+    [width, height.max(1), depth.max(1)].iter().fold(
+        format_bytes(format) * u64::from(channels.max(1)),
+        |acc, &d| acc.saturating_mul(d as u64),
+    )
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuArrayCreate_v2(
+    array: *mut *mut c_void,
+    desc: *const ArrayDescriptor,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut *mut c_void, *const ArrayDescriptor) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuArrayCreate_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(array, desc));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(array, desc) };
+    // SAFETY: desc is the caller's descriptor, null or valid.
+    let size = unsafe { desc.as_ref() }.map_or(0, |d| {
+        array_bytes(d.width, d.height, 1, d.format, d.channels)
+    });
+    after_alloc(
+        Api::cuArrayCreate_v2,
+        rc,
+        || unsafe { read(array as *const u64) },
+        size,
+        current_device,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuArray3DCreate_v2(
+    array: *mut *mut c_void,
+    desc: *const Array3dDescriptor,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut *mut c_void, *const Array3dDescriptor) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuArray3DCreate_v2) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let _g = forward_unrecorded!(real(array, desc));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(array, desc) };
+    // SAFETY: desc is the caller's descriptor, null or valid.
+    let size = unsafe { desc.as_ref() }.map_or(0, |d| {
+        array_bytes(d.width, d.height, d.depth, d.format, d.channels)
+    });
+    after_alloc(
+        Api::cuArray3DCreate_v2,
+        rc,
+        || unsafe { read(array as *const u64) },
+        size,
+        current_device,
+    );
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuArrayDestroy(array: *mut c_void) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuArrayDestroy) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuArrayDestroy, array as u64, || unsafe { real(array) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elf_names_are_matched_exactly() {
+        assert_eq!(
+            by_elf_name(b"cuMemAlloc_v2"),
+            Some(H::cuMemAlloc_v2 as usize)
+        );
+        assert_eq!(
+            by_elf_name(b"cuMemAllocAsync_ptsz"),
+            Some(H::cuMemAllocAsync_ptsz as usize)
+        );
+        assert_eq!(by_elf_name(b"cuMemAlloc"), None, "v1 has another ABI");
+        assert_eq!(by_elf_name(b"cuMemAlloc_v2x"), None);
+        assert_eq!(by_elf_name(b"cudnnCreate"), None);
+    }
+
+    #[test]
+    fn base_name_version_and_flags_pick_the_versioned_function() {
+        let p = 0x1234 as *mut c_void; // matches no exported pointer (no driver loaded)
+        assert_eq!(
+            hook_for_proc(b"cuMemAlloc", p, 3020, 0),
+            Some(H::cuMemAlloc_v2 as usize)
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemAlloc", p, 2000, 0),
+            None,
+            "v1: 32-bit ABI"
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemAllocAsync", p, 11020, PER_THREAD_STREAM),
+            Some(H::cuMemAllocAsync_ptsz as usize)
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemAllocAsync", p, 11020, 1),
+            Some(H::cuMemAllocAsync as usize)
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemFreeHost", p, 2000, 0),
+            Some(H::cuMemFreeHost as usize)
+        );
+        assert_eq!(hook_for_proc(b"cuMemcpy", p, 3020, 0), None);
+    }
+
+    #[test]
+    fn offering_our_own_wrapper_never_makes_it_the_real_function() {
+        let i = H::cuMemRelease as usize;
+        let ours = wrapper(i);
+        assert!(HOOKS[i].slot.offer(ours, ours));
+        assert_eq!(substitute(i, ours), ours);
+        let real = 0x5000 as *mut c_void;
+        assert_eq!(substitute(i, real), ours);
+        let other = 0x6000 as *mut c_void;
+        assert_eq!(
+            substitute(i, other),
+            other,
+            "a second, different driver is left alone"
+        );
+    }
+
+    #[test]
+    fn array_sizes_count_channels_and_format() {
+        assert_eq!(array_bytes(64, 32, 0, 0x20, 4), 64 * 32 * 16);
+        assert_eq!(array_bytes(100, 0, 0, 0x01, 1), 100);
+        assert_eq!(array_bytes(8, 8, 8, 0x10, 2), 8 * 8 * 8 * 4);
+    }
+}

@@ -1,0 +1,88 @@
+//! The exported functions a CUDA program ends up calling instead of the real ones.
+//!
+//! A hook is a few lines: enter the guard, call the real function, record on success, return
+//! the real result unchanged. No I/O, no formatting, no symbol lookup beyond the first call,
+//! no lock held across the real call. errno is restored after recording.
+
+pub mod dlsym;
+pub mod driver;
+pub mod runtime;
+
+use std::ffi::{c_int, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// Driver API return code (CUresult).
+pub type CuResult = c_int;
+pub const CUDA_SUCCESS: CuResult = 0;
+/// CUDA_ERROR_NOT_INITIALIZED: returned when the real driver function cannot be found.
+pub const CUDA_ERROR_NOT_INITIALIZED: CuResult = 3;
+/// cudaErrorInitializationError: returned when the real runtime function cannot be found.
+pub const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
+/// cudaErrorCudartUnloading: the runtime refuses calls during its teardown.
+pub const CUDA_ERROR_CUDART_UNLOADING: c_int = 4;
+
+/// Where a hook finds the function it forwards to.
+pub struct Slot {
+    pub name: &'static CStr,
+    real: AtomicPtr<c_void>,
+}
+
+impl Slot {
+    pub const fn new(name: &'static CStr) -> Slot {
+        Slot {
+            name,
+            real: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// The real function, resolving it with `resolve` the first time. Never our own `wrapper`.
+    pub fn get(&self, wrapper: *mut c_void, resolve: fn(&CStr) -> *mut c_void) -> *mut c_void {
+        let p = self.real.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        let p = resolve(self.name);
+        if p.is_null() || p == wrapper {
+            return ptr::null_mut();
+        }
+        match self
+            .real
+            .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => p,
+            Err(current) => current,
+        }
+    }
+
+    /// Offers `p` (found by the program's own lookup) as the real function. True when the slot
+    /// now forwards to `p`, so handing out `wrapper` in its place is safe.
+    pub fn offer(&self, p: *mut c_void, wrapper: *mut c_void) -> bool {
+        if p.is_null() {
+            return false;
+        }
+        if p == wrapper {
+            return true;
+        }
+        match self
+            .real
+            .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(current) => current == p,
+        }
+    }
+}
+
+/// Runs `f` and puts errno back as it was: recording must not change what the program sees.
+#[inline]
+pub fn keeping_errno<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: __errno_location always returns this thread's valid errno slot.
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: as above.
+    let saved = unsafe { *slot };
+    let r = f();
+    // SAFETY: as above.
+    unsafe { *slot = saved };
+    r
+}

@@ -1,0 +1,202 @@
+//! The only place that resolves real functions: the real `dlsym` (bootstrapped with `dlvsym`,
+//! because our exported `dlsym` shadows libc's), the CUDA driver's handle, and lookups of the
+//! functions our hooks forward to.
+//!
+//! Everything here must work before the shim is initialised and must never allocate on the
+//! `dlsym` path: Rust's std and other libraries' constructors call `dlsym` before we are ready.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+pub const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
+const RTLD_DL_LINKMAP: c_int = 2;
+
+pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+static REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+static DRIVER_HANDLE: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// libc's own `dlsym`. `None` only if glibc offers neither symbol version, in which case the
+/// shim cannot work and passes everything through.
+pub fn dlsym_fn() -> Option<DlsymFn> {
+    let mut p = REAL_DLSYM.load(Ordering::Acquire);
+    if p.is_null() {
+        for version in [c"GLIBC_2.2.5", c"GLIBC_2.34", c"GLIBC_2.17"] {
+            // SAFETY: dlvsym is not interposed by us; both strings are NUL-terminated literals.
+            p = unsafe { libc::dlvsym(RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !p.is_null() {
+                break;
+            }
+        }
+        if p.is_null() {
+            return None;
+        }
+        REAL_DLSYM.store(p, Ordering::Release);
+    }
+    // SAFETY: p is libc's dlsym, whose signature is DlsymFn.
+    Some(unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(p) })
+}
+
+/// `dlsym(handle, name)` through libc's real function.
+pub fn lookup(handle: *mut c_void, name: &CStr) -> *mut c_void {
+    match dlsym_fn() {
+        // SAFETY: name is NUL-terminated; handle is a handle or pseudo-handle from the caller.
+        Some(f) => unsafe { f(handle, name.as_ptr()) },
+        None => ptr::null_mut(),
+    }
+}
+
+/// The next definition of `name` after this library in the global search order.
+pub fn next(name: &CStr) -> *mut c_void {
+    lookup(RTLD_NEXT, name)
+}
+
+/// Remembers the handle a program used to look up the driver's entry point.
+pub fn note_driver_handle(handle: *mut c_void) {
+    if !handle.is_null() && handle != RTLD_NEXT {
+        let _ = DRIVER_HANDLE.compare_exchange(
+            ptr::null_mut(),
+            handle,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+}
+
+/// A handle on the CUDA driver once something has loaded it: the one the runtime used, or
+/// the already-loaded `libcuda.so.1` (never loads it ourselves).
+pub fn driver_handle() -> *mut c_void {
+    let h = DRIVER_HANDLE.load(Ordering::Acquire);
+    if !h.is_null() {
+        return h;
+    }
+    // SAFETY: RTLD_NOLOAD only returns a handle to an object that is already loaded.
+    let h = unsafe {
+        libc::dlopen(
+            c"libcuda.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        )
+    };
+    note_driver_handle(h);
+    DRIVER_HANDLE.load(Ordering::Acquire)
+}
+
+/// A driver function by its exported (versioned) ELF name: the global scope first (programs
+/// linked with -lcuda), then the driver's own handle (runtimes that dlopen it locally).
+pub fn driver(name: &CStr) -> *mut c_void {
+    let p = next(name);
+    if !p.is_null() {
+        return p;
+    }
+    let h = driver_handle();
+    if h.is_null() {
+        return ptr::null_mut();
+    }
+    lookup(h, name)
+}
+
+/// A CUDA runtime function: the global scope first, then an already-loaded libcudart by its
+/// soname (frameworks load it with RTLD_LOCAL, where RTLD_NEXT cannot see it).
+pub fn runtime(name: &CStr) -> *mut c_void {
+    let p = next(name);
+    if !p.is_null() {
+        return p;
+    }
+    for soname in [
+        c"libcudart.so.13",
+        c"libcudart.so.12",
+        c"libcudart.so.11.0",
+        c"libcudart.so",
+    ] {
+        // SAFETY: RTLD_NOLOAD never loads anything; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if !h.is_null() {
+            let p = lookup(h, name);
+            if !p.is_null() {
+                return p;
+            }
+        }
+    }
+    ptr::null_mut()
+}
+
+/// `dlsym(RTLD_NEXT, name)` on behalf of the code at `caller`: the first definition in an
+/// object loaded after the caller's. Forwarding RTLD_NEXT as is would search after *this*
+/// library, which can hand an interposer its own function back.
+pub fn next_after(caller: *const c_void, name: *const c_char) -> *mut c_void {
+    let Some(dlsym) = dlsym_fn() else {
+        return ptr::null_mut();
+    };
+    let mut info: libc::Dl_info = empty_dl_info();
+    let mut map: *mut c_void = ptr::null_mut();
+    // SAFETY: dladdr1 only reads the address and writes the two out-parameters.
+    let found = unsafe { libc::dladdr1(caller, &mut info, &mut map, RTLD_DL_LINKMAP) };
+    if found == 0 || map.is_null() {
+        // SAFETY: as for lookup(); the caller is unknown, so search from here.
+        return unsafe { dlsym(RTLD_NEXT, name) };
+    }
+    // SAFETY: map is the caller's struct link_map, owned by the dynamic loader; the chain of
+    // l_next pointers is stable while we hold no loader lock because objects are not unloaded
+    // while one of them (the caller) is executing.
+    unsafe {
+        let mut lm = (*(map as *const LinkMap)).l_next;
+        while !lm.is_null() {
+            let p = dlsym(lm as *mut c_void, name);
+            if !p.is_null() && defined_in(p, lm) {
+                return p;
+            }
+            lm = (*lm).l_next;
+        }
+    }
+    ptr::null_mut()
+}
+
+/// The head of glibc's `struct link_map`, as <link.h> declares it.
+#[repr(C)]
+struct LinkMap {
+    l_addr: usize,
+    l_name: *const c_char,
+    l_ld: *mut c_void,
+    l_next: *mut LinkMap,
+    l_prev: *mut LinkMap,
+}
+
+fn defined_in(p: *mut c_void, lm: *mut LinkMap) -> bool {
+    let mut info = empty_dl_info();
+    let mut map: *mut c_void = ptr::null_mut();
+    // SAFETY: as above.
+    let ok = unsafe { libc::dladdr1(p, &mut info, &mut map, RTLD_DL_LINKMAP) };
+    ok != 0 && map == lm as *mut c_void
+}
+
+fn empty_dl_info() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: ptr::null(),
+        dli_fbase: ptr::null_mut(),
+        dli_sname: ptr::null(),
+        dli_saddr: ptr::null_mut(),
+    }
+}
+
+/// The module holding `ip`: its path (empty for the main program) and load bias.
+pub fn module_of(ip: usize) -> Option<(Option<&'static CStr>, usize)> {
+    let mut info = empty_dl_info();
+    let mut map: *mut c_void = ptr::null_mut();
+    // SAFETY: dladdr1 reads nothing but the address; link_map entries live as long as their
+    // object, and the objects we symbolise are not unloaded during a dump.
+    unsafe {
+        if libc::dladdr1(ip as *const c_void, &mut info, &mut map, RTLD_DL_LINKMAP) == 0
+            || map.is_null()
+        {
+            return None;
+        }
+        let lm = &*(map as *const LinkMap);
+        let name = if lm.l_name.is_null() || *lm.l_name == 0 {
+            None
+        } else {
+            Some(CStr::from_ptr(lm.l_name))
+        };
+        Some((name, lm.l_addr))
+    }
+}

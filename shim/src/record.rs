@@ -1,0 +1,100 @@
+//! What every hook does after its real call: turn the result into table entries and events.
+//! Each entry point is shielded, so a failure here stops recording and never reaches the host.
+#![forbid(unsafe_code)]
+
+use cudaleak_format::EventType;
+
+use crate::api::Api;
+use crate::guard;
+use crate::stack::{self, StackId};
+use crate::state::{self, State};
+use crate::table::{Block, EventRecord, FreeOutcome};
+
+fn capture_stack(s: &State) -> StackId {
+    let mut buf = [0usize; stack::MAX_DEPTH];
+    let n = stack::capture(s.config.depth, &mut buf);
+    s.stacks.intern(&buf[..n])
+}
+
+/// A successful allocation by driver function `driver` of `size` bytes at `addr`.
+pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let op = driver.op();
+        let api = guard::label_for(op, driver);
+        let stack = capture_stack(s);
+        let block = Block {
+            size,
+            seq: s.next_seq(),
+            stack,
+            time_ms: s.elapsed_ms(),
+            thread: guard::thread_id(),
+            device: device.unwrap_or(-1),
+            api,
+        };
+        s.table.allocated(op.space(), addr, block);
+    });
+}
+
+/// A failed allocation: the program was told no, and may not have checked.
+pub fn allocation_failed(driver: Api, size: u64, error: i32) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let api = guard::label_for(driver.op(), driver);
+        s.table.failed_allocation();
+        let stack = capture_stack(s);
+        s.table.event(EventRecord {
+            kind: EventType::FailedAllocation,
+            api,
+            address: None,
+            size: Some(size),
+            error: Some(error.into()),
+            seq: s.next_seq(),
+            stack,
+            alloc_stack: None,
+        });
+    });
+}
+
+/// Before a free is forwarded: forget the address. Pass the result to [`free_finished`].
+pub fn free_started(driver: Api, addr: u64) -> Option<Block> {
+    let s = state::recording()?;
+    state::shield(|| s.table.take(driver.op().space(), addr)).flatten()
+}
+
+/// After the real free answered `error` (0 is success).
+pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let api = guard::label_for(driver.op(), driver);
+        let outcome = s
+            .table
+            .free_finished(driver.op().space(), addr, taken, error == 0);
+        let (kind, alloc_stack) = match outcome {
+            FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
+                s.next_seq();
+                return;
+            }
+            FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
+            FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
+        };
+        let stack = capture_stack(s);
+        s.table.event(EventRecord {
+            kind,
+            api,
+            address: Some(addr),
+            size: None,
+            error: Some(error.into()),
+            seq: s.next_seq(),
+            stack,
+            alloc_stack,
+        });
+    });
+}
+
+/// A runtime free refused because the runtime is unloading: teardown reclaims the block, and
+/// the program did free it, so it is not reported as a leak.
+pub fn freed_during_teardown(runtime: Api, addr: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| s.table.forget(runtime.op().space(), addr));
+}

@@ -1,0 +1,183 @@
+//! Capture of return addresses at an allocation, with the shim's own frames left out, and
+//! interning, so each distinct stack is stored once and records carry a 4-byte id.
+//!
+//! Capture must not take any lock another thread could hold while calling into us.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+/// Index of an interned stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackId(pub u32);
+
+/// The deepest stack `CUDALEAK_DEPTH` may ask for.
+pub const MAX_DEPTH: usize = 256;
+
+const SHARD_BITS: u32 = 4;
+const SHARDS: usize = 1 << SHARD_BITS;
+
+static OWN_START: AtomicUsize = AtomicUsize::new(0);
+static OWN_END: AtomicUsize = AtomicUsize::new(0);
+
+/// Finds the address range of this library's loaded segments, so capture can skip its frames.
+pub fn init_own_range() {
+    extern "C" fn callback(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        let target = data as usize;
+        // SAFETY: the loader passes a valid dl_phdr_info whose dlpi_phdr array has dlpi_phnum
+        // entries, valid for the duration of the callback.
+        let (base, phdrs) = unsafe {
+            let info = &*info;
+            (
+                info.dlpi_addr as usize,
+                std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)),
+            )
+        };
+        let loads = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD);
+        let (mut lo, mut hi, mut hit) = (usize::MAX, 0usize, false);
+        for p in loads {
+            let start = base + p.p_vaddr as usize;
+            let end = start + p.p_memsz as usize;
+            hit |= (start..end).contains(&target);
+            lo = lo.min(start);
+            hi = hi.max(end);
+        }
+        if hit {
+            OWN_START.store(lo, Ordering::Relaxed);
+            OWN_END.store(hi, Ordering::Relaxed);
+            return 1;
+        }
+        0
+    }
+    let probe = init_own_range as *const () as usize;
+    // SAFETY: the callback only reads what the loader hands it and writes two atomics.
+    unsafe { libc::dl_iterate_phdr(Some(callback), probe as *mut c_void) };
+}
+
+fn is_own(ip: usize) -> bool {
+    (OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed)).contains(&ip)
+}
+
+/// Writes up to `depth` return addresses of the caller's stack into `buf`, innermost first,
+/// leaving out the unwinder's and the shim's frames. Returns how many were written.
+pub fn capture(depth: usize, buf: &mut [usize; MAX_DEPTH]) -> usize {
+    let depth = depth.min(MAX_DEPTH);
+    let mut n = 0;
+    let mut seen_own = false;
+    // SAFETY: libgcc's _Unwind_Backtrace, which this uses on Linux, is thread-safe; the
+    // unsynchronised variant avoids the crate's global lock, which a nested call would hit.
+    unsafe {
+        backtrace::trace_unsynchronized(|frame| {
+            let ip = frame.ip() as usize;
+            if is_own(ip) {
+                seen_own = true;
+            } else if seen_own && ip != 0 {
+                buf[n] = ip;
+                n += 1;
+            }
+            n < depth
+        });
+    }
+    n
+}
+
+#[derive(Default)]
+struct InternShard {
+    ids: HashMap<Box<[usize]>, u32, BuildHasherDefault<StackHasher>>,
+    stacks: Vec<Box<[usize]>>,
+}
+
+/// Identical stacks share one id. Ids encode their shard in the low bits.
+#[derive(Default)]
+pub struct Interner {
+    shards: [Mutex<InternShard>; SHARDS],
+}
+
+impl Interner {
+    pub fn intern(&self, ips: &[usize]) -> StackId {
+        let mut h = StackHasher::default();
+        for &ip in ips {
+            h.write_usize(ip);
+        }
+        let shard_index = (h.finish() >> (64 - SHARD_BITS)) as usize;
+        let mut shard = self.shards[shard_index].lock();
+        if let Some(&local) = shard.ids.get(ips) {
+            return StackId(local << SHARD_BITS | shard_index as u32);
+        }
+        let local = shard.stacks.len() as u32;
+        let owned: Box<[usize]> = ips.into();
+        shard.stacks.push(owned.clone());
+        shard.ids.insert(owned, local);
+        StackId(local << SHARD_BITS | shard_index as u32)
+    }
+
+    /// The addresses of an interned stack.
+    pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
+        let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();
+        shard.stacks.get((id.0 >> SHARD_BITS) as usize).cloned()
+    }
+}
+
+#[derive(Default)]
+struct StackHasher(u64);
+
+impl Hasher for StackHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_usize(usize::from(b));
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_stacks_share_an_id_and_different_ones_do_not() {
+        let i = Interner::default();
+        let a = i.intern(&[1, 2, 3]);
+        let b = i.intern(&[1, 2, 4]);
+        assert_eq!(i.intern(&[1, 2, 3]), a);
+        assert_ne!(a, b);
+        assert_eq!(&*i.get(a).unwrap(), &[1, 2, 3]);
+        assert_eq!(&*i.get(b).unwrap(), &[1, 2, 4]);
+        assert_eq!(i.get(StackId(9999 << SHARD_BITS)), None);
+    }
+
+    #[test]
+    fn many_stacks_keep_their_addresses() {
+        let i = Interner::default();
+        let ids: Vec<_> = (0..5000usize).map(|n| i.intern(&[n, n * 7, 42])).collect();
+        for (n, id) in ids.into_iter().enumerate() {
+            assert_eq!(&*i.get(id).unwrap(), &[n, n * 7, 42]);
+        }
+    }
+
+    #[test]
+    fn capture_skips_own_frames_and_stops_at_depth() {
+        // Before the own range is known nothing is "after the shim", so nothing is taken.
+        let mut buf = [0usize; MAX_DEPTH];
+        assert_eq!(capture(8, &mut buf), 0);
+        // In a test binary "own" is the whole test executable: what remains are libc's
+        // thread-start frames outside it.
+        init_own_range();
+        let n = capture(1, &mut buf);
+        assert_eq!(n, 1);
+        assert!(!is_own(buf[0]));
+        assert!(is_own(capture_skips_own_frames_and_stops_at_depth as usize));
+    }
+}

@@ -1,0 +1,94 @@
+//! The one owner of global state and its lifecycle: created once by the constructor, read by
+//! every hook through [`recording`], stopped for good if recording ever fails.
+#![forbid(unsafe_code)]
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::config::Config;
+use crate::stack::Interner;
+use crate::table::Table;
+
+pub struct State {
+    pub config: Config,
+    pub table: Table,
+    pub stacks: Interner,
+    /// One sequence for allocations, frees and events, so their order can be told apart.
+    pub seq: AtomicU64,
+    pub start: Instant,
+    pub start_unix_ms: u64,
+    /// Why recording stopped early, if it did.
+    pub stopped: OnceLock<String>,
+}
+
+static STATE: OnceLock<State> = OnceLock::new();
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// Builds the state from the environment. Called once, from the constructor.
+pub fn init(config: Config) -> &'static State {
+    let enabled = !config.disabled;
+    let state = STATE.get_or_init(|| State {
+        config,
+        table: Table::default(),
+        stacks: Interner::default(),
+        seq: AtomicU64::new(0),
+        start: Instant::now(),
+        start_unix_ms: unix_ms(),
+        stopped: OnceLock::new(),
+    });
+    RECORDING.store(enabled, Ordering::Release);
+    state
+}
+
+/// The state, while the shim is recording.
+#[inline]
+pub fn recording() -> Option<&'static State> {
+    if RECORDING.load(Ordering::Acquire) {
+        STATE.get()
+    } else {
+        None
+    }
+}
+
+/// The state, recording or not (dumps are still written after recording stopped).
+pub fn get() -> Option<&'static State> {
+    STATE.get()
+}
+
+/// Runs `f`, and if it panics, stops recording instead of letting the panic reach the host.
+pub fn shield<R>(f: impl FnOnce() -> R) -> Option<R> {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            stop("an internal error (panic) in the shim; later calls were not recorded");
+            None
+        }
+    }
+}
+
+/// Stops recording for the rest of the process; the dump will say why.
+pub fn stop(reason: &str) {
+    RECORDING.store(false, Ordering::Release);
+    if let Some(s) = STATE.get() {
+        let _ = s.stopped.set(reason.to_string());
+    }
+}
+
+impl State {
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn elapsed_ms(&self) -> u32 {
+        self.start.elapsed().as_millis().min(u128::from(u32::MAX)) as u32
+    }
+}
+
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,398 @@
+//! Live allocations, the recently freed addresses, events and counters: what the dump is made
+//! of. Safe Rust only; sharded so threads allocating at once rarely meet on a lock.
+//!
+//! No lock here is ever held while calling into CUDA or anything else outside this file.
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use cudaleak_format::EventType;
+use parking_lot::Mutex;
+
+use crate::api::{Api, Space};
+use crate::stack::StackId;
+
+const SHARDS: usize = 64;
+const SPACES: usize = 4;
+/// Freed addresses remembered per shard and space, for telling double frees from invalid ones.
+const FREED_PER_SHARD: usize = 1024;
+/// Events kept; later ones are only counted.
+pub const MAX_EVENTS: usize = 10_000;
+
+/// One live block. Kept small: there may be millions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub size: u64,
+    pub seq: u64,
+    pub stack: StackId,
+    pub time_ms: u32,
+    pub thread: u32,
+    /// Device ordinal, or -1 when unknown.
+    pub device: i32,
+    pub api: Api,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRecord {
+    pub kind: EventType,
+    pub api: Api,
+    pub address: Option<u64>,
+    pub size: Option<u64>,
+    pub error: Option<i64>,
+    pub seq: u64,
+    pub stack: StackId,
+    pub alloc_stack: Option<StackId>,
+}
+
+/// What a free turned out to be, once the real call has answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeOutcome {
+    /// A tracked block was freed.
+    Freed,
+    /// The real call succeeded for an address we never saw allocated.
+    Untracked,
+    /// The real call failed for a tracked block; it stays live.
+    Failed,
+    /// The real call failed for an address freed before; where it had been allocated.
+    DoubleFree(StackId),
+    /// The real call failed for an address never allocated.
+    InvalidFree,
+}
+
+#[derive(Default)]
+struct Shard {
+    live: [HashMap<u64, Block, AddrHash>; SPACES],
+    freed: [HashMap<u64, StackId, AddrHash>; SPACES],
+}
+
+#[derive(Default)]
+pub struct Counters {
+    pub allocations: AtomicU64,
+    pub frees: AtomicU64,
+    pub untracked_frees: AtomicU64,
+    pub failed_allocations: AtomicU64,
+    pub invalid_frees: AtomicU64,
+    pub live_bytes: AtomicU64,
+    pub peak_live_bytes: AtomicU64,
+    pub bytes_allocated: AtomicU64,
+    pub dropped_events: AtomicU64,
+}
+
+pub struct Table {
+    shards: Box<[Mutex<Shard>]>,
+    events: Mutex<Vec<EventRecord>>,
+    pub counters: Counters,
+}
+
+/// A consistent-enough copy for a dump: each shard is copied under its own lock.
+pub struct Snapshot {
+    pub live: Vec<(Space, u64, Block)>,
+    pub events: Vec<EventRecord>,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            events: Mutex::new(Vec::new()),
+            counters: Counters::default(),
+        }
+    }
+}
+
+fn mix(addr: u64) -> u64 {
+    (addr ^ (addr >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+fn space_index(space: Space) -> usize {
+    match space {
+        Space::Device => 0,
+        Space::Host => 1,
+        Space::Array => 2,
+        Space::Physical => 3,
+    }
+}
+
+const ALL_SPACES: [Space; SPACES] = [Space::Device, Space::Host, Space::Array, Space::Physical];
+
+impl Table {
+    fn shard(&self, addr: u64) -> &Mutex<Shard> {
+        &self.shards[(mix(addr) >> 58) as usize % SHARDS]
+    }
+
+    /// Records a successful allocation.
+    pub fn allocated(&self, space: Space, addr: u64, block: Block) {
+        let s = space_index(space);
+        let replaced = {
+            let mut shard = self.shard(addr).lock();
+            shard.freed[s].remove(&addr);
+            shard.live[s].insert(addr, block)
+        };
+        let c = &self.counters;
+        c.allocations.fetch_add(1, Relaxed);
+        c.bytes_allocated.fetch_add(block.size, Relaxed);
+        if let Some(old) = replaced {
+            // The address came back without us seeing it freed: the old block is gone.
+            c.live_bytes.fetch_sub(old.size, Relaxed);
+        }
+        let live = c.live_bytes.fetch_add(block.size, Relaxed) + block.size;
+        c.peak_live_bytes.fetch_max(live, Relaxed);
+    }
+
+    /// Forgets `addr` before the real free runs, so a racing allocation that reuses the address
+    /// cannot be the one dropped. Returns the block to hand to [`Table::free_finished`].
+    pub fn take(&self, space: Space, addr: u64) -> Option<Block> {
+        let block = self.shard(addr).lock().live[space_index(space)].remove(&addr);
+        if let Some(b) = block {
+            self.counters.live_bytes.fetch_sub(b.size, Relaxed);
+        }
+        block
+    }
+
+    /// Settles a free once the real call has answered.
+    pub fn free_finished(
+        &self,
+        space: Space,
+        addr: u64,
+        taken: Option<Block>,
+        succeeded: bool,
+    ) -> FreeOutcome {
+        let s = space_index(space);
+        let c = &self.counters;
+        match (taken, succeeded) {
+            (Some(block), true) => {
+                let mut shard = self.shard(addr).lock();
+                let freed = &mut shard.freed[s];
+                if freed.len() >= FREED_PER_SHARD {
+                    freed.clear();
+                }
+                freed.insert(addr, block.stack);
+                drop(shard);
+                c.frees.fetch_add(1, Relaxed);
+                FreeOutcome::Freed
+            }
+            (Some(block), false) => {
+                // Still allocated as far as the driver is concerned: put it back.
+                let mut shard = self.shard(addr).lock();
+                shard.live[s].entry(addr).or_insert(block);
+                drop(shard);
+                let live = c.live_bytes.fetch_add(block.size, Relaxed) + block.size;
+                c.peak_live_bytes.fetch_max(live, Relaxed);
+                FreeOutcome::Failed
+            }
+            (None, true) => {
+                self.shard(addr).lock().freed[s].remove(&addr);
+                c.untracked_frees.fetch_add(1, Relaxed);
+                FreeOutcome::Untracked
+            }
+            (None, false) => {
+                c.invalid_frees.fetch_add(1, Relaxed);
+                match self.shard(addr).lock().freed[s].get(&addr) {
+                    Some(&stack) => FreeOutcome::DoubleFree(stack),
+                    None => FreeOutcome::InvalidFree,
+                }
+            }
+        }
+    }
+
+    pub fn failed_allocation(&self) {
+        self.counters.failed_allocations.fetch_add(1, Relaxed);
+    }
+
+    /// Removes a tracked block without a driver free (the runtime refused the free because it
+    /// is unloading: the context's teardown reclaims the memory).
+    pub fn forget(&self, space: Space, addr: u64) -> bool {
+        match self.take(space, addr) {
+            Some(_) => {
+                self.counters.frees.fetch_add(1, Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn is_live(&self, space: Space, addr: u64) -> bool {
+        self.shard(addr).lock().live[space_index(space)].contains_key(&addr)
+    }
+
+    pub fn event(&self, event: EventRecord) {
+        let mut events = self.events.lock();
+        if events.len() < MAX_EVENTS {
+            events.push(event);
+        } else {
+            drop(events);
+            self.counters.dropped_events.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Copies the live blocks (ordered by sequence number) and events.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut live = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (s, map) in shard.live.iter().enumerate() {
+                live.extend(map.iter().map(|(&a, &b)| (ALL_SPACES[s], a, b)));
+            }
+        }
+        live.sort_unstable_by_key(|(_, _, b)| b.seq);
+        Snapshot {
+            live,
+            events: self.events.lock().clone(),
+        }
+    }
+}
+
+/// Addresses are mixed once; the map needs no second, slower hash.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = mix(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = mix(n);
+    }
+}
+
+type AddrHash = BuildHasherDefault<AddrHasher>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    fn block(size: u64, seq: u64) -> Block {
+        Block {
+            size,
+            seq,
+            stack: StackId(seq as u32),
+            time_ms: 0,
+            thread: 1,
+            device: 0,
+            api: Api::cudaMalloc,
+        }
+    }
+
+    fn free(t: &Table, addr: u64, ok: bool) -> FreeOutcome {
+        let taken = t.take(Space::Device, addr);
+        t.free_finished(Space::Device, addr, taken, ok)
+    }
+
+    #[test]
+    fn alloc_then_free_leaves_nothing_live() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        t.allocated(Space::Device, 0x2000, block(512, 2));
+        assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
+        let snap = t.snapshot();
+        assert_eq!(snap.live.len(), 1);
+        assert_eq!(snap.live[0].1, 0x2000);
+        let c = &t.counters;
+        assert_eq!(c.live_bytes.load(Relaxed), 512);
+        assert_eq!(c.peak_live_bytes.load(Relaxed), 768);
+        assert_eq!(c.bytes_allocated.load(Relaxed), 768);
+        assert_eq!(c.frees.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn failed_free_of_freed_address_is_a_double_free_with_its_alloc_stack() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 7));
+        assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
+        assert_eq!(free(&t, 0x1000, false), FreeOutcome::DoubleFree(StackId(7)));
+        assert_eq!(free(&t, 0x9000, false), FreeOutcome::InvalidFree);
+        assert_eq!(t.counters.invalid_frees.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn reallocating_an_address_clears_its_freed_history() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        free(&t, 0x1000, true);
+        t.allocated(Space::Device, 0x1000, block(256, 2));
+        free(&t, 0x1000, true);
+        t.allocated(Space::Device, 0x1000, block(256, 3));
+        assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
+        assert_eq!(free(&t, 0x1000, false), FreeOutcome::DoubleFree(StackId(3)));
+    }
+
+    #[test]
+    fn failed_free_of_live_block_keeps_it_live() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        assert_eq!(free(&t, 0x1000, false), FreeOutcome::Failed);
+        assert!(t.is_live(Space::Device, 0x1000));
+        assert_eq!(t.counters.live_bytes.load(Relaxed), 256);
+        assert_eq!(t.counters.frees.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn successful_free_of_unknown_address_is_untracked() {
+        let t = Table::default();
+        assert_eq!(free(&t, 0x4000, true), FreeOutcome::Untracked);
+        assert_eq!(t.counters.untracked_frees.load(Relaxed), 1);
+        assert_eq!(t.counters.frees.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn spaces_do_not_alias() {
+        let t = Table::default();
+        t.allocated(Space::Host, 0x1000, block(64, 1));
+        assert!(!t.is_live(Space::Device, 0x1000));
+        assert_eq!(free(&t, 0x1000, false), FreeOutcome::InvalidFree);
+        assert!(t.is_live(Space::Host, 0x1000));
+    }
+
+    #[test]
+    fn events_beyond_the_cap_are_counted_not_stored() {
+        let t = Table::default();
+        let e = EventRecord {
+            kind: EventType::InvalidFree,
+            api: Api::cudaFree,
+            address: Some(1),
+            size: None,
+            error: Some(1),
+            seq: 0,
+            stack: StackId(0),
+            alloc_stack: None,
+        };
+        for _ in 0..MAX_EVENTS + 5 {
+            t.event(e.clone());
+        }
+        assert_eq!(t.snapshot().events.len(), MAX_EVENTS);
+        assert_eq!(t.counters.dropped_events.load(Relaxed), 5);
+    }
+
+    #[test]
+    fn counts_are_exact_with_many_threads() {
+        let t = Table::default();
+        std::thread::scope(|s| {
+            for th in 0..8u64 {
+                let t = &t;
+                s.spawn(move || {
+                    for i in 0..10_000u64 {
+                        let addr = (th << 32) | (i << 8);
+                        t.allocated(Space::Device, addr, block(16, i));
+                        if i % 10 != 0 {
+                            free(t, addr, true);
+                        }
+                    }
+                });
+            }
+        });
+        let c = &t.counters;
+        assert_eq!(c.allocations.load(Relaxed), 80_000);
+        assert_eq!(c.frees.load(Relaxed), 72_000);
+        assert_eq!(t.snapshot().live.len(), 8_000);
+        assert_eq!(c.live_bytes.load(Relaxed), 8_000 * 16);
+    }
+}
