@@ -1,1 +1,350 @@
-//! Integration tests live in tests/tests/; this crate has no library code.
+//! The harness for cudaleak's integration tests: where the null-device CUDA libraries, the
+//! scenario programs and the shim are, how to run a scenario (with or without the shim), and
+//! how to read what it left behind.
+//!
+//! It owns no expectations: each test in tests/ states its own, exactly. It must never make a
+//! failing run look like a passing one (a missing dump, a stray dump, a shim that does not build
+//! are all panics).
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+
+use cudaleak_format::{Dump, Frame, LiveRecord};
+
+/// Directory with the null libcuda.so.1 and libcudart.so.13 (and their dev symlinks).
+pub const NULLCUDA_DIR: &str = env!("NULLCUDA_DIR");
+/// Directory with the compiled scenario programs.
+pub const SCENARIO_DIR: &str = env!("SCENARIO_DIR");
+/// The call spy: an LD_PRELOAD library that logs how a program reaches the driver.
+pub const SPY_LIB: &str = env!("SPY_LIB");
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The compiled scenario program `name`.
+pub fn scenario_program(name: &str) -> PathBuf {
+    Path::new(SCENARIO_DIR).join(name)
+}
+
+/// The C source of scenario `name`.
+pub fn scenario_source(name: &str) -> PathBuf {
+    Path::new(MANIFEST_DIR)
+        .join("scenarios")
+        .join(format!("{name}.c"))
+}
+
+/// The 1-based line of scenario `name` that carries the comment `// @marker`; exactly one must.
+pub fn marker_line(name: &str, marker: &str) -> u32 {
+    let path = scenario_source(name);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let tag = format!("// @{marker}");
+    let hits: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_end().ends_with(&tag))
+        .map(|(i, _)| i + 1)
+        .collect();
+    match hits.as_slice() {
+        [line] => u32::try_from(*line).expect("line number fits u32"),
+        _ => panic!(
+            "{}: expected exactly one `{tag}`, found {}",
+            path.display(),
+            hits.len()
+        ),
+    }
+}
+
+/// The shim library: `CUDALEAK_SHIM` if set, else `target/release/libcudaleak.so` after one
+/// `cargo build --release -p cudaleak-shim` per test binary.
+pub fn shim() -> &'static Path {
+    static SHIM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match SHIM.get_or_init(build_shim) {
+        Ok(p) => p,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn build_shim() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("CUDALEAK_SHIM") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("CUDALEAK_SHIM={} is not a file", p.display()))
+        };
+    }
+    let workspace = Path::new(MANIFEST_DIR)
+        .parent()
+        .expect("tests/ has a parent");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|t| {
+            if t.is_relative() {
+                workspace.join(t)
+            } else {
+                t
+            }
+        })
+        .unwrap_or_else(|| workspace.join("target"));
+    let cargo = std::env::var_os("CARGO")
+        .or_else(|| option_env!("CARGO").map(OsString::from))
+        .unwrap_or_else(|| OsString::from("cargo"));
+    let out = Command::new(&cargo)
+        .args(["build", "--release", "-p", "cudaleak-shim", "--target-dir"])
+        .arg(&target)
+        .current_dir(workspace)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", cargo.to_string_lossy()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`cargo build --release -p cudaleak-shim` failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let lib = target.join("release").join("libcudaleak.so");
+    if lib.is_file() {
+        Ok(lib)
+    } else {
+        Err(format!("the shim built but {} is missing", lib.display()))
+    }
+}
+
+/// How to run one scenario program.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    name: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    unset: Vec<String>,
+    cwd: Option<PathBuf>,
+}
+
+/// What a run left: its status and output, and the directory its dumps were written to.
+#[derive(Debug)]
+pub struct Run {
+    pub name: String,
+    pub status: ExitStatus,
+    pub pid: u32,
+    pub stdout: String,
+    pub stderr: String,
+    /// The default dump directory (`CUDALEAK_OUTPUT=<dir>/`); removed when the run is dropped.
+    pub dir: tempfile::TempDir,
+}
+
+impl Scenario {
+    pub fn new(name: &str) -> Self {
+        Scenario {
+            name: name.to_string(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            unset: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.env
+            .insert(k.to_string(), v.as_ref().to_string_lossy().into_owned());
+        self
+    }
+
+    /// Runs with this variable absent (e.g. `CUDALEAK_OUTPUT`, to test the default).
+    pub fn unset(mut self, k: &str) -> Self {
+        self.unset.push(k.to_string());
+        self
+    }
+
+    pub fn cwd(mut self, dir: &Path) -> Self {
+        self.cwd = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Runs against the null libraries, without the shim.
+    pub fn run_plain(self) -> Run {
+        self.run(None)
+    }
+
+    /// Runs with `LD_PRELOAD=<shim>` and `CUDALEAK_OUTPUT=<fresh dir>/`.
+    pub fn run_shim(self) -> Run {
+        let shim = shim().to_path_buf();
+        self.run(Some(shim))
+    }
+
+    /// Runs with the call spy preloaded, logging to `log`.
+    pub fn run_spy(self, log: &Path) -> Run {
+        self.env("NULLCUDA_SPY_LOG", log)
+            .run(Some(PathBuf::from(SPY_LIB)))
+    }
+
+    fn run(self, preload: Option<PathBuf>) -> Run {
+        let dir = tempfile::Builder::new()
+            .prefix("cudaleak-test-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let program = scenario_program(&self.name);
+        let mut cmd = Command::new(&program);
+        cmd.args(&self.args).stdin(Stdio::null());
+        // Hermetic: nothing from the developer's environment steers the shim or the driver.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("CUDALEAK_") || k.starts_with("NULLCUDA_") || k == "LD_PRELOAD" {
+                cmd.env_remove(&*k);
+            }
+        }
+        cmd.env("LD_LIBRARY_PATH", NULLCUDA_DIR);
+        if let Some(p) = &preload {
+            cmd.env("LD_PRELOAD", p);
+            cmd.env("CUDALEAK_OUTPUT", format!("{}/", dir.path().display()));
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for k in &self.unset {
+            cmd.env_remove(k);
+        }
+        if let Some(cwd) = &self.cwd {
+            cmd.current_dir(cwd);
+        }
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+        let pid = child.id();
+        let out = child.wait_with_output().expect("wait for the scenario");
+        Run {
+            name: self.name,
+            status: out.status,
+            pid,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            dir,
+        }
+    }
+}
+
+impl Run {
+    /// Panics unless the program exited with `code`.
+    pub fn assert_exit(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "{} exited with {}\nstdout:\n{}\nstderr:\n{}",
+            self.name,
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Panics unless stdout is exactly `expected`.
+    pub fn assert_stdout(&self, expected: &str) -> &Self {
+        assert_eq!(
+            self.stdout, expected,
+            "{}: stdout differs\nstderr:\n{}",
+            self.name, self.stderr
+        );
+        self
+    }
+
+    /// Every file in the dump directory.
+    pub fn files(&self) -> Vec<PathBuf> {
+        files_in(self.dir.path())
+    }
+
+    /// The one dump, `<dir>/cudaleak.<pid>.json`; panics if it is missing, unreadable, or not
+    /// alone.
+    pub fn dump(&self) -> Dump {
+        let expected = self.dir.path().join(format!("cudaleak.{}.json", self.pid));
+        let files = self.files();
+        assert_eq!(
+            files,
+            vec![expected.clone()],
+            "{}: expected exactly one dump {}\nstderr:\n{}",
+            self.name,
+            expected.display(),
+            self.stderr
+        );
+        read_dump(&expected)
+    }
+}
+
+/// The regular files directly in `dir`, sorted.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Parses and validates a dump, panicking with the reader's error.
+pub fn read_dump(path: &Path) -> Dump {
+    cudaleak_format::read_file(path)
+        .unwrap_or_else(|e| panic!("{}: not a valid dump: {e}", path.display()))
+}
+
+/// The one live record of `size` bytes.
+pub fn live_of_size(dump: &Dump, size: u64) -> &LiveRecord {
+    let hits: Vec<&LiveRecord> = dump.live.iter().filter(|r| r.size == size).collect();
+    match hits.as_slice() {
+        [r] => r,
+        _ => panic!(
+            "expected exactly one live record of {size} bytes, found {}: {:#?}",
+            hits.len(),
+            dump.live
+        ),
+    }
+}
+
+/// The innermost frame of stack `index`: the code that called the CUDA function.
+pub fn first_frame(dump: &Dump, index: usize) -> &Frame {
+    let stack = dump
+        .stacks
+        .get(index)
+        .unwrap_or_else(|| panic!("no stack {index}"));
+    stack
+        .frames
+        .first()
+        .unwrap_or_else(|| panic!("stack {index} has no frames"))
+}
+
+/// Asserts that stack `index` starts in `function` at the line of scenario `name` marked
+/// `// @marker`, in that scenario's source file.
+pub fn assert_site(dump: &Dump, index: usize, name: &str, function: &str, marker: &str) {
+    let line = marker_line(name, marker);
+    let frame = first_frame(dump, index);
+    let context = || format!("stack {index}: {:#?}", dump.stacks[index]);
+    assert_eq!(
+        frame.function.as_deref(),
+        Some(function),
+        "frames[0].function; {}",
+        context()
+    );
+    assert_eq!(frame.line, Some(line), "frames[0].line; {}", context());
+    let file = frame.file.as_deref().unwrap_or("");
+    assert!(
+        file.ends_with(&format!("{name}.c")),
+        "frames[0].file is {file:?}, expected {name}.c; {}",
+        context()
+    );
+    let module = frame.module.as_deref().unwrap_or("");
+    assert!(
+        module.ends_with(&format!("/{name}")),
+        "frames[0].module is {module:?}, expected the {name} program; {}",
+        context()
+    );
+}

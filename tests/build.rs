@@ -1,0 +1,145 @@
+//! Builds the null-device CUDA runtime and driver (nullcuda/), the call spy, and the scenario
+//! programs (scenarios/) with the system C compiler, into OUT_DIR. Tests find them through
+//! `NULLCUDA_DIR`, `SPY_LIB` and `SCENARIO_DIR`.
+//!
+//! Must never: touch anything outside OUT_DIR, or link a scenario with an rpath (programs find
+//! the null libraries through LD_LIBRARY_PATH, as real ones find the real driver).
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const WARNINGS: &[&str] = &["-Wall", "-Wextra", "-Werror"];
+
+fn main() {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let src = manifest.join("nullcuda");
+    let include = src.join("include");
+    let lib_dir = out.join("nullcuda");
+    let scenario_dir = out.join("scenarios");
+    fs::create_dir_all(&lib_dir).expect("create OUT_DIR/nullcuda");
+    fs::create_dir_all(&scenario_dir).expect("create OUT_DIR/scenarios");
+    println!("cargo:rerun-if-changed=nullcuda");
+    println!("cargo:rerun-if-changed=scenarios");
+    println!("cargo:rerun-if-env-changed=CC");
+
+    let shared = |soname: &str, source: &str, map: Option<&str>, libs: &[&str]| {
+        let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
+            .iter()
+            .chain(WARNINGS)
+            .map(|s| s.to_string())
+            .collect();
+        args.push(format!("-I{}", include.display()));
+        args.push(format!("-Wl,-soname,{soname}"));
+        if let Some(map) = map {
+            args.push(format!("-Wl,--version-script={}", src.join(map).display()));
+        }
+        args.push("-o".into());
+        args.push(lib_dir.join(soname).display().to_string());
+        args.push(src.join(source).display().to_string());
+        args.extend(libs.iter().map(|s| s.to_string()));
+        compile(&cc, &args);
+    };
+    shared(
+        "libcuda.so.1",
+        "driver.c",
+        Some("libcuda.map"),
+        &["-lpthread"],
+    );
+    shared(
+        "libcudart.so.13",
+        "runtime.c",
+        Some("libcudart.map"),
+        &["-ldl", "-lpthread"],
+    );
+    dev_symlink(&lib_dir, "libcuda.so", "libcuda.so.1");
+    dev_symlink(&lib_dir, "libcudart.so", "libcudart.so.13");
+
+    // The spy is not a CUDA library: it lives apart so LD_LIBRARY_PATH never finds it.
+    let spy_dir = out.join("spy");
+    fs::create_dir_all(&spy_dir).expect("create OUT_DIR/spy");
+    let spy = spy_dir.join("libcallspy.so");
+    let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
+        .iter()
+        .chain(WARNINGS)
+        .map(|s| s.to_string())
+        .collect();
+    args.push(format!("-I{}", include.display()));
+    args.extend([
+        "-o".into(),
+        spy.display().to_string(),
+        src.join("spy.c").display().to_string(),
+        "-ldl".into(),
+        "-lpthread".into(),
+    ]);
+    compile(&cc, &args);
+
+    let scenarios = manifest.join("scenarios");
+    let mut sources: Vec<PathBuf> = fs::read_dir(&scenarios)
+        .expect("read scenarios/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    for source in sources {
+        let name = source.file_stem().expect("file stem").to_string_lossy();
+        let text = fs::read_to_string(&source).expect("read scenario");
+        // Frame pointers and -O1: the stacks the shim captures resolve to these lines.
+        let mut args: Vec<String> = ["-g", "-O1", "-fno-omit-frame-pointer"]
+            .iter()
+            .chain(WARNINGS)
+            .map(|s| s.to_string())
+            .collect();
+        args.push(format!("-I{}", include.display()));
+        args.push(format!("-I{}", scenarios.display()));
+        args.push("-o".into());
+        args.push(scenario_dir.join(&*name).display().to_string());
+        args.push(source.display().to_string());
+        args.push(format!("-L{}", lib_dir.display()));
+        args.extend(link_flags(&text));
+        compile(&cc, &args);
+    }
+
+    println!("cargo:rustc-env=NULLCUDA_DIR={}", lib_dir.display());
+    println!("cargo:rustc-env=SPY_LIB={}", spy.display());
+    println!("cargo:rustc-env=SCENARIO_DIR={}", scenario_dir.display());
+}
+
+/// The libraries a scenario names on its ` * build: -l…` header line.
+fn link_flags(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("* build:"))
+        .map(|rest| {
+            rest.trim_end_matches("*/")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn compile(cc: &str, args: &[String]) {
+    let output = Command::new(cc)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}`: {e}"));
+    if !output.status.success() {
+        panic!(
+            "`{cc} {}` failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+fn dev_symlink(dir: &Path, link: &str, target: &str) {
+    let path = dir.join(link);
+    let _ = fs::remove_file(&path);
+    std::os::unix::fs::symlink(target, &path)
+        .unwrap_or_else(|e| panic!("symlink {}: {e}", path.display()));
+}

@@ -1,0 +1,680 @@
+/* driver.c: the null-device libcuda.so.1.
+ *
+ * Owns: "device" memory served from the host heap, a table of live blocks that rejects double
+ * and invalid frees like the real driver, an allocation size limit, and cuGetProcAddress
+ * resolution by base name + cudaVersion + flags (rules in shared/notes/cuda-interception.md).
+ * Must never: depend on any CUDA header, call the runtime, or change errno on success.
+ * Deliberate for tests: a failed call sets errno (ENOMEM / EINVAL) so that tests can see
+ * whether an interposer passes errno through. */
+#define _GNU_SOURCE
+#include "nullcuda.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum block_class { BLOCK_DEVICE, BLOCK_HOST, BLOCK_ARRAY, BLOCK_PHYSICAL };
+
+struct block {
+    CUdeviceptr key; /* address, or handle value for arrays and physical allocations */
+    size_t size;
+    enum block_class cls;
+    int mmapped; /* v1 blocks live below 4 GiB (MAP_32BIT) */
+    struct block *next;
+};
+
+#define BUCKETS (1u << 16)
+static struct block *table[BUCKETS];
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t used_bytes;
+static int initialized;
+static size_t mem_limit = (size_t)16 << 30;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+static void read_config(void) {
+    int saved = errno;
+    const char *v = getenv("NULLCUDA_MEM_LIMIT");
+    if (v && *v) {
+        char *end = NULL;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (end && *end == '\0')
+            mem_limit = (size_t)n;
+    }
+    errno = saved;
+}
+
+static unsigned bucket_of(CUdeviceptr key) {
+    return (unsigned)((key >> 4) ^ (key >> 20) ^ (key >> 36)) & (BUCKETS - 1);
+}
+
+static CUresult fail(CUresult r) {
+    errno = (r == CUDA_ERROR_OUT_OF_MEMORY) ? ENOMEM : EINVAL;
+    return r;
+}
+
+static int is_initialized(void) { return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE); }
+
+/* Records a block; 0 on success, -1 when no table node could be allocated. */
+static int table_insert(CUdeviceptr key, size_t size, enum block_class cls, int mmapped) {
+    struct block *b = malloc(sizeof *b);
+    if (!b)
+        return -1;
+    b->key = key;
+    b->size = size;
+    b->cls = cls;
+    b->mmapped = mmapped;
+    pthread_mutex_lock(&table_lock);
+    unsigned i = bucket_of(key);
+    b->next = table[i];
+    table[i] = b;
+    used_bytes += size;
+    pthread_mutex_unlock(&table_lock);
+    return 0;
+}
+
+/* Unlinks and returns the block with this key and class, or NULL if it is not live. */
+static struct block *table_remove(CUdeviceptr key, enum block_class cls) {
+    pthread_mutex_lock(&table_lock);
+    struct block **p = &table[bucket_of(key)];
+    while (*p && !((*p)->key == key && (*p)->cls == cls))
+        p = &(*p)->next;
+    struct block *b = *p;
+    if (b) {
+        *p = b->next;
+        used_bytes -= b->size;
+    }
+    pthread_mutex_unlock(&table_lock);
+    return b;
+}
+
+/* Finds the block containing [addr, addr+len) (device or host class), for copies. */
+static int range_is_live(CUdeviceptr addr, size_t len) {
+    int found = 0;
+    pthread_mutex_lock(&table_lock);
+    for (unsigned i = 0; i < BUCKETS && !found; i++)
+        for (struct block *b = table[i]; b; b = b->next)
+            if ((b->cls == BLOCK_DEVICE || b->cls == BLOCK_HOST) && addr >= b->key &&
+                addr + len <= b->key + b->size) {
+                found = 1;
+                break;
+            }
+    pthread_mutex_unlock(&table_lock);
+    return found;
+}
+
+static void *heap_alloc(size_t size) {
+    size_t rounded = (size + 255) & ~(size_t)255;
+    return aligned_alloc(256, rounded);
+}
+
+/* The common allocation path: limit check, heap, table. */
+static CUresult alloc_block(CUdeviceptr *out, size_t size, enum block_class cls) {
+    pthread_once(&config_once, read_config);
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!out || size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (size > mem_limit)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    int saved = errno;
+    void *p = heap_alloc(size);
+    if (!p)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    if (table_insert((CUdeviceptr)(uintptr_t)p, size, cls, 0) != 0) {
+        free(p);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    errno = saved;
+    *out = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult free_block(CUdeviceptr key, enum block_class cls) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (key == 0)
+        return CUDA_SUCCESS;
+    int saved = errno;
+    struct block *b = table_remove(key, cls);
+    if (!b)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (b->mmapped)
+        munmap((void *)(uintptr_t)b->key, b->size);
+    else
+        free((void *)(uintptr_t)b->key);
+    free(b);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+/* ---- initialization, devices, contexts, streams ---- */
+
+static struct CUctx_st { int dummy; } primary_ctx;
+static __thread CUcontext current_ctx;
+static struct CUmemPoolHandle_st { int dummy; } default_pool;
+
+EXPORT CUresult cuInit(unsigned int flags) {
+    pthread_once(&config_once, read_config);
+    if (flags != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    __atomic_store_n(&initialized, 1, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *version) {
+    if (!version)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *version = 13000;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!count)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!device)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (ordinal != 0)
+        return fail(CUDA_ERROR_INVALID_DEVICE);
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!name || len <= 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0)
+        return fail(CUDA_ERROR_INVALID_DEVICE);
+    strncpy(name, "nullcuda device", (size_t)len - 1);
+    name[len - 1] = '\0';
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    pthread_once(&config_once, read_config);
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!bytes)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0)
+        return fail(CUDA_ERROR_INVALID_DEVICE);
+    *bytes = mem_limit;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!ctx)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0)
+        return fail(CUDA_ERROR_INVALID_DEVICE);
+    *ctx = &primary_ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    return dev == 0 ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_DEVICE);
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!pool)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (dev != 0)
+        return fail(CUDA_ERROR_INVALID_DEVICE);
+    *pool = &default_pool;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev) {
+    (void)flags;
+    CUresult r = cuDevicePrimaryCtxRetain(ctx, dev);
+    if (r == CUDA_SUCCESS)
+        current_ctx = *ctx;
+    return r;
+}
+
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (ctx != &primary_ctx)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (current_ctx == ctx)
+        current_ctx = NULL;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    current_ctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!ctx)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *ctx = current_ctx;
+    return CUDA_SUCCESS;
+}
+
+/* One device, always current: a cheap answer for interposers that want an ordinal. */
+EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!device)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+    return is_initialized() ? CUDA_SUCCESS : fail(CUDA_ERROR_NOT_INITIALIZED);
+}
+
+EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
+    (void)flags;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!stream)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    *stream = malloc(16);
+    errno = saved;
+    return *stream ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!stream)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    free(stream);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+    (void)stream;
+    return is_initialized() ? CUDA_SUCCESS : fail(CUDA_ERROR_NOT_INITIALIZED);
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+    pthread_once(&config_once, read_config);
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!free_bytes || !total_bytes)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    pthread_mutex_lock(&table_lock);
+    size_t used = used_bytes;
+    pthread_mutex_unlock(&table_lock);
+    *total_bytes = mem_limit;
+    *free_bytes = used < mem_limit ? mem_limit - used : 0;
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory ---- */
+
+/* The CUDA 2.x ABI: 32-bit device pointers, so the block must live below 4 GiB. */
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+    pthread_once(&config_once, read_config);
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!dptr || bytesize == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (bytesize > mem_limit)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    int saved = errno;
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    if (p == MAP_FAILED || (uintptr_t)p > UINT32_MAX)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    if (table_insert((CUdeviceptr)(uintptr_t)p, bytesize, BLOCK_DEVICE, 1) != 0) {
+        munmap(p, bytesize);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    errno = saved;
+    *dptr = (CUdeviceptr_v1)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { return free_block(dptr, BLOCK_DEVICE); }
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                   unsigned int ElementSizeBytes) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
+    if (Height > SIZE_MAX / pitch)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    CUresult r = alloc_block(dptr, pitch * Height, BLOCK_DEVICE);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { return free_block(dptr, BLOCK_DEVICE); }
+
+/* Managed memory is plain host memory, so host code can touch it. */
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+    if (Flags & ~0x0fu)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr p = 0;
+    CUresult r = alloc_block(pp ? &p : NULL, bytesize, BLOCK_HOST);
+    if (r == CUDA_SUCCESS)
+        *pp = (void *)(uintptr_t)p;
+    return r;
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+
+EXPORT CUresult cuMemFreeHost(void *p) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    return free_block((CUdeviceptr)(uintptr_t)p, BLOCK_HOST); /* NULL is a no-op success */
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    (void)hStream;
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    (void)hStream;
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+    (void)hStream;
+    return free_block(dptr, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+    (void)hStream;
+    return free_block(dptr, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream hStream) {
+    (void)hStream;
+    if (!pool)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream hStream) {
+    (void)hStream;
+    if (!pool)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
+/* Physical allocations get a handle (a heap address nobody may dereference) and no backing:
+ * the null driver has no cuMemMap. */
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                            unsigned long long flags) {
+    pthread_once(&config_once, read_config);
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!handle || !prop || size == 0 || flags != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (size > mem_limit)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    int saved = errno;
+    void *h = malloc(16);
+    if (!h)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    if (table_insert((CUdeviceptr)(uintptr_t)h, size, BLOCK_PHYSICAL, 0) != 0) {
+        free(h);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    errno = saved;
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (handle == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return free_block(handle, BLOCK_PHYSICAL);
+}
+
+static size_t format_bytes(CUarray_format f) {
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    }
+    return 0;
+}
+
+/* An array is a heap block of width × max(height,1) × max(depth,1) × channels × element bytes;
+ * its handle is the block's address. */
+static CUresult array_create(CUarray *pHandle, size_t w, size_t h, size_t d, CUarray_format f, unsigned ch) {
+    size_t elem = format_bytes(f);
+    if (!pHandle || w == 0 || elem == 0 || (ch != 1 && ch != 2 && ch != 4))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    size_t bytes = w * (h ? h : 1) * (d ? d : 1) * ch * elem;
+    CUdeviceptr p = 0;
+    CUresult r = alloc_block(&p, bytes, BLOCK_ARRAY);
+    if (r == CUDA_SUCCESS)
+        *pHandle = (CUarray)(uintptr_t)p;
+    return r;
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!desc)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return array_create(pHandle, desc->Width, desc->Height, 0, desc->Format, desc->NumChannels);
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!desc)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return array_create(pHandle, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray hArray) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!hArray)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return free_block((CUdeviceptr)(uintptr_t)hArray, BLOCK_ARRAY);
+}
+
+/* ---- copies and sets: all memory is host memory; ranges are checked against live blocks ---- */
+
+static CUresult checked_copy(void *dst, const void *src, size_t n, int check_dst, int check_src) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if ((check_dst && !range_is_live((CUdeviceptr)(uintptr_t)dst, n)) ||
+        (check_src && !range_is_live((CUdeviceptr)(uintptr_t)src, n)))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    memmove(dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    return checked_copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes, 0, 0);
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+    return checked_copy((void *)(uintptr_t)dst, src, bytes, 1, 0);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+    return checked_copy(dst, (const void *)(uintptr_t)src, bytes, 0, 1);
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    return checked_copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes, 1, 1);
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (n && !range_is_live(dst, n))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    memset((void *)(uintptr_t)dst, value, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (n && !range_is_live(dst, n * 4))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    unsigned int *p = (unsigned int *)(uintptr_t)dst;
+    for (size_t i = 0; i < n; i++)
+        p[i] = value;
+    return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress: base name + cudaVersion + flags ---- */
+
+struct proc {
+    const char *name;  /* base name, as callers ask for it */
+    int version;       /* the CUDA version that introduced this ABI */
+    void *fn;
+    void *fn_ptsz;     /* per-thread-default-stream variant, if any */
+};
+
+#define P(name, version, fn) {name, version, (void *)(fn), NULL}
+#define PT(name, version, fn) {name, version, (void *)(fn), (void *)(fn##_ptsz)}
+
+static const struct proc procs[] = {
+    P("cuInit", 2000, cuInit),
+    P("cuDriverGetVersion", 2020, cuDriverGetVersion),
+    P("cuDeviceGet", 2000, cuDeviceGet),
+    P("cuDeviceGetCount", 2000, cuDeviceGetCount),
+    P("cuDeviceGetName", 2000, cuDeviceGetName),
+    P("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
+    P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+    P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    P("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
+    P("cuCtxCreate", 3020, cuCtxCreate_v2),
+    P("cuCtxDestroy", 4000, cuCtxDestroy_v2),
+    P("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
+    P("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
+    P("cuCtxGetDevice", 2000, cuCtxGetDevice),
+    P("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    P("cuStreamCreate", 2000, cuStreamCreate),
+    P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
+    P("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    P("cuMemGetInfo", 3020, cuMemGetInfo_v2),
+    P("cuGetProcAddress", 11030, cuGetProcAddress),
+    P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
+    P("cuMemAlloc", 2000, cuMemAlloc),
+    P("cuMemAlloc", 3020, cuMemAlloc_v2),
+    P("cuMemFree", 2000, cuMemFree),
+    P("cuMemFree", 3020, cuMemFree_v2),
+    P("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),
+    P("cuMemAllocManaged", 6000, cuMemAllocManaged),
+    P("cuMemAllocHost", 3020, cuMemAllocHost_v2),
+    P("cuMemHostAlloc", 2020, cuMemHostAlloc),
+    P("cuMemFreeHost", 2000, cuMemFreeHost),
+    PT("cuMemAllocAsync", 11020, cuMemAllocAsync),
+    PT("cuMemFreeAsync", 11020, cuMemFreeAsync),
+    PT("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync),
+    P("cuMemCreate", 10020, cuMemCreate),
+    P("cuMemRelease", 10020, cuMemRelease),
+    P("cuArrayCreate", 3020, cuArrayCreate_v2),
+    P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
+    P("cuArrayDestroy", 2000, cuArrayDestroy),
+    P("cuMemcpy", 4000, cuMemcpy),
+    P("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2),
+    P("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
+    P("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2),
+    P("cuMemsetD8", 3020, cuMemsetD8_v2),
+    P("cuMemsetD32", 3020, cuMemsetD32_v2),
+};
+
+/* The newest ABI of `symbol` introduced at or before `cudaVersion`. */
+static CUdriverProcAddressQueryResult resolve(const char *symbol, int cudaVersion, cuuint64_t flags, void **fn) {
+    const struct proc *best = NULL;
+    int known = 0;
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        if (strcmp(procs[i].name, symbol) != 0)
+            continue;
+        known = 1;
+        if (procs[i].version <= cudaVersion && (!best || procs[i].version > best->version))
+            best = &procs[i];
+    }
+    if (!best) {
+        *fn = NULL;
+        return known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+    *fn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best->fn_ptsz ? best->fn_ptsz : best->fn;
+    return CU_GET_PROC_ADDRESS_SUCCESS;
+}
+
+/* v2: a miss is reported through symbolStatus with CUDA_SUCCESS, as driver 580 does. */
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *symbolStatus) {
+    if (!symbol || !pfn || flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUdriverProcAddressQueryResult status = resolve(symbol, cudaVersion, flags, pfn);
+    if (symbolStatus)
+        *symbolStatus = status;
+    return CUDA_SUCCESS;
+}
+
+/* v1 has no status out-param, so a miss is CUDA_ERROR_NOT_FOUND. */
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+    if (!symbol || !pfn || flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (resolve(symbol, cudaVersion, flags, pfn) != CU_GET_PROC_ADDRESS_SUCCESS) {
+        errno = EINVAL;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    return CUDA_SUCCESS;
+}
