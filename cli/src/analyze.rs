@@ -1,0 +1,808 @@
+//! Pure analysis: dumps plus a configuration in, findings out. Grouping of leaks by stack,
+//! hiding of internal frames, suppressions and size filters, the gate's verdict, and `diff`.
+//!
+//! No I/O and no formatting of output here (reporters do that), and nothing may panic on a
+//! dump that `cudaleak-format` accepted. Findings own their strings so a dump can be dropped
+//! as soon as it is analysed: memory stays bounded by the largest single dump.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use cudaleak_format as format;
+use format::{EventType, Kind};
+
+use crate::args::{Gate, View};
+use crate::suppressions::Rule;
+
+/// One frame as reporters show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameView {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// Full path of the module, as in the dump.
+    pub module: Option<String>,
+    pub offset: Option<u64>,
+    pub ip: u64,
+    /// Inside the CUDA runtime/driver, the shim or start-up code (shown only with
+    /// `--show-internal`).
+    pub internal: bool,
+}
+
+impl FrameView {
+    /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
+    pub fn module_name(&self) -> Option<&str> {
+        self.module.as_deref().map(basename)
+    }
+}
+
+pub fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StackView {
+    pub frames: Vec<FrameView>,
+    /// Internal frames left out.
+    pub hidden: usize,
+    /// Visible frames left out by `--frames`.
+    pub omitted: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub groups: u64,
+    pub allocations: u64,
+    pub bytes: u64,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.groups += other.groups;
+        self.allocations += other.allocations;
+        self.bytes = self.bytes.saturating_add(other.bytes);
+    }
+}
+
+/// Live blocks allocated from one callsite with one API, kind and device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeakGroup {
+    pub api: String,
+    pub kind: Kind,
+    pub device: Option<i32>,
+    pub bytes: u64,
+    pub allocations: u64,
+    pub stack: StackView,
+    /// The callsite's identity across processes and dumps: API plus visible frames.
+    pub callsite: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedGroup {
+    pub api: String,
+    pub count: u64,
+    /// Sum of the requested sizes that are known.
+    pub bytes: u64,
+    /// Distinct return codes, ascending.
+    pub errors: Vec<i64>,
+    pub stack: StackView,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadFreeGroup {
+    pub kind: EventType,
+    pub api: String,
+    pub count: u64,
+    /// The first address freed this way.
+    pub address: Option<u64>,
+    pub stack: StackView,
+    /// Where the block was allocated (double frees whose allocation the shim saw).
+    pub alloc_stack: Option<StackView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Live blocks by API (the dump lists only what is live at the end).
+    pub by_api: Vec<(String, Counts)>,
+    /// Live blocks by the module of their first user frame.
+    pub by_module: Vec<(String, Counts)>,
+    /// Callsites with the most live bytes, before filters.
+    pub top_callsites: Vec<LeakGroup>,
+}
+
+/// How many callsites the stats list.
+pub const STATS_TOP: usize = 10;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessFindings {
+    pub source: PathBuf,
+    pub process: format::Process,
+    pub summary: format::Summary,
+    /// Leak groups left after filters, largest first, cut to `--top`.
+    pub leaks: Vec<LeakGroup>,
+    /// Everything left after filters (not cut by `--top`).
+    pub leaked: Counts,
+    /// Callsite identities of every group left after filters.
+    pub callsites: Vec<String>,
+    /// Per suppression rule, in file order.
+    pub suppressed: Vec<Counts>,
+    pub below_min_bytes: Counts,
+    pub failed: Vec<FailedGroup>,
+    pub bad_frees: Vec<BadFreeGroup>,
+    /// Live managed-memory groups (before filters): a performance risk, whether leaked or not.
+    pub managed: Vec<LeakGroup>,
+    pub double_frees: u64,
+    pub invalid_frees: u64,
+    pub stats: Stats,
+}
+
+impl ProcessFindings {
+    /// Double and invalid frees; the summary counter also covers events the shim had to drop.
+    pub fn bad_free_count(&self) -> u64 {
+        self.summary
+            .invalid_frees
+            .max(self.double_frees + self.invalid_frees)
+    }
+    pub fn leaks_not_shown(&self) -> u64 {
+        self.leaked.groups.saturating_sub(self.leaks.len() as u64)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub processes: u64,
+    pub leaked: Counts,
+    /// Distinct callsites across processes (a forked worker's callsite counts once).
+    pub callsites: u64,
+    pub suppressed: Counts,
+    pub below_min_bytes: Counts,
+    pub failed_allocations: u64,
+    pub double_frees: u64,
+    pub invalid_frees: u64,
+    pub bad_frees: u64,
+    pub managed: Counts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// Leaks remain after filters (whatever the gate does with them).
+    pub leaks: bool,
+    /// Leaks remain but are within `--max-leaked-bytes`.
+    pub tolerated: bool,
+    pub fails_on_leaks: bool,
+    pub fails_on_errors: bool,
+    /// 0, or the gate's exit code.
+    pub exit_code: u8,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Findings {
+    pub processes: Vec<ProcessFindings>,
+    pub rules: Vec<Rule>,
+    pub min_bytes: u64,
+    pub gate: Gate,
+    pub totals: Totals,
+    pub verdict: Verdict,
+}
+
+/// Everything `analyze_process` needs besides the dump.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub view: View,
+    pub rules: Vec<Rule>,
+    pub min_bytes: u64,
+    pub gate: Gate,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal frames
+
+/// Modules of the CUDA runtime and driver, the NVIDIA helpers they load, and the shim.
+fn is_internal_module(module: &str) -> bool {
+    let m = basename(module);
+    ["libcudart", "libcuda.", "libcudaleak", "libnvidia-", "libcudadebugger"]
+        .iter()
+        .any(|p| m.starts_with(p))
+}
+
+/// Functions of a statically linked cudart (and the shim's own Rust code, should it show).
+fn is_internal_function(f: &str) -> bool {
+    ["cudart::", "__cudart", "libcudart_static", "cudaleak::", "cudaleak_shim::"]
+        .iter()
+        .any(|p| f.starts_with(p))
+}
+
+/// C start-up and thread entry code below `main` or a thread's start routine.
+fn is_startup_function(f: &str) -> bool {
+    matches!(
+        f,
+        "_start"
+            | "__libc_start_main"
+            | "__libc_start_main_impl"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+    )
+}
+
+/// The function name without template arguments or parameters: `cudaMalloc<float>(float**, …)`
+/// → `cudaMalloc`.
+fn base_name(f: &str) -> &str {
+    let end = f.find(['(', '<']).unwrap_or(f.len());
+    f[..end].trim()
+}
+
+/// A CUDA allocation/free API entry point (the header already names the API; in a binary with a
+/// static cudart, or for the `cudaMalloc<T>` template of cuda_runtime.h, it is a frame in the
+/// user's own executable).
+fn is_api_entry(f: &str, api: &str) -> bool {
+    let b = base_name(f);
+    if b.is_empty() {
+        return false;
+    }
+    let strip = |s: &'static str| b.strip_suffix(s);
+    let core = strip("_v2").or_else(|| strip("_ptsz")).unwrap_or(b);
+    b == api
+        || core == api
+        || api.strip_suffix("_v2") == Some(core)
+        || b.starts_with("cuMem")
+        || b.starts_with("cuArray")
+        || matches!(
+            core,
+            "cudaMalloc"
+                | "cudaMallocManaged"
+                | "cudaMallocHost"
+                | "cudaHostAlloc"
+                | "cudaMallocPitch"
+                | "cudaMalloc3D"
+                | "cudaMallocArray"
+                | "cudaMalloc3DArray"
+                | "cudaMallocMipmappedArray"
+                | "cudaMallocAsync"
+                | "cudaMallocFromPoolAsync"
+                | "cudaFree"
+                | "cudaFreeHost"
+                | "cudaFreeArray"
+                | "cudaFreeMipmappedArray"
+                | "cudaFreeAsync"
+        )
+}
+
+fn frame_is_internal(f: &format::Frame) -> bool {
+    f.module.as_deref().is_some_and(is_internal_module)
+        || f.function
+            .as_deref()
+            .is_some_and(|n| is_internal_function(n) || is_startup_function(n))
+}
+
+/// Indices of the frames a user sees: internal frames anywhere are dropped, and so are API
+/// entry frames at the innermost end. If nothing is left, every frame is shown.
+pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) -> Vec<usize> {
+    if show_internal {
+        return (0..frames.len()).collect();
+    }
+    let mut out: Vec<usize> = Vec::with_capacity(frames.len());
+    for (i, f) in frames.iter().enumerate() {
+        if frame_is_internal(f) {
+            continue;
+        }
+        let leading = out.is_empty();
+        if leading && f.function.as_deref().is_some_and(|n| is_api_entry(n, api)) {
+            continue;
+        }
+        out.push(i);
+    }
+    if out.is_empty() {
+        return (0..frames.len()).collect();
+    }
+    out
+}
+
+fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
+    FrameView {
+        internal,
+        function: f.function.clone(),
+        file: f.file.clone(),
+        line: f.line,
+        module: f.module.clone(),
+        offset: f.offset.map(|h| h.0),
+        ip: f.ip.0,
+    }
+}
+
+/// A frame's identity for grouping: the same code in another process or on another machine
+/// compares equal (addresses differ under ASLR, so they are used only without a symbol).
+fn push_frame_key(key: &mut String, f: &format::Frame) {
+    use std::fmt::Write as _;
+    let _ = write!(
+        key,
+        "{}\u{1f}{}\u{1f}{}\u{1f}{}",
+        f.function.as_deref().unwrap_or(""),
+        f.file.as_deref().unwrap_or(""),
+        f.line.map_or(String::new(), |l| l.to_string()),
+        f.module.as_deref().map(basename).unwrap_or(""),
+    );
+    if f.function.is_none() {
+        match f.offset {
+            Some(o) => {
+                let _ = write!(key, "\u{1f}+{:x}", o.0);
+            }
+            None => {
+                let _ = write!(key, "\u{1f}@{:x}", f.ip.0);
+            }
+        }
+    }
+    key.push('\u{1e}');
+}
+
+/// A stack prepared once per (stack index, API): its grouping key and what is shown.
+struct Prepared {
+    key: String,
+    view: StackView,
+}
+
+fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
+    let idx = visible_frames(&stack.frames, api, view.show_internal);
+    // With --show-internal every frame is shown; remember which ones a user would have seen.
+    let mut user = vec![!view.show_internal; stack.frames.len()];
+    if view.show_internal {
+        for i in visible_frames(&stack.frames, api, false) {
+            user[i] = true;
+        }
+    }
+    let mut key = String::new();
+    for &i in &idx {
+        push_frame_key(&mut key, &stack.frames[i]);
+    }
+    let limit = view.frames.unwrap_or(usize::MAX);
+    let shown: Vec<FrameView> = idx
+        .iter()
+        .take(limit)
+        .map(|&i| frame_view(&stack.frames[i], !user[i]))
+        .collect();
+    Prepared {
+        key,
+        view: StackView {
+            omitted: idx.len() - shown.len(),
+            hidden: stack.frames.len() - idx.len(),
+            frames: shown,
+        },
+    }
+}
+
+/// Caches `prepare` per (stack index, API) for one dump.
+struct Stacks<'a> {
+    dump: &'a format::Dump,
+    view: &'a View,
+    cache: HashMap<(usize, &'a str), Prepared>,
+}
+
+impl<'a> Stacks<'a> {
+    fn new(dump: &'a format::Dump, view: &'a View) -> Self {
+        Stacks {
+            dump,
+            view,
+            cache: HashMap::new(),
+        }
+    }
+    fn get(&mut self, stack: usize, api: &'a str) -> &Prepared {
+        let (dump, view) = (self.dump, self.view);
+        self.cache.entry((stack, api)).or_insert_with(|| {
+            // Indices were validated by cudaleak-format; an empty stack stands in regardless.
+            let empty = format::Stack::default();
+            let s = dump.stacks.get(stack).unwrap_or(&empty);
+            prepare(s, api, view)
+        })
+    }
+}
+
+/// The first rule (in file order) matching any frame of the stack: function, file or module
+/// (the module's full path or its file name).
+fn suppressing_rule(rules: &[Rule], stack: &format::Stack) -> Option<usize> {
+    rules.iter().position(|r| {
+        stack.frames.iter().any(|f| {
+            f.function.as_deref().is_some_and(|n| r.matches(n))
+                || f.file.as_deref().is_some_and(|n| r.matches(n))
+                || f.module
+                    .as_deref()
+                    .is_some_and(|m| r.matches(m) || r.matches(basename(m)))
+        })
+    })
+}
+
+/// Sort order of leak groups: most bytes, then most blocks, then callsite for stability.
+fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
+    b.bytes
+        .cmp(&a.bytes)
+        .then(b.allocations.cmp(&a.allocations))
+        .then_with(|| a.callsite.cmp(&b.callsite))
+        .then(a.kind.cmp(&b.kind))
+        .then(a.device.cmp(&b.device))
+}
+
+struct GroupAcc {
+    group: LeakGroup,
+    stacks: Vec<usize>,
+}
+
+/// Groups live records by API, kind, device and visible stack.
+fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
+    let mut index: HashMap<(String, Kind, Option<i32>), usize> = HashMap::new();
+    let mut groups: Vec<GroupAcc> = Vec::new();
+    for r in &dump.live {
+        let p = stacks.get(r.stack, &r.api);
+        let callsite = format!("{}\u{1d}{}", r.api, p.key);
+        let slot = *index
+            .entry((callsite.clone(), r.kind, r.device))
+            .or_insert_with(|| {
+                groups.push(GroupAcc {
+                    group: LeakGroup {
+                        api: r.api.clone(),
+                        kind: r.kind,
+                        device: r.device,
+                        bytes: 0,
+                        allocations: 0,
+                        stack: p.view.clone(),
+                        callsite,
+                    },
+                    stacks: Vec::new(),
+                });
+                groups.len() - 1
+            });
+        let acc = &mut groups[slot];
+        acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+        acc.group.allocations += 1;
+        if !acc.stacks.contains(&r.stack) && acc.stacks.len() < 64 {
+            acc.stacks.push(r.stack);
+        }
+    }
+    groups
+}
+
+fn group_counts(g: &LeakGroup) -> Counts {
+    Counts {
+        groups: 1,
+        allocations: g.allocations,
+        bytes: g.bytes,
+    }
+}
+
+fn tally(map: &mut BTreeMap<String, Counts>, key: &str, g: &LeakGroup) {
+    let c = map.entry(key.to_string()).or_default();
+    c.add(Counts {
+        groups: 0,
+        ..group_counts(g)
+    });
+}
+
+fn sorted_tally(map: BTreeMap<String, Counts>) -> Vec<(String, Counts)> {
+    let mut v: Vec<_> = map.into_iter().collect();
+    v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+/// Analyses one dump.
+pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
+    let mut stacks = Stacks::new(dump, &cfg.view);
+    let mut groups = group_live(dump, &mut stacks);
+    groups.sort_by(|a, b| by_size(&a.group, &b.group));
+
+    // Stats and managed memory look at every live group, before filters.
+    let mut by_api = BTreeMap::new();
+    let mut by_module = BTreeMap::new();
+    for acc in &groups {
+        let g = &acc.group;
+        tally(&mut by_api, &g.api, g);
+        let module = g
+            .stack
+            .frames
+            .first()
+            .and_then(FrameView::module_name)
+            .unwrap_or("(unknown module)");
+        tally(&mut by_module, module, g);
+    }
+    let stats = Stats {
+        by_api: sorted_tally(by_api),
+        by_module: sorted_tally(by_module),
+        top_callsites: groups
+            .iter()
+            .take(STATS_TOP)
+            .map(|a| a.group.clone())
+            .collect(),
+    };
+    let managed: Vec<LeakGroup> = groups
+        .iter()
+        .filter(|a| a.group.kind == Kind::Managed)
+        .map(|a| a.group.clone())
+        .collect();
+
+    let mut suppressed = vec![Counts::default(); cfg.rules.len()];
+    let mut below_min_bytes = Counts::default();
+    let mut kept: Vec<LeakGroup> = Vec::new();
+    for acc in groups {
+        let rule = acc
+            .stacks
+            .iter()
+            .filter_map(|&s| dump.stacks.get(s))
+            .find_map(|s| suppressing_rule(&cfg.rules, s));
+        if let Some(r) = rule {
+            suppressed[r].add(group_counts(&acc.group));
+        } else if acc.group.bytes < cfg.min_bytes {
+            below_min_bytes.add(group_counts(&acc.group));
+        } else {
+            kept.push(acc.group);
+        }
+    }
+    let mut leaked = Counts::default();
+    for g in &kept {
+        leaked.add(group_counts(g));
+    }
+    let callsites = kept.iter().map(|g| g.callsite.clone()).collect();
+    kept.truncate(cfg.view.top.unwrap_or(usize::MAX));
+
+    let (failed, bad_frees) = group_events(dump, &mut stacks);
+    let count = |t: EventType| dump.events.iter().filter(|e| e.kind == t).count() as u64;
+
+    ProcessFindings {
+        source: source.to_path_buf(),
+        process: dump.process.clone(),
+        summary: dump.summary.clone(),
+        leaks: kept,
+        leaked,
+        callsites,
+        suppressed,
+        below_min_bytes,
+        failed,
+        bad_frees,
+        managed,
+        double_frees: count(EventType::DoubleFree),
+        invalid_frees: count(EventType::InvalidFree),
+        stats,
+    }
+}
+
+/// Groups failed allocations by (API, stack) and bad frees by (type, API, free stack, alloc
+/// stack), in order of first occurrence.
+fn group_events<'a>(
+    dump: &'a format::Dump,
+    stacks: &mut Stacks<'a>,
+) -> (Vec<FailedGroup>, Vec<BadFreeGroup>) {
+    let mut failed: Vec<FailedGroup> = Vec::new();
+    let mut failed_index: HashMap<String, usize> = HashMap::new();
+    let mut bad: Vec<BadFreeGroup> = Vec::new();
+    let mut bad_index: HashMap<String, usize> = HashMap::new();
+    for e in &dump.events {
+        let p = stacks.get(e.stack, &e.api);
+        let (key, view) = (format!("{}\u{1d}{}", e.api, p.key), p.view.clone());
+        match e.kind {
+            EventType::FailedAllocation => {
+                let slot = *failed_index.entry(key).or_insert_with(|| {
+                    failed.push(FailedGroup {
+                        api: e.api.clone(),
+                        count: 0,
+                        bytes: 0,
+                        errors: Vec::new(),
+                        stack: view,
+                    });
+                    failed.len() - 1
+                });
+                let g = &mut failed[slot];
+                g.count += 1;
+                g.bytes = g.bytes.saturating_add(e.size.unwrap_or(0));
+                if let Some(code) = e.error {
+                    if let Err(at) = g.errors.binary_search(&code) {
+                        if g.errors.len() < 16 {
+                            g.errors.insert(at, code);
+                        }
+                    }
+                }
+            }
+            EventType::DoubleFree | EventType::InvalidFree => {
+                let alloc = e.alloc_stack.map(|s| {
+                    let p = stacks.get(s, &e.api);
+                    (p.key.clone(), p.view.clone())
+                });
+                let full_key = format!(
+                    "{}\u{1c}{}\u{1c}{}",
+                    e.kind.as_str(),
+                    key,
+                    alloc.as_ref().map_or("", |a| a.0.as_str())
+                );
+                let slot = *bad_index.entry(full_key).or_insert_with(|| {
+                    bad.push(BadFreeGroup {
+                        kind: e.kind,
+                        api: e.api.clone(),
+                        count: 0,
+                        address: e.address.map(|a| a.0),
+                        stack: view,
+                        alloc_stack: alloc.map(|a| a.1),
+                    });
+                    bad.len() - 1
+                });
+                bad[slot].count += 1;
+            }
+        }
+    }
+    (failed, bad)
+}
+
+/// Combines per-process findings (sorted by pid) and decides the gate.
+pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
+    processes.sort_by(|a, b| {
+        a.process
+            .pid
+            .cmp(&b.process.pid)
+            .then_with(|| a.source.cmp(&b.source))
+    });
+    let mut t = Totals {
+        processes: processes.len() as u64,
+        ..Totals::default()
+    };
+    let mut distinct: Vec<&str> = Vec::new();
+    for p in &processes {
+        t.leaked.add(p.leaked);
+        distinct.extend(p.callsites.iter().map(String::as_str));
+        for c in &p.suppressed {
+            t.suppressed.add(*c);
+        }
+        t.below_min_bytes.add(p.below_min_bytes);
+        t.failed_allocations += p.summary.failed_allocations;
+        t.double_frees += p.double_frees;
+        t.invalid_frees += p.invalid_frees;
+        t.bad_frees += p.bad_free_count();
+        for g in &p.managed {
+            t.managed.add(group_counts(g));
+        }
+    }
+    distinct.sort_unstable();
+    distinct.dedup();
+    t.callsites = distinct.len() as u64;
+
+    let leaks = t.leaked.allocations > 0;
+    let tolerated = leaks && t.leaked.bytes <= cfg.gate.max_leaked_bytes;
+    let fails_on_leaks = cfg.gate.fail_on_leaks && leaks && !tolerated;
+    let fails_on_errors = cfg.gate.fail_on_errors && t.bad_frees > 0;
+    let exit_code = if fails_on_leaks || fails_on_errors {
+        cfg.gate.exit_code
+    } else {
+        0
+    };
+    Findings {
+        processes,
+        rules: cfg.rules.clone(),
+        min_bytes: cfg.min_bytes,
+        gate: cfg.gate,
+        totals: t,
+        verdict: Verdict {
+            leaks,
+            tolerated,
+            fails_on_leaks,
+            fails_on_errors,
+            exit_code,
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// diff
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffRow {
+    pub api: String,
+    pub stack: StackView,
+    pub old: Counts,
+    pub new: Counts,
+}
+
+impl DiffRow {
+    pub fn delta_bytes(&self) -> i128 {
+        i128::from(self.new.bytes) - i128::from(self.old.bytes)
+    }
+    pub fn delta_blocks(&self) -> i128 {
+        i128::from(self.new.allocations) - i128::from(self.old.allocations)
+    }
+    /// 1 grew, 0 unchanged, -1 shrank (by bytes, then by blocks).
+    pub fn trend(&self) -> i8 {
+        match self.delta_bytes().signum() {
+            0 => self.delta_blocks().signum() as i8,
+            s => s as i8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffSide {
+    pub source: PathBuf,
+    pub process: format::Process,
+    pub live: Counts,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffFindings {
+    pub old: DiffSide,
+    pub new: DiffSide,
+    /// Growing first (largest growth first), then unchanged, then shrinking; cut to `--top`.
+    pub rows: Vec<DiffRow>,
+    pub grew: u64,
+    pub shrank: u64,
+    pub unchanged: u64,
+    pub rows_not_shown: u64,
+}
+
+fn side_counts(dump: &format::Dump) -> Counts {
+    Counts {
+        groups: 0,
+        allocations: dump.live.len() as u64,
+        bytes: dump.summary.live_bytes,
+    }
+}
+
+/// Per-callsite live bytes in two dumps. Callsites are matched by API and visible frames, so
+/// dumps of two runs (different addresses, different stack indices) compare too.
+pub fn diff(
+    old: &format::Dump,
+    old_source: &Path,
+    new: &format::Dump,
+    new_source: &Path,
+    view: &View,
+) -> DiffFindings {
+    let mut rows: Vec<DiffRow> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (dump, is_new) in [(old, false), (new, true)] {
+        let mut stacks = Stacks::new(dump, view);
+        for r in &dump.live {
+            let p = stacks.get(r.stack, &r.api);
+            let key = format!("{}\u{1d}{}", r.api, p.key);
+            let slot = *index.entry(key).or_insert_with(|| {
+                rows.push(DiffRow {
+                    api: r.api.clone(),
+                    stack: p.view.clone(),
+                    old: Counts::default(),
+                    new: Counts::default(),
+                });
+                rows.len() - 1
+            });
+            let side = if is_new {
+                &mut rows[slot].new
+            } else {
+                &mut rows[slot].old
+            };
+            side.groups = 1;
+            side.allocations += 1;
+            side.bytes = side.bytes.saturating_add(r.size);
+        }
+    }
+    rows.sort_by(|a, b| {
+        b.trend()
+            .cmp(&a.trend())
+            .then(b.delta_bytes().abs().cmp(&a.delta_bytes().abs()))
+            .then(b.delta_blocks().abs().cmp(&a.delta_blocks().abs()))
+            .then(b.new.bytes.cmp(&a.new.bytes))
+            .then_with(|| a.api.cmp(&b.api))
+    });
+    let count = |t: i8| rows.iter().filter(|r| r.trend() == t).count() as u64;
+    let (grew, unchanged, shrank) = (count(1), count(0), count(-1));
+    let total = rows.len();
+    rows.truncate(view.top.unwrap_or(usize::MAX));
+    DiffFindings {
+        old: DiffSide {
+            source: old_source.to_path_buf(),
+            process: old.process.clone(),
+            live: side_counts(old),
+        },
+        new: DiffSide {
+            source: new_source.to_path_buf(),
+            process: new.process.clone(),
+            live: side_counts(new),
+        },
+        rows_not_shown: (total - rows.len()) as u64,
+        rows,
+        grew,
+        shrank,
+        unchanged,
+    }
+}

@@ -1,0 +1,326 @@
+//! Command-line definitions (clap) and their translation into a validated configuration.
+//!
+//! Owns every flag's name, default and help text. It must never read dumps or print reports:
+//! what a flag means is decided in `analyze` and `report`; here it is only parsed and checked.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.
+pub const DEFAULT_EXIT_CODE: u8 = 23;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cudaleak",
+    version,
+    about = "Find CUDA memory leaks: run a program under the cudaleak shim, report what leaked and from where, gate CI",
+    after_help = "Exit status: 0 clean, 23 leaks or bad frees remain (see --exit-code, --fail-on), \
+                  2 usage error or unreadable input. `run` returns the program's own failure first."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run PROGRAM with the shim preloaded, then report on every dump it wrote
+    #[command(
+        after_help = "The shim is found as --shim PATH, else $CUDALEAK_SHIM, else libcudaleak.so next to \
+                      the cudaleak binary, else ../lib/libcudaleak.so relative to it.\n\
+                      Exit status: the program's non-zero status (128+N when killed by signal N) wins; \
+                      otherwise the report's (0, 23, or 2 when no dump was written)."
+    )]
+    Run(RunArgs),
+    /// Report leaks, bad frees, failed allocations and managed memory from dumps
+    #[command(
+        after_help = "PATH is a dump file or a directory: a directory contributes its cudaleak.<pid>.json \
+                      files; a process with only snapshot dumps contributes its latest snapshot."
+    )]
+    Report(ReportArgs),
+    /// Compare two dumps of one program (e.g. snapshots): which callsites grew
+    Diff(DiffArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The shim library to preload (default: $CUDALEAK_SHIM, then next to this binary)
+    #[arg(long, value_name = "PATH")]
+    pub shim: Option<PathBuf>,
+    /// Directory that receives one fresh subdirectory of dumps per run
+    #[arg(long, value_name = "DIR", default_value = "cudaleak-out")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub report: ReportOptions,
+    /// The program to run and its arguments (after `--`)
+    #[arg(required = true, last = true, value_name = "PROGRAM")]
+    pub program: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub report: ReportOptions,
+    /// Dump files or directories of dumps
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportOptions {
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the report to FILE instead of standard output
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Colour in text output
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// Show at most N leak groups per process (the gate and SUMMARY still count all)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: Option<u64>,
+    /// Show at most N frames per stack
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub frames: Option<u64>,
+    /// Add statistics: counters, live bytes by API and by module, top callsites
+    #[arg(long)]
+    pub stats: bool,
+    /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
+    #[arg(long)]
+    pub show_internal: bool,
+    /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards
+    #[arg(long, value_name = "FILE")]
+    pub suppressions: Option<PathBuf>,
+    /// Ignore leak groups smaller than N bytes (suffixes K, M, G, KiB, MiB, GiB are binary)
+    #[arg(long, value_name = "N", value_parser = parse_size)]
+    pub min_bytes: Option<u64>,
+    /// Tolerate up to N leaked bytes in total before failing the gate
+    #[arg(long, value_name = "N", value_parser = parse_size)]
+    pub max_leaked_bytes: Option<u64>,
+    /// Exit status when the gate fails; 0 disables the gate
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_EXIT_CODE)]
+    pub exit_code: u8,
+    /// What fails the gate: leaks, errors (double and invalid frees), or all
+    #[arg(long, value_enum, default_value_t = FailOn::All, value_name = "WHAT")]
+    pub fail_on: FailOn,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier dump
+    #[arg(value_name = "OLD")]
+    pub old: PathBuf,
+    /// The later dump
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the diff to FILE instead of standard output
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Colour in text output
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// Show at most N callsites
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: Option<u64>,
+    /// Show at most N frames per stack
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub frames: Option<u64>,
+    /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
+    #[arg(long)]
+    pub show_internal: bool,
+    /// Exit with --exit-code when any callsite's live bytes grew
+    #[arg(long)]
+    pub fail_on_growth: bool,
+    /// Exit status for --fail-on-growth
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_EXIT_CODE)]
+    pub exit_code: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Markdown,
+    Sarif,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Leaks,
+    Errors,
+    All,
+}
+
+/// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub top: Option<usize>,
+    pub frames: Option<usize>,
+    pub stats: bool,
+    pub show_internal: bool,
+    pub color: bool,
+}
+
+/// The gate: what fails and with which status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    pub exit_code: u8,
+    pub fail_on_leaks: bool,
+    pub fail_on_errors: bool,
+    pub max_leaked_bytes: u64,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            exit_code: DEFAULT_EXIT_CODE,
+            fail_on_leaks: true,
+            fail_on_errors: true,
+            max_leaked_bytes: 0,
+        }
+    }
+}
+
+impl FailOn {
+    fn leaks(self) -> bool {
+        matches!(self, FailOn::Leaks | FailOn::All)
+    }
+    fn errors(self) -> bool {
+        matches!(self, FailOn::Errors | FailOn::All)
+    }
+}
+
+fn to_usize(n: Option<u64>) -> Option<usize> {
+    n.map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// Colour only on a terminal, never when NO_COLOR is set (to anything non-empty), unless forced.
+pub fn use_color(choice: ColorChoice, to_terminal: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            to_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+impl ReportOptions {
+    pub fn view(&self, to_terminal: bool) -> View {
+        View {
+            top: to_usize(self.top),
+            frames: to_usize(self.frames),
+            stats: self.stats,
+            show_internal: self.show_internal,
+            color: self.format == Format::Text && use_color(self.color, to_terminal),
+        }
+    }
+
+    pub fn gate(&self) -> Gate {
+        Gate {
+            exit_code: self.exit_code,
+            fail_on_leaks: self.fail_on.leaks(),
+            fail_on_errors: self.fail_on.errors(),
+            max_leaked_bytes: self.max_leaked_bytes.unwrap_or(0),
+        }
+    }
+}
+
+impl DiffArgs {
+    pub fn view(&self, to_terminal: bool) -> View {
+        View {
+            top: to_usize(self.top),
+            frames: to_usize(self.frames),
+            stats: false,
+            show_internal: self.show_internal,
+            color: self.format == Format::Text && use_color(self.color, to_terminal),
+        }
+    }
+}
+
+/// Parses `4096`, `4K`, `4KiB`, `1.5M`, `2G` (binary multiples; case-insensitive).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use a plain number of bytes or K, M, G, KiB, MiB, GiB)"
+            ))
+        }
+    };
+    if num.is_empty() {
+        return Err(format!("{s:?} is not a size"));
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("{s:?} is too large"));
+    }
+    match num.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 && f * (mult as f64) < u64::MAX as f64 => {
+            Ok((f * mult as f64).round() as u64)
+        }
+        _ => Err(format!("{s:?} is not a size")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_plain_bytes_and_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4kib"), Ok(4096));
+        assert_eq!(parse_size("1.5M"), Ok(1_572_864));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("MB").is_err());
+        assert!(parse_size("4MB").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("1..2K").is_err());
+    }
+
+    #[test]
+    fn fail_on_selects_the_gate_rules() {
+        assert!(FailOn::All.leaks() && FailOn::All.errors());
+        assert!(FailOn::Leaks.leaks() && !FailOn::Leaks.errors());
+        assert!(!FailOn::Errors.leaks() && FailOn::Errors.errors());
+    }
+
+    #[test]
+    fn colour_is_off_when_not_a_terminal_and_forced_values_win() {
+        assert!(!use_color(ColorChoice::Auto, false));
+        assert!(use_color(ColorChoice::Always, false));
+        assert!(!use_color(ColorChoice::Never, true));
+    }
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

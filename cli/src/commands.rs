@@ -1,0 +1,183 @@
+//! Each subcommand from validated arguments to an exit status: load → analyse → write.
+//!
+//! The exit status is the contract (0 clean, 23 gate failed, 2 usage or input error; for `run`
+//! the program's own failure first). Messages go to stderr prefixed `cudaleak:`; a broken pipe
+//! on the report is not an error.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use crate::analyze::{self, Config, Findings};
+use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, View};
+use crate::load;
+use crate::report;
+use crate::run::{self, Outcome};
+use crate::suppressions;
+
+/// Exit status for usage errors and unreadable input.
+pub const EXIT_ERROR: u8 = 2;
+
+/// A failure that ends the command with status 2 and this message.
+pub struct Failure(pub String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+fn fail(f: Failure) -> u8 {
+    eprintln!("cudaleak: {}", f.0);
+    EXIT_ERROR
+}
+
+/// Where the report goes: a file, or standard output.
+fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write>, bool), Failure> {
+    match path {
+        Some(p) => {
+            let f = File::create(p)
+                .map_err(|e| Failure(format!("{}: cannot create: {e}", p.display())))?;
+            Ok((Box::new(io::BufWriter::new(f)), false))
+        }
+        None => {
+            let tty = io::stdout().is_terminal();
+            Ok((Box::new(io::BufWriter::new(io::stdout().lock())), tty))
+        }
+    }
+}
+
+/// Writes with `write`, then flushes; a closed pipe downstream (`| head`) is fine.
+fn emit(
+    out: &mut dyn Write,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), Failure> {
+    match write(out).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(Failure(format!("cannot write the report: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
+    let rules = match &opts.suppressions {
+        Some(p) => suppressions::read(p)?,
+        None => Vec::new(),
+    };
+    Ok(Config {
+        view,
+        rules,
+        min_bytes: opts.min_bytes.unwrap_or(0),
+        gate: opts.gate(),
+    })
+}
+
+/// Loads and analyses dumps one at a time, so only one dump is in memory at once.
+fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
+    let mut processes = Vec::with_capacity(files.len());
+    for f in files {
+        let dump = load::read(f)?;
+        processes.push(analyze::analyze_process(&dump, f, cfg));
+    }
+    Ok(analyze::finish(processes, cfg))
+}
+
+fn report_paths(paths: &[PathBuf], opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
+    let files = load::expand(paths, false)?;
+    let findings = analyze_paths(&files, cfg)?;
+    write_report(&findings, opts, cfg)
+}
+
+fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
+    let (mut out, tty) = open_output(opts.output.as_deref())?;
+    let view = View {
+        color: opts.view(tty).color,
+        ..cfg.view.clone()
+    };
+    let reporter = report::reporter(opts.format);
+    emit(&mut *out, |w| reporter.report(findings, &view, w))?;
+    Ok(findings.verdict.exit_code)
+}
+
+/// `cudaleak report`.
+pub fn report(a: &ReportArgs) -> u8 {
+    let run = || -> Result<u8, Failure> {
+        let cfg = config(&a.report, a.report.view(false))?;
+        report_paths(&a.paths, &a.report, &cfg)
+    };
+    run().unwrap_or_else(fail)
+}
+
+/// `cudaleak run`.
+pub fn run(a: &RunArgs) -> u8 {
+    let go = || -> Result<u8, Failure> {
+        // Everything that can be wrong with the command line is checked before the program runs.
+        let cfg = config(&a.report, a.report.view(false))?;
+        let exe = std::env::current_exe().ok();
+        let (shim, _) = run::find_shim(
+            a.shim.as_deref(),
+            std::env::var_os("CUDALEAK_SHIM"),
+            exe.as_deref(),
+        )?;
+        let dir = run::fresh_run_dir(&a.out)?;
+        eprintln!("cudaleak: dumps of this run go to {}", dir.display());
+        let program_status = match run::run_program(&a.program, &shim, &dir)? {
+            Outcome::NotStarted(code) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Ok(code);
+            }
+            Outcome::Exited(code) => code,
+        };
+        if program_status != 0 {
+            eprintln!("cudaleak: the program exited with status {program_status}; that is this run's status");
+        }
+        let files = load::expand(std::slice::from_ref(&dir), true)?;
+        if files.is_empty() {
+            eprintln!(
+                "cudaleak: the program wrote no dump into {}: the shim was not loaded \
+                 (a static or setuid program, or one that clears LD_PRELOAD) or the program \
+                 was killed before it could write one; nothing was checked",
+                dir.display()
+            );
+            return Ok(if program_status != 0 {
+                program_status
+            } else {
+                EXIT_ERROR
+            });
+        }
+        let report = analyze_paths(&files, &cfg).and_then(|f| write_report(&f, &a.report, &cfg));
+        match (program_status, report) {
+            (0, r) => r,
+            (status, Ok(_)) => Ok(status),
+            (status, Err(e)) => {
+                fail(e);
+                Ok(status)
+            }
+        }
+    };
+    go().unwrap_or_else(fail)
+}
+
+/// `cudaleak diff`.
+pub fn diff(a: &DiffArgs) -> u8 {
+    let go = || -> Result<u8, Failure> {
+        let old = load::read(&a.old)?;
+        let new = load::read(&a.new)?;
+        let view = a.view(false);
+        let d = analyze::diff(&old, &a.old, &new, &a.new, &view);
+        drop((old, new));
+        let (mut out, tty) = open_output(a.output.as_deref())?;
+        let view = View {
+            color: a.format == Format::Text && a.view(tty).color,
+            ..view
+        };
+        emit(&mut *out, |w| report::reporter(a.format).diff(&d, &view, w))?;
+        Ok(if a.fail_on_growth && d.grew > 0 {
+            a.exit_code
+        } else {
+            0
+        })
+    };
+    go().unwrap_or_else(fail)
+}

@@ -1,0 +1,430 @@
+//! The JSON report: a stable, versioned document for programs (`"cudaleak_report": 1`).
+//! Every field is documented in docs/report-format.md; a change of meaning bumps the version.
+//!
+//! Field order is fixed by these structs; nothing here may drop or rename a field silently.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
+use crate::analyze::{Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, StackView};
+use crate::args::View;
+
+pub struct Json;
+
+/// The version of this document's shape.
+pub const REPORT_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Tool {
+    name: &'static str,
+    version: &'static str,
+}
+
+const TOOL: Tool = Tool {
+    name: "cudaleak",
+    version: VERSION,
+};
+
+#[derive(Serialize)]
+struct Frame<'a> {
+    function: Option<&'a str>,
+    file: Option<&'a str>,
+    line: Option<u32>,
+    module: Option<&'a str>,
+    offset: Option<String>,
+}
+
+fn frames(s: &StackView) -> Vec<Frame<'_>> {
+    s.frames.iter().map(frame).collect()
+}
+
+fn frame(f: &FrameView) -> Frame<'_> {
+    Frame {
+        function: f.function.as_deref(),
+        file: f.file.as_deref(),
+        line: f.line,
+        module: f.module.as_deref(),
+        offset: f.offset.map(|o| format!("{o:#x}")),
+    }
+}
+
+#[derive(Serialize)]
+struct Group<'a> {
+    process: u32,
+    bytes: u64,
+    allocations: u64,
+    api: &'a str,
+    kind: &'static str,
+    device: Option<i32>,
+    frames: Vec<Frame<'a>>,
+    hidden_frames: usize,
+    omitted_frames: usize,
+}
+
+fn group(pid: u32, g: &LeakGroup) -> Group<'_> {
+    Group {
+        process: pid,
+        bytes: g.bytes,
+        allocations: g.allocations,
+        api: &g.api,
+        kind: g.kind.as_str(),
+        device: g.device,
+        frames: frames(&g.stack),
+        hidden_frames: g.stack.hidden,
+        omitted_frames: g.stack.omitted,
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorCode {
+    code: i64,
+    name: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Failed<'a> {
+    process: u32,
+    api: &'a str,
+    count: u64,
+    bytes: u64,
+    errors: Vec<ErrorCode>,
+    frames: Vec<Frame<'a>>,
+}
+
+#[derive(Serialize)]
+struct BadFree<'a> {
+    process: u32,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    api: &'a str,
+    count: u64,
+    address: Option<String>,
+    frames: Vec<Frame<'a>>,
+    alloc_frames: Option<Vec<Frame<'a>>>,
+}
+
+#[derive(Serialize)]
+struct Tally<'a> {
+    name: &'a str,
+    bytes: u64,
+    allocations: u64,
+}
+
+#[derive(Serialize)]
+struct Stats<'a> {
+    by_api: Vec<Tally<'a>>,
+    by_module: Vec<Tally<'a>>,
+    top_callsites: Vec<Group<'a>>,
+}
+
+#[derive(Serialize)]
+struct Process<'a> {
+    pid: u32,
+    ppid: u32,
+    exe: &'a str,
+    argv: &'a [String],
+    rank: Option<i64>,
+    end: &'static str,
+    signal: Option<&'a str>,
+    snapshot: Option<u64>,
+    recording_stopped: Option<&'a str>,
+    source: String,
+    counters: &'a cudaleak_format::Summary,
+    leaked_bytes: u64,
+    leaked_allocations: u64,
+    leak_groups: u64,
+    leak_groups_not_shown: u64,
+    stats: Stats<'a>,
+}
+
+#[derive(Serialize)]
+struct CountsDoc {
+    groups: u64,
+    allocations: u64,
+    bytes: u64,
+}
+
+impl From<Counts> for CountsDoc {
+    fn from(c: Counts) -> Self {
+        CountsDoc {
+            groups: c.groups,
+            allocations: c.allocations,
+            bytes: c.bytes,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct RuleDoc<'a> {
+    rule: String,
+    pattern: &'a str,
+    file: String,
+    line: usize,
+    groups: u64,
+    allocations: u64,
+    bytes: u64,
+}
+
+#[derive(Serialize)]
+struct Suppressed<'a> {
+    rules: Vec<RuleDoc<'a>>,
+    min_bytes: u64,
+    below_min_bytes: CountsDoc,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    processes: u64,
+    leaked_bytes: u64,
+    leaked_allocations: u64,
+    callsites: u64,
+    suppressed_bytes: u64,
+    suppressed_allocations: u64,
+    below_min_bytes_bytes: u64,
+    below_min_bytes_allocations: u64,
+    failed_allocations: u64,
+    double_frees: u64,
+    invalid_frees: u64,
+    bad_frees: u64,
+    managed_bytes: u64,
+    managed_allocations: u64,
+}
+
+#[derive(Serialize)]
+struct Gate {
+    failed: bool,
+    exit_code: u8,
+    reasons: Vec<&'static str>,
+    fail_on_leaks: bool,
+    fail_on_errors: bool,
+    max_leaked_bytes: u64,
+    tolerated: bool,
+}
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    cudaleak_report: u32,
+    tool: Tool,
+    processes: Vec<Process<'a>>,
+    leaks: Vec<Group<'a>>,
+    failed_allocations: Vec<Failed<'a>>,
+    bad_frees: Vec<BadFree<'a>>,
+    managed: Vec<Group<'a>>,
+    suppressed: Suppressed<'a>,
+    summary: Summary,
+    gate: Gate,
+}
+
+fn tallies(rows: &[(String, Counts)]) -> Vec<Tally<'_>> {
+    rows.iter()
+        .map(|(name, c)| Tally {
+            name,
+            bytes: c.bytes,
+            allocations: c.allocations,
+        })
+        .collect()
+}
+
+fn document(f: &Findings) -> Doc<'_> {
+    let mut doc = Doc {
+        cudaleak_report: REPORT_VERSION,
+        tool: TOOL,
+        processes: Vec::new(),
+        leaks: Vec::new(),
+        failed_allocations: Vec::new(),
+        bad_frees: Vec::new(),
+        managed: Vec::new(),
+        suppressed: Suppressed {
+            rules: f
+                .rules
+                .iter()
+                .zip(suppressed_per_rule(f))
+                .map(|(r, c)| RuleDoc {
+                    rule: r.text(),
+                    pattern: &r.pattern,
+                    file: r.file.display().to_string(),
+                    line: r.line,
+                    groups: c.groups,
+                    allocations: c.allocations,
+                    bytes: c.bytes,
+                })
+                .collect(),
+            min_bytes: f.min_bytes,
+            below_min_bytes: f.totals.below_min_bytes.into(),
+        },
+        summary: Summary {
+            processes: f.totals.processes,
+            leaked_bytes: f.totals.leaked.bytes,
+            leaked_allocations: f.totals.leaked.allocations,
+            callsites: f.totals.callsites,
+            suppressed_bytes: f.totals.suppressed.bytes,
+            suppressed_allocations: f.totals.suppressed.allocations,
+            below_min_bytes_bytes: f.totals.below_min_bytes.bytes,
+            below_min_bytes_allocations: f.totals.below_min_bytes.allocations,
+            failed_allocations: f.totals.failed_allocations,
+            double_frees: f.totals.double_frees,
+            invalid_frees: f.totals.invalid_frees,
+            bad_frees: f.totals.bad_frees,
+            managed_bytes: f.totals.managed.bytes,
+            managed_allocations: f.totals.managed.allocations,
+        },
+        gate: Gate {
+            failed: f.verdict.exit_code != 0,
+            exit_code: f.verdict.exit_code,
+            reasons: gate_reasons(f),
+            fail_on_leaks: f.gate.fail_on_leaks,
+            fail_on_errors: f.gate.fail_on_errors,
+            max_leaked_bytes: f.gate.max_leaked_bytes,
+            tolerated: f.verdict.tolerated,
+        },
+    };
+    for p in &f.processes {
+        let pid = p.process.pid;
+        doc.processes.push(Process {
+            pid,
+            ppid: p.process.ppid,
+            exe: &p.process.exe,
+            argv: &p.process.argv,
+            rank: p.process.rank,
+            end: p.process.end.as_str(),
+            signal: p.process.signal.as_deref(),
+            snapshot: p.process.snapshot,
+            recording_stopped: p.process.recording_stopped.as_deref(),
+            source: p.source.display().to_string(),
+            counters: &p.summary,
+            leaked_bytes: p.leaked.bytes,
+            leaked_allocations: p.leaked.allocations,
+            leak_groups: p.leaked.groups,
+            leak_groups_not_shown: p.leaks_not_shown(),
+            stats: Stats {
+                by_api: tallies(&p.stats.by_api),
+                by_module: tallies(&p.stats.by_module),
+                top_callsites: p.stats.top_callsites.iter().map(|g| group(pid, g)).collect(),
+            },
+        });
+        doc.leaks.extend(p.leaks.iter().map(|g| group(pid, g)));
+        doc.managed.extend(p.managed.iter().map(|g| group(pid, g)));
+        doc.failed_allocations.extend(p.failed.iter().map(|g| Failed {
+            process: pid,
+            api: &g.api,
+            count: g.count,
+            bytes: g.bytes,
+            errors: g
+                .errors
+                .iter()
+                .map(|&code| ErrorCode {
+                    code,
+                    name: error_name(&g.api, code),
+                })
+                .collect(),
+            frames: frames(&g.stack),
+        }));
+        doc.bad_frees.extend(p.bad_frees.iter().map(|g| BadFree {
+            process: pid,
+            kind: g.kind.as_str(),
+            api: &g.api,
+            count: g.count,
+            address: g.address.map(|a| format!("{a:#x}")),
+            frames: frames(&g.stack),
+            alloc_frames: g.alloc_stack.as_ref().map(frames),
+        }));
+    }
+    doc
+}
+
+#[derive(Serialize)]
+struct DiffSideDoc<'a> {
+    source: String,
+    pid: u32,
+    exe: &'a str,
+    end: &'static str,
+    snapshot: Option<u64>,
+    live_bytes: u64,
+    live_allocations: u64,
+}
+
+fn side(s: &DiffSide) -> DiffSideDoc<'_> {
+    DiffSideDoc {
+        source: s.source.display().to_string(),
+        pid: s.process.pid,
+        exe: &s.process.exe,
+        end: s.process.end.as_str(),
+        snapshot: s.process.snapshot,
+        live_bytes: s.live.bytes,
+        live_allocations: s.live.allocations,
+    }
+}
+
+#[derive(Serialize)]
+struct DiffRowDoc<'a> {
+    trend: &'static str,
+    api: &'a str,
+    old_bytes: u64,
+    old_allocations: u64,
+    new_bytes: u64,
+    new_allocations: u64,
+    delta_bytes: i128,
+    delta_allocations: i128,
+    frames: Vec<Frame<'a>>,
+}
+
+#[derive(Serialize)]
+struct DiffDoc<'a> {
+    cudaleak_diff: u32,
+    tool: Tool,
+    old: DiffSideDoc<'a>,
+    new: DiffSideDoc<'a>,
+    callsites: Vec<DiffRowDoc<'a>>,
+    callsites_not_shown: u64,
+    grew: u64,
+    shrank: u64,
+    unchanged: u64,
+    delta_bytes: i128,
+}
+
+fn write_doc<T: Serialize>(doc: &T, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, doc).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+impl Reporter for Json {
+    fn report(&self, f: &Findings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+        write_doc(&document(f), out)
+    }
+
+    fn diff(&self, d: &DiffFindings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+        let doc = DiffDoc {
+            cudaleak_diff: REPORT_VERSION,
+            tool: TOOL,
+            old: side(&d.old),
+            new: side(&d.new),
+            callsites: d
+                .rows
+                .iter()
+                .map(|r| DiffRowDoc {
+                    trend: match r.trend() {
+                        1 => "grew",
+                        -1 => "shrank",
+                        _ => "unchanged",
+                    },
+                    api: &r.api,
+                    old_bytes: r.old.bytes,
+                    old_allocations: r.old.allocations,
+                    new_bytes: r.new.bytes,
+                    new_allocations: r.new.allocations,
+                    delta_bytes: r.delta_bytes(),
+                    delta_allocations: r.delta_blocks(),
+                    frames: frames(&r.stack),
+                })
+                .collect(),
+            callsites_not_shown: d.rows_not_shown,
+            grew: d.grew,
+            shrank: d.shrank,
+            unchanged: d.unchanged,
+            delta_bytes: i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes),
+        };
+        write_doc(&doc, out)
+    }
+}

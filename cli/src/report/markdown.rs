@@ -1,0 +1,250 @@
+//! The Markdown report: for pull-request comments and CI job summaries (GitHub-flavoured).
+//!
+//! Every name taken from a program (functions, files, modules, APIs, command lines) goes through
+//! `escape`, so a `|` cannot break a table and `<script>` stays text.
+
+use std::io::{self, Write};
+
+use super::{
+    error_text, frame_text, gate_reasons, human_bytes, placement, plural, process_label,
+    suppressed_per_rule, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+};
+use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
+use crate::args::View;
+use crate::report::text::signed_human;
+use cudaleak_format::EventType;
+
+pub struct Markdown;
+
+/// Makes program-supplied text inert in Markdown and in GitHub's HTML sanitiser.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' | '\t' => out.push(' '),
+            '\\' | '`' | '*' | '_' | '|' | '[' | ']' | '#' | '~' | '{' | '}' | '!' | '(' | ')' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn first_frame(s: &StackView) -> String {
+    s.frames
+        .first()
+        .map_or_else(|| "(no frames)".into(), |f| escape(&frame_text(f)))
+}
+
+fn stack(w: &mut dyn Write, s: &StackView) -> io::Result<()> {
+    for f in &s.frames {
+        writeln!(w, "1. {}", escape(&frame_text(f)))?;
+    }
+    if s.omitted > 0 {
+        writeln!(w, "1. … {}", plural(s.omitted as u64, "more frame", "more frames"))?;
+    }
+    Ok(())
+}
+
+fn group_line(g: &LeakGroup) -> String {
+    format!(
+        "{} in {} via {} {}",
+        human_bytes(g.bytes),
+        plural(g.allocations, "allocation", "allocations"),
+        escape(&g.api),
+        escape(&placement(g.kind, g.device))
+    )
+}
+
+impl Reporter for Markdown {
+    fn report(&self, f: &Findings, view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let gate = if f.verdict.exit_code != 0 {
+            format!(
+                "❌ gate failed ({}), exit status {}",
+                gate_reasons(f).join(" and "),
+                f.verdict.exit_code
+            )
+        } else {
+            "✅ gate passed".to_string()
+        };
+        writeln!(w, "### cudaleak: {}", escape(summary_line(f).trim_start_matches("SUMMARY: ")))?;
+        writeln!(w)?;
+        writeln!(w, "{gate}")?;
+        for p in &f.processes {
+            writeln!(w)?;
+            writeln!(w, "#### {}", escape(&process_label(&p.process)))?;
+            writeln!(w)?;
+            if let Some(why) = &p.process.recording_stopped {
+                writeln!(w, "> **Warning:** the shim stopped recording early ({}); this dump is partial.", escape(why))?;
+                writeln!(w)?;
+            }
+            if p.leaks.is_empty() {
+                writeln!(w, "No leaks.")?;
+            } else {
+                writeln!(w, "| # | Leaked | Allocations | API | Where |")?;
+                writeln!(w, "|--:|--:|--:|---|---|")?;
+                for (i, g) in p.leaks.iter().enumerate() {
+                    writeln!(
+                        w,
+                        "| {} | {} | {} | {} | {} |",
+                        i + 1,
+                        human_bytes(g.bytes),
+                        g.allocations,
+                        escape(&g.api),
+                        first_frame(&g.stack)
+                    )?;
+                }
+                if p.leaks_not_shown() > 0 {
+                    writeln!(w)?;
+                    writeln!(
+                        w,
+                        "… {} not shown (--top).",
+                        plural(p.leaks_not_shown(), "more leak group", "more leak groups")
+                    )?;
+                }
+                writeln!(w)?;
+                writeln!(w, "<details><summary>Stacks</summary>")?;
+                for (i, g) in p.leaks.iter().enumerate() {
+                    writeln!(w)?;
+                    writeln!(w, "**Leak {} of {}:** {}", i + 1, p.leaked.groups, group_line(g))?;
+                    writeln!(w)?;
+                    stack(w, &g.stack)?;
+                }
+                writeln!(w)?;
+                writeln!(w, "</details>")?;
+            }
+            for g in &p.bad_frees {
+                let what = if g.kind == EventType::DoubleFree {
+                    "Double free"
+                } else {
+                    "Invalid free"
+                };
+                let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
+                writeln!(w)?;
+                writeln!(w, "**{what}:** {}({addr}), {}", escape(&g.api), plural(g.count, "time", "times"))?;
+                writeln!(w)?;
+                stack(w, &g.stack)?;
+                if let Some(a) = &g.alloc_stack {
+                    writeln!(w)?;
+                    writeln!(w, "allocated at:")?;
+                    writeln!(w)?;
+                    stack(w, a)?;
+                }
+            }
+            if !p.failed.is_empty() {
+                writeln!(w)?;
+                writeln!(w, "**Failed allocations** — {FAILED_ADVICE}")?;
+                writeln!(w)?;
+                writeln!(w, "| API | Times | Requested | Returned | Where |")?;
+                writeln!(w, "|---|--:|--:|---|---|")?;
+                for g in &p.failed {
+                    let errors: Vec<String> =
+                        g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+                    writeln!(
+                        w,
+                        "| {} | {} | {} | {} | {} |",
+                        escape(&g.api),
+                        g.count,
+                        human_bytes(g.bytes),
+                        escape(&errors.join(", ")),
+                        first_frame(&g.stack)
+                    )?;
+                }
+            }
+            if !p.managed.is_empty() {
+                writeln!(w)?;
+                writeln!(w, "**Managed memory** — {MANAGED_ADVICE}")?;
+                writeln!(w)?;
+                writeln!(w, "| Live | Allocations | API | Where |")?;
+                writeln!(w, "|--:|--:|---|---|")?;
+                for g in &p.managed {
+                    writeln!(
+                        w,
+                        "| {} | {} | {} | {} |",
+                        human_bytes(g.bytes),
+                        g.allocations,
+                        escape(&g.api),
+                        first_frame(&g.stack)
+                    )?;
+                }
+            }
+            if view.stats {
+                let s = &p.summary;
+                writeln!(w)?;
+                writeln!(w, "**Statistics:** {} allocations, {} frees, {} failed, {} bad frees; {} allocated, peak live {}, live at end {}.",
+                    s.allocations, s.frees, s.failed_allocations, p.bad_free_count(),
+                    human_bytes(s.bytes_allocated), human_bytes(s.peak_live_bytes), human_bytes(s.live_bytes))?;
+                writeln!(w)?;
+                writeln!(w, "| Live at end by module (first user frame) | Bytes | Blocks |")?;
+                writeln!(w, "|---|--:|--:|")?;
+                for (name, c) in &p.stats.by_module {
+                    writeln!(w, "| {} | {} | {} |", escape(name), human_bytes(c.bytes), c.allocations)?;
+                }
+                writeln!(w)?;
+                writeln!(w, "| Live at end by API | Bytes | Blocks |")?;
+                writeln!(w, "|---|--:|--:|")?;
+                for (name, c) in &p.stats.by_api {
+                    writeln!(w, "| {} | {} | {} |", escape(name), human_bytes(c.bytes), c.allocations)?;
+                }
+            }
+        }
+        if !f.rules.is_empty() {
+            writeln!(w)?;
+            writeln!(w, "| Suppression | Allocations | Bytes |")?;
+            writeln!(w, "|---|--:|--:|")?;
+            for (r, c) in f.rules.iter().zip(suppressed_per_rule(f)) {
+                writeln!(w, "| {} | {} | {} |", escape(&r.text()), c.allocations, human_bytes(c.bytes))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn diff(&self, d: &DiffFindings, _view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
+        writeln!(
+            w,
+            "### cudaleak diff: live {} → {} ({}); {} grew",
+            human_bytes(d.old.live.bytes),
+            human_bytes(d.new.live.bytes),
+            signed_human(delta),
+            plural(d.grew, "callsite", "callsites")
+        )?;
+        writeln!(w)?;
+        writeln!(w, "| Δ bytes | Δ blocks | Old | New | API | Where |")?;
+        writeln!(w, "|--:|--:|--:|--:|---|---|")?;
+        for r in &d.rows {
+            writeln!(
+                w,
+                "| {} | {:+} | {} | {} | {} | {} |",
+                signed_human(r.delta_bytes()),
+                r.delta_blocks(),
+                human_bytes(r.old.bytes),
+                human_bytes(r.new.bytes),
+                escape(&r.api),
+                first_frame(&r.stack)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn program_names_cannot_break_tables_or_inject_html() {
+        assert_eq!(escape("a|b"), "a\\|b");
+        assert_eq!(escape("process_data(float*)"), "process\\_data\\(float\\*\\)");
+        assert_eq!(escape("`x`"), "\\`x\\`");
+        assert_eq!(escape("<script>"), "&lt;script&gt;");
+        assert_eq!(escape("std::vector<int>"), "std::vector&lt;int&gt;");
+        assert_eq!(escape("a\nb"), "a b");
+    }
+}

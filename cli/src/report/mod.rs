@@ -1,0 +1,261 @@
+//! Output formats behind one trait, and the wording they share (sizes, frames, process labels,
+//! CUDA error names). Each format lives in its own file and writes to any `io::Write`.
+//!
+//! Reporters never decide anything: what is a leak, what is hidden and whether the gate fails
+//! were settled in `analyze`. They must not panic on any findings.
+
+use std::io;
+
+use cudaleak_format as format;
+
+use crate::analyze::{DiffFindings, Findings, FrameView};
+use crate::args::{Format, View};
+
+pub mod json;
+pub mod markdown;
+pub mod sarif;
+pub mod text;
+
+/// One output format.
+pub trait Reporter {
+    fn report(&self, findings: &Findings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
+    fn diff(&self, diff: &DiffFindings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
+}
+
+pub fn reporter(format: Format) -> Box<dyn Reporter> {
+    match format {
+        Format::Text => Box::new(text::Text),
+        Format::Json => Box::new(json::Json),
+        Format::Markdown => Box::new(markdown::Markdown),
+        Format::Sarif => Box::new(sarif::Sarif),
+    }
+}
+
+/// The tool's version, as `--version` prints it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Binary units: `512 B`, `4.00 KiB`, `1.06 MiB`, `2.50 GiB` (two decimals from KiB up).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    // Move up a unit when rounding to two decimals would print 1024.00.
+    while unit + 1 < UNITS.len() && value >= 1023.995 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+/// `1 allocation`, `2 allocations`.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `process_data(float*) at leak.cu:18 (leak)`; without a symbol `0x55d4c2a01a3f (leak+0x1a3f)`.
+pub fn frame_text(f: &FrameView) -> String {
+    let mut s = match &f.function {
+        Some(name) => name.clone(),
+        None => format!("{:#x}", f.ip),
+    };
+    if let Some(file) = &f.file {
+        s.push_str(" at ");
+        s.push_str(file);
+        if let Some(line) = f.line {
+            s.push_str(&format!(":{line}"));
+        }
+    }
+    match (f.module_name(), f.function.is_none(), f.offset) {
+        (Some(m), true, Some(off)) => s.push_str(&format!(" ({m}+{off:#x})")),
+        (Some(m), _, _) => s.push_str(&format!(" ({m})")),
+        (None, _, _) => {}
+    }
+    s
+}
+
+/// `(device 0)`, `(managed, device 0)`, `(host)`.
+pub fn placement(kind: format::Kind, device: Option<i32>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if kind != format::Kind::Device || device.is_none() {
+        parts.push(kind.as_str().to_string());
+    }
+    if let Some(d) = device {
+        parts.push(format!("device {d}"));
+    }
+    format!("({})", parts.join(", "))
+}
+
+/// How a process ended, in words.
+pub fn ending(p: &format::Process) -> String {
+    match p.end {
+        format::End::Exit => "exited".into(),
+        format::End::Signal => match &p.signal {
+            Some(s) => format!("killed by {s}"),
+            None => "killed by a signal".into(),
+        },
+        format::End::Snapshot => match p.snapshot {
+            Some(n) => format!("snapshot {n}, still running"),
+            None => "snapshot, still running".into(),
+        },
+    }
+}
+
+/// `pid 4711: ./app --n 3 (exited)`, with the rank when there is one.
+pub fn process_label(p: &format::Process) -> String {
+    let command = if p.argv.is_empty() {
+        p.exe.clone()
+    } else {
+        p.argv.join(" ")
+    };
+    let rank = p.rank.map_or(String::new(), |r| format!(", rank {r}"));
+    format!("pid {}: {} ({}{rank})", p.pid, command, ending(p))
+}
+
+/// The name of a CUDA return code: runtime names for `cuda*` calls, driver names for `cu*`.
+pub fn error_name(api: &str, code: i64) -> Option<&'static str> {
+    let runtime = api.starts_with("cuda");
+    Some(match (code, runtime) {
+        (1, true) => "cudaErrorInvalidValue",
+        (2, true) => "cudaErrorMemoryAllocation",
+        (3, true) => "cudaErrorInitializationError",
+        (4, true) => "cudaErrorCudartUnloading",
+        (35, true) => "cudaErrorInsufficientDriver",
+        (100, true) => "cudaErrorNoDevice",
+        (101, true) => "cudaErrorInvalidDevice",
+        (201, true) => "cudaErrorDeviceUninitialized",
+        (400, true) => "cudaErrorInvalidResourceHandle",
+        (801, true) => "cudaErrorNotSupported",
+        (999, true) => "cudaErrorUnknown",
+        (1, false) => "CUDA_ERROR_INVALID_VALUE",
+        (2, false) => "CUDA_ERROR_OUT_OF_MEMORY",
+        (3, false) => "CUDA_ERROR_NOT_INITIALIZED",
+        (4, false) => "CUDA_ERROR_DEINITIALIZED",
+        (100, false) => "CUDA_ERROR_NO_DEVICE",
+        (101, false) => "CUDA_ERROR_INVALID_DEVICE",
+        (201, false) => "CUDA_ERROR_INVALID_CONTEXT",
+        (400, false) => "CUDA_ERROR_INVALID_HANDLE",
+        (801, false) => "CUDA_ERROR_NOT_SUPPORTED",
+        (999, false) => "CUDA_ERROR_UNKNOWN",
+        _ => return None,
+    })
+}
+
+/// `2 (cudaErrorMemoryAllocation)`, or just the number.
+pub fn error_text(api: &str, code: i64) -> String {
+    match error_name(api, code) {
+        Some(name) => format!("{code} ({name})"),
+        None => code.to_string(),
+    }
+}
+
+/// Why the gate fails, in words; empty when it passes.
+pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
+    let mut r = Vec::new();
+    if f.verdict.fails_on_leaks {
+        r.push("leaks");
+    }
+    if f.verdict.fails_on_errors {
+        r.push("bad frees");
+    }
+    r
+}
+
+/// The advice attached to managed memory (seed §3.3).
+pub const MANAGED_ADVICE: &str = "Managed (unified) memory is a migration and capacity risk: pages \
+move between host and GPU on demand (slow, and page-fault storms when several streams touch them), \
+and host memory backs them when the GPU is oversubscribed. If only the GPU touches this memory, \
+prefer device memory (cudaMalloc) plus explicit cudaMemcpy.";
+
+/// The advice attached to failed allocations (seed: check every allocation).
+pub const FAILED_ADVICE: &str = "Check the result of every allocation: after a failure the \
+pointer is not set, and code that goes on uses garbage.";
+
+/// Sum of the per-rule counts over all processes.
+pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
+    let mut out = vec![crate::analyze::Counts::default(); f.rules.len()];
+    for p in &f.processes {
+        for (i, c) in p.suppressed.iter().enumerate() {
+            if let Some(o) = out.get_mut(i) {
+                o.groups += c.groups;
+                o.allocations += c.allocations;
+                o.bytes = o.bytes.saturating_add(c.bytes);
+            }
+        }
+    }
+    out
+}
+
+/// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`.
+pub fn summary_line(f: &Findings) -> String {
+    let t = &f.totals;
+    format!(
+        "SUMMARY: {} leaked in {} from {} ({})",
+        human_bytes(t.leaked.bytes),
+        plural(t.leaked.allocations, "allocation", "allocations"),
+        plural(t.callsites, "callsite", "callsites"),
+        plural(t.processes, "process", "processes"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_binary_units_with_two_decimals() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.00 KiB");
+        assert_eq!(human_bytes(4096), "4.00 KiB");
+        assert_eq!(human_bytes(75_878), "74.10 KiB");
+        assert_eq!(human_bytes(1 << 20), "1.00 MiB");
+        assert_eq!(human_bytes(1_111_490), "1.06 MiB");
+        assert_eq!(human_bytes((1 << 20) - 1), "1.00 MiB");
+        assert_eq!(human_bytes(64 << 30), "64.00 GiB");
+        assert_eq!(human_bytes(u64::MAX), "16.00 EiB");
+    }
+
+    #[test]
+    fn frames_read_like_lsan_with_module_file_names() {
+        let f = FrameView {
+            function: Some("process_data(float*)".into()),
+            file: Some("cuda-samples/leak_error_path.cu".into()),
+            line: Some(18),
+            module: Some("/home/dev/leak_error_path".into()),
+            offset: Some(0x1a3f),
+            ip: 0x55d4c2a01a3f,
+            internal: false,
+        };
+        assert_eq!(
+            frame_text(&f),
+            "process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)"
+        );
+        let bare = FrameView {
+            function: None,
+            file: None,
+            line: None,
+            ..f
+        };
+        assert_eq!(frame_text(&bare), "0x55d4c2a01a3f (leak_error_path+0x1a3f)");
+    }
+
+    #[test]
+    fn placement_names_kind_and_device() {
+        use format::Kind;
+        assert_eq!(placement(Kind::Device, Some(0)), "(device 0)");
+        assert_eq!(placement(Kind::Managed, Some(1)), "(managed, device 1)");
+        assert_eq!(placement(Kind::Host, None), "(host)");
+        assert_eq!(placement(Kind::Device, None), "(device)");
+    }
+
+    #[test]
+    fn error_names_follow_the_api_family() {
+        assert_eq!(error_text("cudaMalloc", 2), "2 (cudaErrorMemoryAllocation)");
+        assert_eq!(error_text("cuMemAlloc_v2", 2), "2 (CUDA_ERROR_OUT_OF_MEMORY)");
+        assert_eq!(error_text("cudaMalloc", 12345), "12345");
+    }
+}

@@ -1,0 +1,307 @@
+//! The SARIF 2.1.0 report, for code-scanning UIs: one result per leak group (and per bad-free,
+//! failed-allocation and managed-memory group), located at the first user frame with a source
+//! file, with the whole visible stack attached.
+//!
+//! Must always produce the required SARIF structure (`$schema`, `version`, `runs[0].tool.driver`
+//! with `rules`), even with no findings at all.
+
+use std::io::{self, Write};
+
+use serde_json::{json, Value};
+
+use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
+use crate::analyze::{DiffFindings, Findings, FrameView, StackView};
+use crate::args::View;
+use crate::report::text::signed_human;
+use cudaleak_format::EventType;
+
+pub struct Sarif;
+
+pub const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+const DEFAULT_INFORMATION_URI: &str = "https://github.com/cudaleak/cudaleak";
+
+fn information_uri() -> &'static str {
+    match env!("CARGO_PKG_REPOSITORY") {
+        "" => DEFAULT_INFORMATION_URI,
+        repo => repo,
+    }
+}
+
+/// (id, name, level, short description, help)
+const RULES: [(&str, &str, &str, &str, &str); 6] = [
+    ("cudaleak/leak", "CudaMemoryLeak", "error",
+     "CUDA memory allocated here was never freed",
+     "Free the block on every path out of the function, including early returns and error paths; an RAII wrapper whose destructor calls cudaFree makes that automatic."),
+    ("cudaleak/double-free", "CudaDoubleFree", "error",
+     "CUDA memory freed twice",
+     "Free each block exactly once; set the pointer to nullptr after freeing it."),
+    ("cudaleak/invalid-free", "CudaInvalidFree", "error",
+     "Free of an address that was never allocated by CUDA",
+     "Pass only pointers returned by the matching CUDA allocation call."),
+    ("cudaleak/failed-allocation", "CudaFailedAllocation", "warning",
+     "A CUDA allocation failed",
+     super::FAILED_ADVICE),
+    ("cudaleak/managed-memory", "CudaManagedMemory", "note",
+     "Managed (unified) memory: a migration and capacity risk",
+     super::MANAGED_ADVICE),
+    ("cudaleak/growth", "CudaLiveMemoryGrowth", "warning",
+     "Live CUDA memory from this callsite grew between two dumps",
+     "A callsite whose live memory keeps growing while the program runs is a leak in the making; check that every allocation in the loop is freed."),
+];
+
+fn rule_index(id: &str) -> usize {
+    RULES.iter().position(|r| r.0 == id).unwrap_or(0)
+}
+
+fn rules() -> Vec<Value> {
+    RULES
+        .iter()
+        .map(|(id, name, level, short, help)| {
+            json!({
+                "id": id,
+                "name": name,
+                "shortDescription": {"text": short},
+                "fullDescription": {"text": help},
+                "help": {"text": help},
+                "defaultConfiguration": {"level": level},
+            })
+        })
+        .collect()
+}
+
+/// A SARIF `uri`: relative paths stay relative (resolved against the checkout), absolute ones
+/// become `file://` URIs; characters outside RFC 3986's unreserved set and `/` are escaped.
+pub fn uri(path: &str) -> String {
+    let mut out = String::new();
+    if path.starts_with('/') {
+        out.push_str("file://");
+    }
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn physical(f: &FrameView) -> Option<Value> {
+    if let Some(file) = &f.file {
+        let mut loc = json!({"artifactLocation": {"uri": uri(file)}});
+        if let Some(line) = f.line.filter(|&l| l > 0) {
+            loc["region"] = json!({"startLine": line});
+        }
+        return Some(loc);
+    }
+    f.module
+        .as_deref()
+        .map(|m| json!({"artifactLocation": {"uri": uri(m)}}))
+}
+
+fn location(f: &FrameView) -> Value {
+    let mut loc = json!({});
+    if let Some(p) = physical(f) {
+        loc["physicalLocation"] = p;
+    }
+    if let Some(func) = &f.function {
+        loc["logicalLocations"] = json!([{"fullyQualifiedName": func, "kind": "function"}]);
+    }
+    loc
+}
+
+/// The first user frame with a source file, else the first user frame, else the first frame.
+fn primary(s: &StackView) -> Option<&FrameView> {
+    let user = || s.frames.iter().filter(|f| !f.internal);
+    user()
+        .find(|f| f.file.is_some())
+        .or_else(|| user().next())
+        .or_else(|| s.frames.first())
+}
+
+fn stack_value(s: &StackView) -> Value {
+    json!({
+        "message": {"text": "allocation stack, innermost frame first"},
+        "frames": s.frames.iter().map(|f| {
+            let mut v = json!({"location": location(f)});
+            v["location"]["message"] = json!({"text": frame_text(f)});
+            if let Some(m) = &f.module {
+                v["module"] = json!(m);
+            }
+            v
+        }).collect::<Vec<_>>(),
+    })
+}
+
+/// 64-bit FNV-1a: a stable fingerprint of a callsite across runs and machines.
+fn fingerprint(s: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+fn result(id: &str, level: &str, text: String, stacks: &[&StackView], key: &str, props: Value) -> Value {
+    let mut r = json!({
+        "ruleId": id,
+        "ruleIndex": rule_index(id),
+        "level": level,
+        "message": {"text": text},
+        "partialFingerprints": {"cudaleakCallsite/v1": fingerprint(&format!("{id}\u{1d}{key}"))},
+        "properties": props,
+    });
+    if let Some(f) = stacks.first().and_then(|s| primary(s)) {
+        r["locations"] = json!([location(f)]);
+    }
+    r["stacks"] = Value::Array(stacks.iter().map(|s| stack_value(s)).collect());
+    r
+}
+
+fn stack_key(s: &StackView) -> String {
+    s.frames.iter().map(frame_text).collect::<Vec<_>>().join("\u{1e}")
+}
+
+fn envelope(results: Vec<Value>) -> Value {
+    json!({
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "cudaleak",
+                "version": VERSION,
+                "semanticVersion": VERSION,
+                "informationUri": information_uri(),
+                "rules": rules(),
+            }},
+            "results": results,
+        }],
+    })
+}
+
+fn write_value(v: &Value, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, v).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+impl Reporter for Sarif {
+    fn report(&self, f: &Findings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+        let mut results = Vec::new();
+        for p in &f.processes {
+            let pid = p.process.pid;
+            for g in &p.leaks {
+                results.push(result(
+                    "cudaleak/leak",
+                    "error",
+                    format!(
+                        "{} in {} via {} {} never freed (pid {pid})",
+                        human_bytes(g.bytes),
+                        plural(g.allocations, "allocation", "allocations"),
+                        g.api,
+                        placement(g.kind, g.device)
+                    ),
+                    &[&g.stack],
+                    &g.callsite,
+                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": g.api, "kind": g.kind.as_str(), "pid": pid}),
+                ));
+            }
+            for g in &p.bad_frees {
+                let (id, what) = if g.kind == EventType::DoubleFree {
+                    ("cudaleak/double-free", "of memory that was already freed")
+                } else {
+                    ("cudaleak/invalid-free", "of an address that was never allocated")
+                };
+                let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
+                let mut stacks = vec![&g.stack];
+                if let Some(a) = &g.alloc_stack {
+                    stacks.push(a);
+                }
+                results.push(result(
+                    id,
+                    "error",
+                    format!("{}({addr}) {what}, {} (pid {pid})", g.api, plural(g.count, "time", "times")),
+                    &stacks,
+                    &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                    json!({"count": g.count, "api": g.api, "pid": pid}),
+                ));
+            }
+            for g in &p.failed {
+                let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+                results.push(result(
+                    "cudaleak/failed-allocation",
+                    "warning",
+                    format!(
+                        "{} failed {} (returned {}) (pid {pid})",
+                        g.api,
+                        plural(g.count, "time", "times"),
+                        if errors.is_empty() { "an error".into() } else { errors.join(", ") }
+                    ),
+                    &[&g.stack],
+                    &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                    json!({"count": g.count, "bytes": g.bytes, "api": g.api, "pid": pid}),
+                ));
+            }
+            for g in &p.managed {
+                results.push(result(
+                    "cudaleak/managed-memory",
+                    "note",
+                    format!(
+                        "{} of managed memory in {} via {} (pid {pid}): prefer device memory plus explicit copies when only the GPU touches it",
+                        human_bytes(g.bytes),
+                        plural(g.allocations, "allocation", "allocations"),
+                        g.api
+                    ),
+                    &[&g.stack],
+                    &g.callsite,
+                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": g.api, "pid": pid}),
+                ));
+            }
+        }
+        write_value(&envelope(results), out)
+    }
+
+    fn diff(&self, d: &DiffFindings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+        let results = d
+            .rows
+            .iter()
+            .filter(|r| r.trend() > 0)
+            .map(|r| {
+                result(
+                    "cudaleak/growth",
+                    "warning",
+                    format!(
+                        "live memory via {} grew by {} ({:+} blocks): {} → {}",
+                        r.api,
+                        signed_human(r.delta_bytes()),
+                        r.delta_blocks(),
+                        human_bytes(r.old.bytes),
+                        human_bytes(r.new.bytes)
+                    ),
+                    &[&r.stack],
+                    &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
+                    json!({"old_bytes": r.old.bytes, "new_bytes": r.new.bytes, "api": r.api}),
+                )
+            })
+            .collect();
+        write_value(&envelope(results), out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_keep_relative_paths_and_escape_odd_characters() {
+        assert_eq!(uri("cuda-samples/leak.cu"), "cuda-samples/leak.cu");
+        assert_eq!(uri("/home/dev/my app.cu"), "file:///home/dev/my%20app.cu");
+        assert_eq!(uri("a#b"), "a%23b");
+    }
+
+    #[test]
+    fn fingerprints_are_stable() {
+        assert_eq!(fingerprint(""), "cbf29ce484222325");
+        assert_ne!(fingerprint("a"), fingerprint("b"));
+    }
+}

@@ -1,0 +1,464 @@
+//! The text report: LeakSanitizer-like, for people at a terminal and in CI logs. Colour only
+//! when `View::color` says so; the last line is always `SUMMARY: …`.
+//!
+//! Writes nothing but the report; never decides what is shown (that is `analyze`'s job).
+
+use std::io::{self, Write};
+
+use super::{
+    error_text, frame_text, gate_reasons, human_bytes, placement, plural, process_label,
+    suppressed_per_rule, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+};
+use crate::analyze::{
+    BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
+};
+use crate::args::View;
+use cudaleak_format::EventType;
+
+pub struct Text;
+
+#[derive(Clone, Copy)]
+enum Style {
+    Red,
+    Yellow,
+    Bold,
+    Dim,
+    Green,
+}
+
+struct Out<'a> {
+    w: &'a mut dyn Write,
+    color: bool,
+}
+
+impl Out<'_> {
+    fn paint(&self, s: &str, style: Style) -> String {
+        if !self.color {
+            return s.to_string();
+        }
+        let code = match style {
+            Style::Red => "1;31",
+            Style::Yellow => "1;33",
+            Style::Bold => "1",
+            Style::Dim => "2",
+            Style::Green => "1;32",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    }
+
+    fn stack(&mut self, s: &StackView, indent: &str) -> io::Result<()> {
+        for (i, f) in s.frames.iter().enumerate() {
+            writeln!(self.w, "{indent}#{i} {}", frame_text(f))?;
+        }
+        if s.omitted > 0 {
+            let more = self.paint(
+                &format!("... {} (--frames)", plural(s.omitted as u64, "more frame", "more frames")),
+                Style::Dim,
+            );
+            writeln!(self.w, "{indent}{more}")?;
+        }
+        Ok(())
+    }
+}
+
+fn leak_header(g: &LeakGroup) -> String {
+    format!(
+        "{} in {} via {} {}",
+        human_bytes(g.bytes),
+        plural(g.allocations, "allocation", "allocations"),
+        g.api,
+        placement(g.kind, g.device)
+    )
+}
+
+fn times(n: u64) -> String {
+    if n > 1 {
+        format!(" ({n} times)")
+    } else {
+        String::new()
+    }
+}
+
+fn counts_text(c: Counts) -> String {
+    format!(
+        "{} in {}",
+        human_bytes(c.bytes),
+        plural(c.allocations, "allocation", "allocations")
+    )
+}
+
+fn bad_free_header(g: &BadFreeGroup) -> String {
+    let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
+    let what = match g.kind {
+        EventType::DoubleFree => "of memory that was already freed",
+        _ => "of an address that was never allocated",
+    };
+    format!("{}({addr}) {what}{}", g.api, times(g.count))
+}
+
+fn process_section(o: &mut Out<'_>, p: &ProcessFindings, f: &Findings, view: &View) -> io::Result<()> {
+    writeln!(o.w, "{}", o.paint(&format!("== {} ==", process_label(&p.process)), Style::Bold))?;
+    if let Some(why) = &p.process.recording_stopped {
+        let w = o.paint("warning:", Style::Yellow);
+        writeln!(o.w, "{w} the shim stopped recording early ({why}); this dump is partial")?;
+    }
+    if p.summary.dropped_events > 0 {
+        let w = o.paint("warning:", Style::Yellow);
+        writeln!(
+            o.w,
+            "{w} {} not stored (the event list was full); the counts include them",
+            plural(p.summary.dropped_events, "event was", "events were")
+        )?;
+    }
+    if p.summary.untracked_frees > 0 {
+        writeln!(
+            o.w,
+            "note: {} of addresses the shim never saw allocated (allocations made before it loaded, or through a path it does not intercept)",
+            plural(p.summary.untracked_frees, "free", "frees")
+        )?;
+    }
+    writeln!(o.w)?;
+
+    let total = p.leaked.groups;
+    if total == 0 {
+        writeln!(o.w, "{}", o.paint("No leaks.", Style::Green))?;
+        writeln!(o.w)?;
+    }
+    for (i, g) in p.leaks.iter().enumerate() {
+        let head = o.paint(&format!("Leak {} of {total}:", i + 1), Style::Red);
+        writeln!(o.w, "{head} {}", leak_header(g))?;
+        o.stack(&g.stack, "    ")?;
+        writeln!(o.w)?;
+    }
+    if p.leaks_not_shown() > 0 {
+        let shown = p.leaks.iter().fold(Counts::default(), |mut c, g| {
+            c.allocations += g.allocations;
+            c.bytes += g.bytes;
+            c
+        });
+        let rest = Counts {
+            groups: 0,
+            allocations: p.leaked.allocations - shown.allocations,
+            bytes: p.leaked.bytes - shown.bytes,
+        };
+        writeln!(
+            o.w,
+            "... {} not shown ({}; --top {})",
+            plural(p.leaks_not_shown(), "more leak group", "more leak groups"),
+            counts_text(rest),
+            view.top.unwrap_or(0)
+        )?;
+        writeln!(o.w)?;
+    }
+
+    for kind in [EventType::DoubleFree, EventType::InvalidFree] {
+        let groups: Vec<&BadFreeGroup> = p.bad_frees.iter().filter(|g| g.kind == kind).collect();
+        let label = if kind == EventType::DoubleFree {
+            "Double free"
+        } else {
+            "Invalid free"
+        };
+        for (i, g) in groups.iter().enumerate() {
+            let head = o.paint(&format!("{label} {} of {}:", i + 1, groups.len()), Style::Red);
+            writeln!(o.w, "{head} {}", bad_free_header(g))?;
+            o.stack(&g.stack, "    ")?;
+            if let Some(a) = &g.alloc_stack {
+                writeln!(o.w, "  allocated at:")?;
+                o.stack(a, "    ")?;
+            }
+            writeln!(o.w)?;
+        }
+    }
+
+    for (i, g) in p.failed.iter().enumerate() {
+        let head = o.paint(
+            &format!("Failed allocation {} of {}:", i + 1, p.failed.len()),
+            Style::Yellow,
+        );
+        let size = if g.bytes > 0 {
+            format!(" of {}", human_bytes(g.bytes / g.count.max(1)))
+        } else {
+            String::new()
+        };
+        let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+        let returned = if errors.is_empty() {
+            "failed".to_string()
+        } else {
+            format!("returned {}", errors.join(", "))
+        };
+        writeln!(o.w, "{head} {}{size} {returned}{}", g.api, times(g.count))?;
+        o.stack(&g.stack, "    ")?;
+        writeln!(o.w)?;
+    }
+    if !p.failed.is_empty() {
+        writeln!(o.w, "  {FAILED_ADVICE}")?;
+        writeln!(o.w)?;
+    }
+
+    if !p.managed.is_empty() {
+        let total = p.managed.iter().fold(Counts::default(), |mut c, g| {
+            c.allocations += g.allocations;
+            c.bytes = c.bytes.saturating_add(g.bytes);
+            c
+        });
+        let head = o.paint("Managed memory:", Style::Yellow);
+        writeln!(
+            o.w,
+            "{head} {} live from {}",
+            counts_text(total),
+            plural(p.managed.len() as u64, "callsite", "callsites")
+        )?;
+        writeln!(o.w, "  {MANAGED_ADVICE}")?;
+        for (i, g) in p.managed.iter().enumerate() {
+            writeln!(o.w, "  Managed {} of {}: {}", i + 1, p.managed.len(), leak_header(g))?;
+            o.stack(&g.stack, "    ")?;
+        }
+        writeln!(o.w)?;
+    }
+
+    if view.stats {
+        stats(o, p)?;
+    }
+    if f.processes.len() > 1 {
+        writeln!(
+            o.w,
+            "pid {}: {} leaked in {} from {}",
+            p.process.pid,
+            human_bytes(p.leaked.bytes),
+            plural(p.leaked.allocations, "allocation", "allocations"),
+            plural(p.leaked.groups, "callsite", "callsites"),
+        )?;
+        writeln!(o.w)?;
+    }
+    Ok(())
+}
+
+fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
+    let s = &p.summary;
+    writeln!(o.w, "{}", o.paint("Statistics:", Style::Bold))?;
+    writeln!(
+        o.w,
+        "  allocations {}, frees {}, failed allocations {}, bad frees {}, untracked frees {}",
+        s.allocations,
+        s.frees,
+        s.failed_allocations,
+        p.bad_free_count(),
+        s.untracked_frees
+    )?;
+    writeln!(
+        o.w,
+        "  bytes allocated {}, peak live {}, live at end {} in {}",
+        human_bytes(s.bytes_allocated),
+        human_bytes(s.peak_live_bytes),
+        human_bytes(s.live_bytes),
+        plural(s.live_allocations, "block", "blocks")
+    )?;
+    let table = |o: &mut Out<'_>, title: &str, rows: &[(String, Counts)]| -> io::Result<()> {
+        writeln!(o.w, "  {title}:")?;
+        if rows.is_empty() {
+            writeln!(o.w, "    (nothing live)")?;
+        }
+        for (name, c) in rows {
+            writeln!(
+                o.w,
+                "    {name:<28} {:>12} in {}",
+                human_bytes(c.bytes),
+                plural(c.allocations, "block", "blocks")
+            )?;
+        }
+        Ok(())
+    };
+    table(o, "live at end by API", &p.stats.by_api)?;
+    table(o, "live at end by module (of the first user frame)", &p.stats.by_module)?;
+    writeln!(
+        o.w,
+        "  top callsites by live bytes (the dump keeps only blocks still live, not freed ones):"
+    )?;
+    if p.stats.top_callsites.is_empty() {
+        writeln!(o.w, "    (nothing live)")?;
+    }
+    for g in &p.stats.top_callsites {
+        let at = g.stack.frames.first().map_or("(no frames)".into(), frame_text);
+        writeln!(
+            o.w,
+            "    {:>12} in {:<14} {} via {}",
+            human_bytes(g.bytes),
+            plural(g.allocations, "block", "blocks"),
+            at,
+            g.api
+        )?;
+    }
+    writeln!(o.w)
+}
+
+fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
+    if f.processes.len() > 1 {
+        writeln!(
+            o.w,
+            "{}",
+            o.paint(
+                &format!("== total: {} ==", plural(f.totals.processes, "process", "processes")),
+                Style::Bold
+            )
+        )?;
+    }
+    if !f.rules.is_empty() {
+        writeln!(o.w, "Suppressions used:")?;
+        writeln!(o.w, "  {:>11} {:>12}  rule", "allocations", "bytes")?;
+        for (r, c) in f.rules.iter().zip(suppressed_per_rule(f)) {
+            writeln!(
+                o.w,
+                "  {:>11} {:>12}  {} ({}:{})",
+                c.allocations,
+                human_bytes(c.bytes),
+                r.text(),
+                r.file.display(),
+                r.line
+            )?;
+        }
+        writeln!(o.w)?;
+    }
+    let b = f.totals.below_min_bytes;
+    if b.groups > 0 {
+        writeln!(
+            o.w,
+            "Ignored by --min-bytes {}: {} ({})",
+            human_bytes(f.min_bytes),
+            plural(b.groups, "leak group", "leak groups"),
+            counts_text(b)
+        )?;
+    }
+    let t = &f.totals;
+    let mut errors = Vec::new();
+    if t.double_frees > 0 {
+        errors.push(plural(t.double_frees, "double free", "double frees"));
+    }
+    if t.invalid_frees > 0 {
+        errors.push(plural(t.invalid_frees, "invalid free", "invalid frees"));
+    }
+    let other = t.bad_frees.saturating_sub(t.double_frees + t.invalid_frees);
+    if other > 0 {
+        errors.push(plural(other, "bad free not stored", "bad frees not stored"));
+    }
+    if t.failed_allocations > 0 {
+        errors.push(plural(t.failed_allocations, "failed allocation", "failed allocations"));
+    }
+    if !errors.is_empty() {
+        writeln!(o.w, "Errors: {}", errors.join(", "))?;
+    }
+    if f.verdict.tolerated {
+        writeln!(
+            o.w,
+            "The leaked {} are within --max-leaked-bytes {}: not failing for leaks.",
+            human_bytes(t.leaked.bytes),
+            human_bytes(f.gate.max_leaked_bytes)
+        )?;
+    }
+    let reasons = gate_reasons(f);
+    if !reasons.is_empty() && f.verdict.exit_code != 0 {
+        writeln!(
+            o.w,
+            "Gate failed ({}): exit status {}.",
+            reasons.join(" and "),
+            f.verdict.exit_code
+        )?;
+    }
+    let line = summary_line(f);
+    let style = if t.leaked.allocations > 0 {
+        Style::Red
+    } else {
+        Style::Bold
+    };
+    writeln!(o.w, "{}", o.paint(&line, style))
+}
+
+impl Reporter for Text {
+    fn report(&self, f: &Findings, view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let mut o = Out {
+            w,
+            color: view.color,
+        };
+        for p in &f.processes {
+            process_section(&mut o, p, f, view)?;
+        }
+        footer(&mut o, f)
+    }
+
+    fn diff(&self, d: &DiffFindings, _view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let mut o = Out {
+            w,
+            color: _view.color,
+        };
+        writeln!(o.w, "{}", o.paint("== cudaleak diff ==", Style::Bold))?;
+        for (name, side) in [("old", &d.old), ("new", &d.new)] {
+            writeln!(
+                o.w,
+                "{name}: {} — {}, {} live",
+                side.source.display(),
+                process_label(&side.process),
+                counts_text(side.live)
+            )?;
+        }
+        if d.old.process.exe != d.new.process.exe {
+            let w = o.paint("warning:", Style::Yellow);
+            writeln!(o.w, "{w} the two dumps come from different programs")?;
+        }
+        writeln!(o.w)?;
+        let total = d.rows.len() as u64 + d.rows_not_shown;
+        for (i, r) in d.rows.iter().enumerate() {
+            let (label, style) = match r.trend() {
+                1 => ("Grew", Style::Red),
+                -1 => ("Shrank", Style::Green),
+                _ => ("Unchanged", Style::Dim),
+            };
+            let head = o.paint(&format!("{label} ({} of {total}):", i + 1), style);
+            writeln!(
+                o.w,
+                "{head} {:+} bytes ({}), {:+} blocks via {}: {} → {}",
+                r.delta_bytes(),
+                signed_human(r.delta_bytes()),
+                r.delta_blocks(),
+                r.api,
+                counts_text(r.old),
+                counts_text(r.new)
+            )?;
+            o.stack(&r.stack, "    ")?;
+            writeln!(o.w)?;
+        }
+        if d.rows_not_shown > 0 {
+            writeln!(
+                o.w,
+                "... {} not shown (--top)",
+                plural(d.rows_not_shown, "more callsite", "more callsites")
+            )?;
+            writeln!(o.w)?;
+        }
+        let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
+        writeln!(
+            o.w,
+            "{}",
+            o.paint(
+                &format!(
+                    "SUMMARY: live {} → {} ({}); {} grew, {} shrank, {} unchanged",
+                    human_bytes(d.old.live.bytes),
+                    human_bytes(d.new.live.bytes),
+                    signed_human(delta),
+                    plural(d.grew, "callsite", "callsites"),
+                    d.shrank,
+                    d.unchanged
+                ),
+                Style::Bold
+            )
+        )
+    }
+}
+
+/// `+4.00 KiB`, `-512 B`, `±0 B`.
+pub fn signed_human(delta: i128) -> String {
+    let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    match delta.signum() {
+        1 => format!("+{}", human_bytes(mag)),
+        -1 => format!("-{}", human_bytes(mag)),
+        _ => "±0 B".into(),
+    }
+}

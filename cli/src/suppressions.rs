@@ -1,0 +1,211 @@
+//! LeakSanitizer-style suppression files: parsing (`leak:PATTERN`, `#` comments) and matching a
+//! pattern against one name.
+//!
+//! Pattern semantics (docs/report-format.md): `*` matches any run of characters; without anchors a
+//! pattern matches anywhere in the name (a substring match, as in LSan); a leading `^` anchors it
+//! at the start and a trailing `$` at the end. Never panics, whatever the file holds.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One `leak:` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The pattern exactly as written after `leak:`.
+    pub pattern: String,
+    /// Where the rule was written, for messages and reports.
+    pub file: PathBuf,
+    pub line: usize,
+    anchored_start: bool,
+    anchored_end: bool,
+    /// The pattern between the anchors, split at `*`.
+    pieces: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct ParseError {
+    pub file: PathBuf,
+    /// 0 when the file itself could not be read.
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Reads a suppression file.
+pub fn read(path: &Path) -> Result<Vec<Rule>, ParseError> {
+    let bytes = std::fs::read(path).map_err(|e| ParseError {
+        file: path.to_path_buf(),
+        line: 0,
+        message: format!("cannot read suppressions: {e}"),
+    })?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| ParseError {
+        file: path.to_path_buf(),
+        line: 1 + bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count(),
+        message: "not valid UTF-8".into(),
+    })?;
+    parse(text, path)
+}
+
+/// Parses suppression text; `file` is only used in errors and rule locations.
+pub fn parse(text: &str, file: &Path) -> Result<Vec<Rule>, ParseError> {
+    let mut rules = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fail = |message: String| ParseError {
+            file: file.to_path_buf(),
+            line: i + 1,
+            message,
+        };
+        let Some((kind, pattern)) = line.split_once(':') else {
+            return Err(fail(format!(
+                "expected \"leak:PATTERN\", found {line:?}"
+            )));
+        };
+        if kind.trim() != "leak" {
+            return Err(fail(format!(
+                "unsupported suppression type {:?} (cudaleak understands only \"leak:\")",
+                kind.trim()
+            )));
+        }
+        let pattern = pattern.trim();
+        if pattern.is_empty() || pattern == "^" || pattern == "$" || pattern == "^$" {
+            return Err(fail("empty pattern after \"leak:\"".into()));
+        }
+        rules.push(Rule::new(pattern, file, i + 1));
+    }
+    Ok(rules)
+}
+
+impl Rule {
+    pub fn new(pattern: &str, file: &Path, line: usize) -> Rule {
+        let mut core = pattern;
+        let anchored_start = core.starts_with('^');
+        if anchored_start {
+            core = &core[1..];
+        }
+        let anchored_end = core.ends_with('$');
+        if anchored_end {
+            core = &core[..core.len() - 1];
+        }
+        Rule {
+            pattern: pattern.to_string(),
+            file: file.to_path_buf(),
+            line,
+            anchored_start,
+            anchored_end,
+            pieces: core.split('*').map(str::to_string).collect(),
+        }
+    }
+
+    /// How the rule is written in a suppression file.
+    pub fn text(&self) -> String {
+        format!("leak:{}", self.pattern)
+    }
+
+    /// Whether the pattern matches `name` (an empty name never matches, as in LSan).
+    pub fn matches(&self, name: &str) -> bool {
+        if name.is_empty() {
+            return false;
+        }
+        let n = self.pieces.len();
+        let mut rest = name;
+        for (i, piece) in self.pieces.iter().enumerate() {
+            let first = i == 0;
+            let last = i + 1 == n;
+            if first && self.anchored_start {
+                match rest.strip_prefix(piece.as_str()) {
+                    Some(r) => rest = r,
+                    None => return false,
+                }
+                if last && self.anchored_end {
+                    return rest.is_empty();
+                }
+                continue;
+            }
+            if last && self.anchored_end {
+                // The last piece must end the name; everything before it was matched leftmost,
+                // which leaves the most room, so this is exact.
+                return rest.len() >= piece.len() && rest.ends_with(piece.as_str());
+            }
+            match rest.find(piece.as_str()) {
+                Some(at) => rest = &rest[at + piece.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(p: &str) -> Rule {
+        Rule::new(p, Path::new("s.supp"), 1)
+    }
+
+    #[test]
+    fn unanchored_patterns_match_substrings() {
+        assert!(rule("process_data").matches("process_data(float*)"));
+        assert!(rule("data").matches("process_data(float*)"));
+        assert!(!rule("Process").matches("process_data(float*)"));
+        assert!(!rule("x").matches(""));
+    }
+
+    #[test]
+    fn wildcards_match_any_run_including_none() {
+        assert!(rule("process*float").matches("process_data(float*)"));
+        assert!(rule("a*b").matches("ab"));
+        assert!(rule("*").matches("anything"));
+        assert!(!rule("float*process").matches("process_data(float*)"));
+    }
+
+    #[test]
+    fn anchors_pin_start_and_end() {
+        assert!(rule("^process").matches("process_data"));
+        assert!(!rule("^data").matches("process_data"));
+        assert!(rule("data$").matches("process_data"));
+        assert!(!rule("process$").matches("process_data"));
+        assert!(rule("^process_data$").matches("process_data"));
+        assert!(!rule("^process_data$").matches("process_data2"));
+        // Leftmost matching before an end anchor must not give up too early.
+        assert!(rule("a*b$").matches("abxb"));
+        assert!(rule("^a*b*c$").matches("axbxbxc"));
+        assert!(!rule("^ab*ba$").matches("aba"));
+    }
+
+    #[test]
+    fn file_syntax_comments_blank_lines_and_errors_with_line_numbers() {
+        let rules = parse(
+            "# third-party\n\n  leak:libfoo.so  \nleak:^init_*$\n",
+            Path::new("x.supp"),
+        )
+        .unwrap();
+        assert_eq!(rules.len(), 2);
+        assert_eq!(rules[0].pattern, "libfoo.so");
+        assert_eq!(rules[0].line, 3);
+        assert_eq!(rules[1].text(), "leak:^init_*$");
+
+        let e = parse("leak:a\nrace:b\n", Path::new("x.supp")).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().starts_with("x.supp:2: unsupported suppression type \"race\""));
+        let e = parse("just text\n", Path::new("x.supp")).unwrap_err();
+        assert_eq!(e.to_string(), "x.supp:1: expected \"leak:PATTERN\", found \"just text\"");
+        let e = parse("\nleak:  \n", Path::new("x.supp")).unwrap_err();
+        assert_eq!(e.line, 2);
+    }
+}
