@@ -96,15 +96,28 @@ def marker_line(path, marker):
 
 
 def find_dump(path):
+    """The dump to check: `path` itself, or the one dump under directory `path` whose process
+    made CUDA memory calls. Dumps of processes that made none (ldconfig started by Python's
+    ctypes, a `timeout` wrapper) are ignored, and said so."""
     if os.path.isfile(path):
         return path
     found = []
     for root, _, files in os.walk(path):
         found += [os.path.join(root, f) for f in files
                   if f.startswith("cudaleak.") and f.endswith(".json")]
-    if len(found) != 1:
-        raise BadInput(f"{path}: {len(found)} dumps found (need exactly 1): {sorted(found)}")
-    return found[0]
+    active = []
+    for f in sorted(found):
+        d = load_dump(f)
+        s = d["summary"]
+        if s["allocations"] or s["frees"] or s["failed_allocations"] or s["invalid_frees"] \
+                or s.get("untracked_frees") or d["events"]:
+            active.append(f)
+        else:
+            print(f"note: ignoring {f} ({d['process']['exe']}: no CUDA memory calls)")
+    if len(active) != 1:
+        raise BadInput(f"{path}: {len(active)} dumps with CUDA memory calls found (need exactly 1):"
+                       f" {active}")
+    return active[0]
 
 
 def load_dump(path):
