@@ -327,7 +327,16 @@ pub fn first_frame(dump: &Dump, index: usize) -> &Frame {
 pub fn assert_site(dump: &Dump, index: usize, name: &str, function: &str, marker: &str) {
     let line = marker_line(name, marker);
     let frame = first_frame(dump, index);
-    let context = || format!("stack {index}: {:#?}", dump.stacks[index]);
+    let context = || {
+        let program_frame = dump.stacks[index]
+            .frames
+            .iter()
+            .position(|f| f.function.as_deref() == Some(function));
+        format!(
+            "{function} is frame {program_frame:?} of stack {index}: {:#?}",
+            dump.stacks[index]
+        )
+    };
     assert_eq!(
         frame.function.as_deref(),
         Some(function),
@@ -347,4 +356,73 @@ pub fn assert_site(dump: &Dump, index: usize, name: &str, function: &str, marker
         "frames[0].module is {module:?}, expected the {name} program; {}",
         context()
     );
+}
+
+/// What one live record must be: found by its size, then checked field by field.
+#[derive(Debug, Clone, Copy)]
+pub struct Expect {
+    pub size: u64,
+    pub api: &'static str,
+    pub kind: cudaleak_format::Kind,
+    /// The scenario function that made the call, and the `// @marker` on the call's line.
+    pub function: &'static str,
+    pub marker: &'static str,
+}
+
+/// Asserts that `dump.live` holds exactly the `expected` records (any order), each with its
+/// size, api, kind, device 0 (or none, for host memory, which belongs to no device) and
+/// allocating site in scenario `name`.
+pub fn assert_live(dump: &Dump, name: &str, expected: &[Expect]) {
+    let mut sizes: Vec<u64> = dump.live.iter().map(|r| r.size).collect();
+    let mut want: Vec<u64> = expected.iter().map(|e| e.size).collect();
+    sizes.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(sizes, want, "sizes of the live records: {:#?}", dump.live);
+    for e in expected {
+        let r = live_of_size(dump, e.size);
+        assert_eq!(r.api, e.api, "api of the {}-byte record {r:?}", e.size);
+        assert_eq!(r.kind, e.kind, "kind of the {}-byte record {r:?}", e.size);
+        if e.kind == cudaleak_format::Kind::Host {
+            assert!(
+                matches!(r.device, Some(0) | None),
+                "device of the {}-byte host record {r:?}",
+                e.size
+            );
+        } else {
+            assert_eq!(
+                r.device,
+                Some(0),
+                "device of the {}-byte record {r:?}",
+                e.size
+            );
+        }
+        assert_site(dump, r.stack, name, e.function, e.marker);
+    }
+}
+
+/// A summary with every counter given; `dropped_events` must be 0.
+#[allow(clippy::too_many_arguments)]
+pub fn summary(
+    allocations: u64,
+    frees: u64,
+    untracked_frees: u64,
+    failed_allocations: u64,
+    invalid_frees: u64,
+    live_allocations: u64,
+    live_bytes: u64,
+    peak_live_bytes: u64,
+    bytes_allocated: u64,
+) -> cudaleak_format::Summary {
+    cudaleak_format::Summary {
+        allocations,
+        frees,
+        untracked_frees,
+        failed_allocations,
+        invalid_frees,
+        live_allocations,
+        live_bytes,
+        peak_live_bytes,
+        bytes_allocated,
+        dropped_events: 0,
+    }
 }
