@@ -45,7 +45,9 @@ impl fmt::Display for LoadError {
             LoadErrorKind::Read(format::ReadError::Io(e)) => write!(f, "{p}: {}", io_message(e)),
             // `ReadError` shows syntax errors as "line:column: message", which gives
             // file:line:col; serde's `name` quoting reads better as "name".
-            LoadErrorKind::Read(e) => write!(f, "{p}:{}{}", sep(e), e.to_string().replace('`', "\"")),
+            LoadErrorKind::Read(e) => {
+                write!(f, "{p}:{}{}", sep(e), e.to_string().replace('`', "\""))
+            }
         }
     }
 }
@@ -208,7 +210,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = expand(&[dir.path().to_path_buf()], false).unwrap_err();
         assert!(e.to_string().contains("no cudaleak dumps"), "{e}");
-        assert!(expand(&[dir.path().to_path_buf()], true).unwrap().is_empty());
+        assert!(expand(&[dir.path().to_path_buf()], true)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -225,9 +229,6 @@ mod tests {
         let e = read(Path::new("/nonexistent/cudaleak.1.json"))
             .unwrap_err()
             .to_string();
-        assert_eq!(
-            e,
-            "/nonexistent/cudaleak.1.json: No such file or directory"
-        );
+        assert_eq!(e, "/nonexistent/cudaleak.1.json: No such file or directory");
     }
 }

@@ -50,7 +50,10 @@ pub fn find_shim(
         return Err(format!("CUDALEAK_SHIM={}: no such file", p.display()));
     }
     let Some(dir) = exe.and_then(Path::parent) else {
-        return Err("cannot tell where the cudaleak binary is; pass --shim PATH or set CUDALEAK_SHIM".into());
+        return Err(
+            "cannot tell where the cudaleak binary is; pass --shim PATH or set CUDALEAK_SHIM"
+                .into(),
+        );
     };
     let beside = dir.join(SHIM_NAME);
     let lib = dir.join("..").join("lib").join(SHIM_NAME);
@@ -106,7 +109,10 @@ pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
             Err(e) => return Err(format!("{}: cannot create: {e}", dir.display())),
         }
     }
-    Err(format!("{}: cannot find a fresh run directory", out.display()))
+    Err(format!(
+        "{}: cannot find a fresh run directory",
+        out.display()
+    ))
 }
 
 /// How the program ended.
@@ -141,11 +147,7 @@ fn forwardable(sig: i32) -> Option<rustix::process::Signal> {
 /// Runs the program to completion. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudaleak by a
 /// process (`kill`) are passed on to the child; ones the kernel sent for the terminal (Ctrl-C)
 /// already reached the child, which shares our process group, and are not sent twice.
-pub fn run_program(
-    program: &[OsString],
-    shim: &Path,
-    run_dir: &Path,
-) -> Result<Outcome, String> {
+pub fn run_program(program: &[OsString], shim: &Path, run_dir: &Path) -> Result<Outcome, String> {
     let (prog, args) = program
         .split_first()
         .ok_or_else(|| "no program given after --".to_string())?;
@@ -226,13 +228,19 @@ mod tests {
         std::fs::create_dir_all(&lib).unwrap();
         let exe = bin.join("cudaleak");
         let e = find_shim(None, None, Some(&exe)).unwrap_err();
-        assert!(e.contains("bin/libcudaleak.so") && e.contains("lib/libcudaleak.so"), "{e}");
+        assert!(
+            e.contains("bin/libcudaleak.so") && e.contains("lib/libcudaleak.so"),
+            "{e}"
+        );
         std::fs::write(lib.join(SHIM_NAME), "").unwrap();
         let (p, src) = find_shim(None, None, Some(&exe)).unwrap();
         assert_eq!(src, ShimSource::LibDir);
         assert!(p.ends_with("lib/libcudaleak.so"));
         std::fs::write(bin.join(SHIM_NAME), "").unwrap();
-        assert_eq!(find_shim(None, None, Some(&exe)).unwrap().1, ShimSource::NextToBinary);
+        assert_eq!(
+            find_shim(None, None, Some(&exe)).unwrap().1,
+            ShimSource::NextToBinary
+        );
         // The environment wins over the default places, the flag over the environment.
         let other = dir.path().join("other.so");
         std::fs::write(&other, "").unwrap();
@@ -246,7 +254,10 @@ mod tests {
     fn shim_is_appended_to_an_existing_preload() {
         let shim = Path::new("/opt/lib/libcudaleak.so");
         assert_eq!(ld_preload(None, shim).unwrap(), "/opt/lib/libcudaleak.so");
-        assert_eq!(ld_preload(Some("".into()), shim).unwrap(), "/opt/lib/libcudaleak.so");
+        assert_eq!(
+            ld_preload(Some("".into()), shim).unwrap(),
+            "/opt/lib/libcudaleak.so"
+        );
         assert_eq!(
             ld_preload(Some("/usr/lib/libfoo.so".into()), shim).unwrap(),
             "/usr/lib/libfoo.so:/opt/lib/libcudaleak.so"

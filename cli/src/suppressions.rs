@@ -51,7 +51,10 @@ pub fn read(path: &Path) -> Result<Vec<Rule>, ParseError> {
     })?;
     let text = std::str::from_utf8(&bytes).map_err(|e| ParseError {
         file: path.to_path_buf(),
-        line: 1 + bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count(),
+        line: 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
         message: "not valid UTF-8".into(),
     })?;
     parse(text, path)
@@ -71,9 +74,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Vec<Rule>, ParseError> {
             message,
         };
         let Some((kind, pattern)) = line.split_once(':') else {
-            return Err(fail(format!(
-                "expected \"leak:PATTERN\", found {line:?}"
-            )));
+            return Err(fail(format!("expected \"leak:PATTERN\", found {line:?}")));
         };
         if kind.trim() != "leak" {
             return Err(fail(format!(
@@ -202,9 +203,14 @@ mod tests {
 
         let e = parse("leak:a\nrace:b\n", Path::new("x.supp")).unwrap_err();
         assert_eq!(e.line, 2);
-        assert!(e.to_string().starts_with("x.supp:2: unsupported suppression type \"race\""));
+        assert!(e
+            .to_string()
+            .starts_with("x.supp:2: unsupported suppression type \"race\""));
         let e = parse("just text\n", Path::new("x.supp")).unwrap_err();
-        assert_eq!(e.to_string(), "x.supp:1: expected \"leak:PATTERN\", found \"just text\"");
+        assert_eq!(
+            e.to_string(),
+            "x.supp:1: expected \"leak:PATTERN\", found \"just text\""
+        );
         let e = parse("\nleak:  \n", Path::new("x.supp")).unwrap_err();
         assert_eq!(e.line, 2);
     }

@@ -301,25 +301,32 @@ fn document(f: &Findings) -> Doc<'_> {
             stats: Stats {
                 by_api: tallies(&p.stats.by_api),
                 by_module: tallies(&p.stats.by_module),
-                top_callsites: p.stats.top_callsites.iter().map(|g| group(pid, g)).collect(),
+                top_callsites: p
+                    .stats
+                    .top_callsites
+                    .iter()
+                    .map(|g| group(pid, g))
+                    .collect(),
             },
         });
         doc.leaks.extend(p.leaks.iter().map(|g| group(pid, g)));
         doc.managed.extend(p.managed.iter().map(|g| group(pid, g)));
-        doc.failed_allocations.extend(p.failed.iter().map(|g| Failed {
-            process: pid,
-            api: &g.api,
-            count: g.count,
-            bytes: g.bytes,
-            errors: g
-                .errors
-                .iter()
-                .map(|&code| ErrorCode {
-                    code,
-                    name: error_name(&g.api, code),
-                })
-                .collect(),
-            frames: frames(&g.stack),
+        doc.failed_allocations.extend(p.failed.iter().map(|g| {
+            Failed {
+                process: pid,
+                api: &g.api,
+                count: g.count,
+                bytes: g.bytes,
+                errors: g
+                    .errors
+                    .iter()
+                    .map(|&code| ErrorCode {
+                        code,
+                        name: error_name(&g.api, code),
+                    })
+                    .collect(),
+                frames: frames(&g.stack),
+            }
         }));
         doc.bad_frees.extend(p.bad_frees.iter().map(|g| BadFree {
             process: pid,

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use super::{
     error_text, frame_text, gate_reasons, human_bytes, placement, plural, process_label,
-    suppressed_per_rule, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::args::View;
@@ -25,7 +25,8 @@ pub fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
             '\n' | '\r' | '\t' => out.push(' '),
-            '\\' | '`' | '*' | '_' | '|' | '[' | ']' | '#' | '~' | '{' | '}' | '!' | '(' | ')' => {
+            // `[` and `]` escaped means no link or image can form, so `(`, `)` and `!` may stay.
+            '\\' | '`' | '*' | '_' | '|' | '[' | ']' | '#' | '~' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -47,7 +48,11 @@ fn stack(w: &mut dyn Write, s: &StackView) -> io::Result<()> {
         writeln!(w, "1. {}", escape(&frame_text(f)))?;
     }
     if s.omitted > 0 {
-        writeln!(w, "1. … {}", plural(s.omitted as u64, "more frame", "more frames"))?;
+        writeln!(
+            w,
+            "1. … {}",
+            plural(s.omitted as u64, "more frame", "more frames")
+        )?;
     }
     Ok(())
 }
@@ -73,7 +78,11 @@ impl Reporter for Markdown {
         } else {
             "✅ gate passed".to_string()
         };
-        writeln!(w, "### cudaleak: {}", escape(summary_line(f).trim_start_matches("SUMMARY: ")))?;
+        writeln!(
+            w,
+            "### cudaleak: {}",
+            escape(summary_line(f).trim_start_matches("SUMMARY: "))
+        )?;
         writeln!(w)?;
         writeln!(w, "{gate}")?;
         for p in &f.processes {
@@ -81,7 +90,11 @@ impl Reporter for Markdown {
             writeln!(w, "#### {}", escape(&process_label(&p.process)))?;
             writeln!(w)?;
             if let Some(why) = &p.process.recording_stopped {
-                writeln!(w, "> **Warning:** the shim stopped recording early ({}); this dump is partial.", escape(why))?;
+                writeln!(
+                    w,
+                    "> **Warning:** the shim stopped recording early ({}); this dump is partial.",
+                    escape(why)
+                )?;
                 writeln!(w)?;
             }
             if p.leaks.is_empty() {
@@ -112,7 +125,13 @@ impl Reporter for Markdown {
                 writeln!(w, "<details><summary>Stacks</summary>")?;
                 for (i, g) in p.leaks.iter().enumerate() {
                     writeln!(w)?;
-                    writeln!(w, "**Leak {} of {}:** {}", i + 1, p.leaked.groups, group_line(g))?;
+                    writeln!(
+                        w,
+                        "**Leak {} of {}:** {}",
+                        i + 1,
+                        p.leaked.groups,
+                        group_line(g)
+                    )?;
                     writeln!(w)?;
                     stack(w, &g.stack)?;
                 }
@@ -127,7 +146,12 @@ impl Reporter for Markdown {
                 };
                 let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
                 writeln!(w)?;
-                writeln!(w, "**{what}:** {}({addr}), {}", escape(&g.api), plural(g.count, "time", "times"))?;
+                writeln!(
+                    w,
+                    "**{what}:** {}({addr}), {}",
+                    escape(&g.api),
+                    plural(g.count, "time", "times")
+                )?;
                 writeln!(w)?;
                 stack(w, &g.stack)?;
                 if let Some(a) = &g.alloc_stack {
@@ -181,16 +205,31 @@ impl Reporter for Markdown {
                     s.allocations, s.frees, s.failed_allocations, p.bad_free_count(),
                     human_bytes(s.bytes_allocated), human_bytes(s.peak_live_bytes), human_bytes(s.live_bytes))?;
                 writeln!(w)?;
-                writeln!(w, "| Live at end by module (first user frame) | Bytes | Blocks |")?;
+                writeln!(
+                    w,
+                    "| Live at end by module (first user frame) | Bytes | Blocks |"
+                )?;
                 writeln!(w, "|---|--:|--:|")?;
                 for (name, c) in &p.stats.by_module {
-                    writeln!(w, "| {} | {} | {} |", escape(name), human_bytes(c.bytes), c.allocations)?;
+                    writeln!(
+                        w,
+                        "| {} | {} | {} |",
+                        escape(name),
+                        human_bytes(c.bytes),
+                        c.allocations
+                    )?;
                 }
                 writeln!(w)?;
                 writeln!(w, "| Live at end by API | Bytes | Blocks |")?;
                 writeln!(w, "|---|--:|--:|")?;
                 for (name, c) in &p.stats.by_api {
-                    writeln!(w, "| {} | {} | {} |", escape(name), human_bytes(c.bytes), c.allocations)?;
+                    writeln!(
+                        w,
+                        "| {} | {} | {} |",
+                        escape(name),
+                        human_bytes(c.bytes),
+                        c.allocations
+                    )?;
                 }
             }
         }
@@ -199,7 +238,13 @@ impl Reporter for Markdown {
             writeln!(w, "| Suppression | Allocations | Bytes |")?;
             writeln!(w, "|---|--:|--:|")?;
             for (r, c) in f.rules.iter().zip(suppressed_per_rule(f)) {
-                writeln!(w, "| {} | {} | {} |", escape(&r.text()), c.allocations, human_bytes(c.bytes))?;
+                writeln!(
+                    w,
+                    "| {} | {} | {} |",
+                    escape(&r.text()),
+                    c.allocations,
+                    human_bytes(c.bytes)
+                )?;
             }
         }
         Ok(())
@@ -241,7 +286,8 @@ mod tests {
     #[test]
     fn program_names_cannot_break_tables_or_inject_html() {
         assert_eq!(escape("a|b"), "a\\|b");
-        assert_eq!(escape("process_data(float*)"), "process\\_data\\(float\\*\\)");
+        assert_eq!(escape("process_data(float*)"), "process\\_data(float\\*)");
+        assert_eq!(escape("[x](javascript:y)"), "\\[x\\](javascript:y)");
         assert_eq!(escape("`x`"), "\\`x\\`");
         assert_eq!(escape("<script>"), "&lt;script&gt;");
         assert_eq!(escape("std::vector<int>"), "std::vector&lt;int&gt;");

@@ -164,7 +164,8 @@ pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
 }
 
 /// The advice attached to managed memory (seed §3.3).
-pub const MANAGED_ADVICE: &str = "Managed (unified) memory is a migration and capacity risk: pages \
+pub const MANAGED_ADVICE: &str =
+    "Managed (unified) memory is a migration and capacity risk: pages \
 move between host and GPU on demand (slow, and page-fault storms when several streams touch them), \
 and host memory backs them when the GPU is oversubscribed. If only the GPU touches this memory, \
 prefer device memory (cudaMalloc) plus explicit cudaMemcpy.";
@@ -255,7 +256,10 @@ mod tests {
     #[test]
     fn error_names_follow_the_api_family() {
         assert_eq!(error_text("cudaMalloc", 2), "2 (cudaErrorMemoryAllocation)");
-        assert_eq!(error_text("cuMemAlloc_v2", 2), "2 (CUDA_ERROR_OUT_OF_MEMORY)");
+        assert_eq!(
+            error_text("cuMemAlloc_v2", 2),
+            "2 (CUDA_ERROR_OUT_OF_MEMORY)"
+        );
         assert_eq!(error_text("cudaMalloc", 12345), "12345");
     }
 }

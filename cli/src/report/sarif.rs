@@ -143,7 +143,14 @@ fn fingerprint(s: &str) -> String {
     format!("{h:016x}")
 }
 
-fn result(id: &str, level: &str, text: String, stacks: &[&StackView], key: &str, props: Value) -> Value {
+fn result(
+    id: &str,
+    level: &str,
+    text: String,
+    stacks: &[&StackView],
+    key: &str,
+    props: Value,
+) -> Value {
     let mut r = json!({
         "ruleId": id,
         "ruleIndex": rule_index(id),
@@ -160,7 +167,11 @@ fn result(id: &str, level: &str, text: String, stacks: &[&StackView], key: &str,
 }
 
 fn stack_key(s: &StackView) -> String {
-    s.frames.iter().map(frame_text).collect::<Vec<_>>().join("\u{1e}")
+    s.frames
+        .iter()
+        .map(frame_text)
+        .collect::<Vec<_>>()
+        .join("\u{1e}")
 }
 
 fn envelope(results: Vec<Value>) -> Value {
@@ -210,7 +221,10 @@ impl Reporter for Sarif {
                 let (id, what) = if g.kind == EventType::DoubleFree {
                     ("cudaleak/double-free", "of memory that was already freed")
                 } else {
-                    ("cudaleak/invalid-free", "of an address that was never allocated")
+                    (
+                        "cudaleak/invalid-free",
+                        "of an address that was never allocated",
+                    )
                 };
                 let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
                 let mut stacks = vec![&g.stack];
@@ -220,7 +234,11 @@ impl Reporter for Sarif {
                 results.push(result(
                     id,
                     "error",
-                    format!("{}({addr}) {what}, {} (pid {pid})", g.api, plural(g.count, "time", "times")),
+                    format!(
+                        "{}({addr}) {what}, {} (pid {pid})",
+                        g.api,
+                        plural(g.count, "time", "times")
+                    ),
                     &stacks,
                     &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
                     json!({"count": g.count, "api": g.api, "pid": pid}),
@@ -235,7 +253,11 @@ impl Reporter for Sarif {
                         "{} failed {} (returned {}) (pid {pid})",
                         g.api,
                         plural(g.count, "time", "times"),
-                        if errors.is_empty() { "an error".into() } else { errors.join(", ") }
+                        if errors.is_empty() {
+                            "an error".into()
+                        } else {
+                            errors.join(", ")
+                        }
                     ),
                     &[&g.stack],
                     &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use super::{
     error_text, frame_text, gate_reasons, human_bytes, placement, plural, process_label,
-    suppressed_per_rule, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use crate::analyze::{
     BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -52,7 +52,10 @@ impl Out<'_> {
         }
         if s.omitted > 0 {
             let more = self.paint(
-                &format!("... {} (--frames)", plural(s.omitted as u64, "more frame", "more frames")),
+                &format!(
+                    "... {} (--frames)",
+                    plural(s.omitted as u64, "more frame", "more frames")
+                ),
                 Style::Dim,
             );
             writeln!(self.w, "{indent}{more}")?;
@@ -96,11 +99,23 @@ fn bad_free_header(g: &BadFreeGroup) -> String {
     format!("{}({addr}) {what}{}", g.api, times(g.count))
 }
 
-fn process_section(o: &mut Out<'_>, p: &ProcessFindings, f: &Findings, view: &View) -> io::Result<()> {
-    writeln!(o.w, "{}", o.paint(&format!("== {} ==", process_label(&p.process)), Style::Bold))?;
+fn process_section(
+    o: &mut Out<'_>,
+    p: &ProcessFindings,
+    f: &Findings,
+    view: &View,
+) -> io::Result<()> {
+    writeln!(
+        o.w,
+        "{}",
+        o.paint(&format!("== {} ==", process_label(&p.process)), Style::Bold)
+    )?;
     if let Some(why) = &p.process.recording_stopped {
         let w = o.paint("warning:", Style::Yellow);
-        writeln!(o.w, "{w} the shim stopped recording early ({why}); this dump is partial")?;
+        writeln!(
+            o.w,
+            "{w} the shim stopped recording early ({why}); this dump is partial"
+        )?;
     }
     if p.summary.dropped_events > 0 {
         let w = o.paint("warning:", Style::Yellow);
@@ -159,7 +174,10 @@ fn process_section(o: &mut Out<'_>, p: &ProcessFindings, f: &Findings, view: &Vi
             "Invalid free"
         };
         for (i, g) in groups.iter().enumerate() {
-            let head = o.paint(&format!("{label} {} of {}:", i + 1, groups.len()), Style::Red);
+            let head = o.paint(
+                &format!("{label} {} of {}:", i + 1, groups.len()),
+                Style::Red,
+            );
             writeln!(o.w, "{head} {}", bad_free_header(g))?;
             o.stack(&g.stack, "    ")?;
             if let Some(a) = &g.alloc_stack {
@@ -210,7 +228,13 @@ fn process_section(o: &mut Out<'_>, p: &ProcessFindings, f: &Findings, view: &Vi
         )?;
         writeln!(o.w, "  {MANAGED_ADVICE}")?;
         for (i, g) in p.managed.iter().enumerate() {
-            writeln!(o.w, "  Managed {} of {}: {}", i + 1, p.managed.len(), leak_header(g))?;
+            writeln!(
+                o.w,
+                "  Managed {} of {}: {}",
+                i + 1,
+                p.managed.len(),
+                leak_header(g)
+            )?;
             o.stack(&g.stack, "    ")?;
         }
         writeln!(o.w)?;
@@ -269,7 +293,11 @@ fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
         Ok(())
     };
     table(o, "live at end by API", &p.stats.by_api)?;
-    table(o, "live at end by module (of the first user frame)", &p.stats.by_module)?;
+    table(
+        o,
+        "live at end by module (of the first user frame)",
+        &p.stats.by_module,
+    )?;
     writeln!(
         o.w,
         "  top callsites by live bytes (the dump keeps only blocks still live, not freed ones):"
@@ -278,7 +306,11 @@ fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
         writeln!(o.w, "    (nothing live)")?;
     }
     for g in &p.stats.top_callsites {
-        let at = g.stack.frames.first().map_or("(no frames)".into(), frame_text);
+        let at = g
+            .stack
+            .frames
+            .first()
+            .map_or("(no frames)".into(), frame_text);
         writeln!(
             o.w,
             "    {:>12} in {:<14} {} via {}",
@@ -297,7 +329,10 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
             o.w,
             "{}",
             o.paint(
-                &format!("== total: {} ==", plural(f.totals.processes, "process", "processes")),
+                &format!(
+                    "== total: {} ==",
+                    plural(f.totals.processes, "process", "processes")
+                ),
                 Style::Bold
             )
         )?;
@@ -341,7 +376,11 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
         errors.push(plural(other, "bad free not stored", "bad frees not stored"));
     }
     if t.failed_allocations > 0 {
-        errors.push(plural(t.failed_allocations, "failed allocation", "failed allocations"));
+        errors.push(plural(
+            t.failed_allocations,
+            "failed allocation",
+            "failed allocations",
+        ));
     }
     if !errors.is_empty() {
         writeln!(o.w, "Errors: {}", errors.join(", "))?;
@@ -411,16 +450,22 @@ impl Reporter for Text {
                 -1 => ("Shrank", Style::Green),
                 _ => ("Unchanged", Style::Dim),
             };
-            let head = o.paint(&format!("{label} ({} of {total}):", i + 1), style);
+            let head = o.paint(&format!("{label} {} of {total}:", i + 1), style);
+            let blocks = |c: Counts| {
+                format!(
+                    "{} in {}",
+                    human_bytes(c.bytes),
+                    plural(c.allocations, "block", "blocks")
+                )
+            };
             writeln!(
                 o.w,
-                "{head} {:+} bytes ({}), {:+} blocks via {}: {} → {}",
-                r.delta_bytes(),
+                "{head} {}, {:+} blocks via {} ({} → {})",
                 signed_human(r.delta_bytes()),
                 r.delta_blocks(),
                 r.api,
-                counts_text(r.old),
-                counts_text(r.new)
+                blocks(r.old),
+                blocks(r.new)
             )?;
             o.stack(&r.stack, "    ")?;
             writeln!(o.w)?;
