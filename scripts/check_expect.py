@@ -324,17 +324,8 @@ def main():
     args = ap.parse_args()
     try:
         statements = parse_expectations(args.source)
-        path = find_dump(args.dump)
-        dump = load_dump(path)
-        print(f"checking {args.source} ({args.flavour}) against {path}")
-        checker = Checker(args.source, dump, args.flavour)
-        checker.run(statements)
     except BadInput as e:
         print(f"error: {e}")
-        print("SUMMARY\t?\t?\tFAIL")
-        return 2
-    except (KeyError, TypeError, IndexError) as e:
-        print(f"error: malformed dump: {e!r}")
         print("SUMMARY\t?\t?\tFAIL")
         return 2
     summary = {}
@@ -343,6 +334,20 @@ def main():
             summary.update(fields)
     expected = short(summary, [f for k, f, _ in statements if k == "leak"],
                      [f for k, f, _ in statements if k == "event"])
+    try:
+        path = find_dump(args.dump)
+        dump = load_dump(path)
+        print(f"checking {args.source} ({args.flavour}) against {path}")
+        checker = Checker(args.source, dump, args.flavour)
+        checker.run(statements)
+    except BadInput as e:
+        print(f"error: {e}")
+        print(f"SUMMARY\t{expected}\tno usable dump\tFAIL")
+        return 2
+    except (KeyError, TypeError, IndexError) as e:
+        print(f"error: malformed dump: {e!r}")
+        print(f"SUMMARY\t{expected}\tmalformed dump\tFAIL")
+        return 2
     verdict = "PASS" if checker.failures == 0 else "FAIL"
     print(f"SUMMARY\t{expected}\t{seen_short(dump)}\t{verdict}")
     return 0 if checker.failures == 0 else 1
