@@ -263,9 +263,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "m" | "mib" => 1 << 20,
         "g" | "gib" => 1 << 30,
         "t" | "tib" => 1 << 40,
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "unknown size unit {other:?} (use a plain number of bytes or K, M, G, KiB, MiB, GiB)"
-        )),
+        ))
+        }
     };
     if num.is_empty() {
         return Err(format!("{s:?} is not a size"));

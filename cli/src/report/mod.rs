@@ -16,6 +16,9 @@ pub mod markdown;
 pub mod sarif;
 pub mod text;
 
+#[cfg(test)]
+mod snapshots_test;
+
 /// One output format.
 pub trait Reporter {
     fn report(&self, findings: &Findings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
