@@ -1,0 +1,147 @@
+//! Where the dump goes (CUDALEAK_OUTPUT templates and the default), the one stderr line and
+//! CUDALEAK_QUIET, and that the program's exit status and output are its own.
+
+use std::path::{Path, PathBuf};
+
+use cudaleak_format::End;
+use cudaleak_tests::{files_in, read_dump, scenario_program, Run, Scenario};
+
+const PROGRAM_STDERR: &str = "leak_exit says this on stderr";
+
+/// leak_exit leaves three cudaMalloc blocks: 4096 + 8192 + 63590 bytes.
+fn assert_leak_exit_dump(path: &Path, run: &Run) {
+    let dump = read_dump(path);
+    assert_eq!(dump.process.pid, run.pid);
+    assert_eq!(dump.process.end, End::Exit);
+    assert_eq!(dump.summary.live_allocations, 3);
+    assert_eq!(dump.summary.live_bytes, 75_878);
+    let mut sizes: Vec<u64> = dump.live.iter().map(|r| r.size).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, vec![4096, 8192, 63_590]);
+}
+
+fn only_file(dir: &Path, expected: PathBuf, run: &Run) {
+    assert_eq!(
+        files_in(dir),
+        vec![expected.clone()],
+        "the dump and nothing else (no temporary file left)\nstderr:\n{}",
+        run.stderr
+    );
+    assert_leak_exit_dump(&expected, run);
+}
+
+#[test]
+fn percent_p_in_the_template_is_the_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Scenario::new("leak_exit")
+        .env(
+            "CUDALEAK_OUTPUT",
+            format!("{}/run-%p.json", dir.path().display()),
+        )
+        .run_shim();
+    run.assert_exit(0);
+    only_file(
+        dir.path(),
+        dir.path().join(format!("run-{}.json", run.pid)),
+        &run,
+    );
+}
+
+#[test]
+fn trailing_slash_means_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_OUTPUT", format!("{}/", dir.path().display()))
+        .run_shim();
+    run.assert_exit(0);
+    only_file(
+        dir.path(),
+        dir.path().join(format!("cudaleak.{}.json", run.pid)),
+        &run,
+    );
+}
+
+#[test]
+fn an_existing_directory_without_slash_is_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_OUTPUT", dir.path())
+        .run_shim();
+    run.assert_exit(0);
+    only_file(
+        dir.path(),
+        dir.path().join(format!("cudaleak.{}.json", run.pid)),
+        &run,
+    );
+}
+
+#[test]
+fn default_output_is_in_the_working_directory() {
+    let cwd = tempfile::tempdir().unwrap();
+    let run = Scenario::new("leak_exit")
+        .env("LD_PRELOAD", cudaleak_tests::shim())
+        .unset("CUDALEAK_OUTPUT")
+        .cwd(cwd.path())
+        .run_plain();
+    run.assert_exit(0);
+    only_file(
+        cwd.path(),
+        cwd.path().join(format!("cudaleak.{}.json", run.pid)),
+        &run,
+    );
+}
+
+#[test]
+fn one_stderr_line_names_the_live_count_bytes_and_path() {
+    let run = Scenario::new("leak_exit").run_shim();
+    run.assert_exit(0).assert_stdout("hello from leak_exit\n");
+    let expected = run.dir.path().join(format!("cudaleak.{}.json", run.pid));
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "stderr:\n{}", run.stderr);
+    assert_eq!(lines[0], PROGRAM_STDERR);
+    let prefix = "cudaleak: 3 allocations (74.1 KiB) still live at exit -> ";
+    let path = lines[1]
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("stderr line {:?} does not start with {prefix:?}", lines[1]));
+    assert_eq!(
+        Path::new(path).canonicalize().unwrap(),
+        expected.canonicalize().unwrap(),
+        "the line names the dump"
+    );
+    assert!(run.stderr.ends_with('\n'));
+    assert_leak_exit_dump(&expected, &run);
+}
+
+#[test]
+fn quiet_prints_nothing_but_still_dumps() {
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_QUIET", "1")
+        .run_shim();
+    run.assert_exit(0).assert_stdout("hello from leak_exit\n");
+    assert_eq!(run.stderr, format!("{PROGRAM_STDERR}\n"));
+    let expected = run.dir.path().join(format!("cudaleak.{}.json", run.pid));
+    only_file(run.dir.path(), expected, &run);
+}
+
+#[test]
+fn exit_status_7_stays_7_and_the_dump_is_written() {
+    let run = Scenario::new("leak_exit").arg("7").run_shim();
+    run.assert_exit(7).assert_stdout("hello from leak_exit\n");
+    let dump = run.dump();
+    assert_eq!(dump.process.pid, run.pid);
+    assert_eq!(dump.process.end, End::Exit);
+    assert_eq!(
+        dump.process.argv,
+        vec![
+            scenario_program("leak_exit").display().to_string(),
+            "7".to_string()
+        ]
+    );
+    assert!(
+        dump.process.exe.ends_with("/leak_exit"),
+        "exe {:?}",
+        dump.process.exe
+    );
+    assert_eq!(dump.summary.live_allocations, 3);
+    assert!(dump.process.end_unix_ms >= dump.process.start_unix_ms);
+}
