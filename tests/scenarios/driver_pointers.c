@@ -3,6 +3,8 @@
  * through the pointers it got. The route is argv[1]:
  *   getproc   dlopen + dlsym("cuGetProcAddress_v2") + base-name lookups (CUDA 12/13 cudart)
  *   getproc1  the same, but through the v1 cuGetProcAddress from ("cuGetProcAddress", 11030)
+ *   cuda11    dlsym("cuGetProcAddress") (v1, as CUDA 11.3-11.8 runtimes bind it) + lookups
+ *   deepbind  like getproc, with libcuda.so.1 opened RTLD_DEEPBIND (bypasses interposed symbols)
  *   dlsym     one dlsym per versioned ELF name (old runtimes; drivers without cuGetProcAddress)
  * argv[2] is `leak` (all 12 stay live) or `free`.
  * build: -ldl */
@@ -42,7 +44,7 @@ static void *get(const char *base, const char *elf, int version, cuuint64_t flag
     void *fn = NULL;
     if (strcmp(route, "dlsym") == 0) {
         fn = dlsym(handle, elf);
-    } else if (strcmp(route, "getproc1") == 0) {
+    } else if (strcmp(route, "getproc1") == 0 || strcmp(route, "cuda11") == 0) {
         CHECK(gpa1(base, &fn, version, flags));
     } else {
         CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -57,12 +59,17 @@ static void *get(const char *base, const char *elf, int version, cuuint64_t flag
 }
 
 static void bind(void) {
-    handle = dlopen("libcuda.so.1", RTLD_NOW);
+    int deepbind = strcmp(route, "deepbind") == 0;
+    handle = dlopen("libcuda.so.1", deepbind ? RTLD_NOW | RTLD_DEEPBIND : RTLD_NOW);
     if (!handle) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         exit(97);
     }
-    if (strcmp(route, "dlsym") != 0) {
+    if (strcmp(route, "cuda11") == 0) {
+        gpa1 = (PFN_cuGetProcAddress_v1)dlsym(handle, "cuGetProcAddress");
+        if (!gpa1)
+            exit(96);
+    } else if (strcmp(route, "dlsym") != 0) {
         CUdriverProcAddressQueryResult status;
         void *fn = NULL;
         gpa2 = (PFN_cuGetProcAddress_v2)dlsym(handle, "cuGetProcAddress_v2");
@@ -163,7 +170,7 @@ SITE void alloc_cuArray3DCreate_v2(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: driver_pointers getproc|getproc1|dlsym leak|free\n");
+        fprintf(stderr, "usage: driver_pointers getproc|getproc1|cuda11|deepbind|dlsym leak|free\n");
         return 2;
     }
     route = argv[1];

@@ -138,7 +138,7 @@ fn linked_with_lcuda_every_driver_free_is_recorded() {
 }
 
 #[test]
-fn static_cudart_route_through_cuGetProcAddress_v2_is_recorded() {
+fn static_cudart_route_through_get_proc_address_v2_is_recorded() {
     leak(
         "driver_pointers",
         &["getproc", "leak"],
@@ -152,7 +152,7 @@ fn static_cudart_route_through_cuGetProcAddress_v2_is_recorded() {
 }
 
 #[test]
-fn cuda_11_route_through_v1_cuGetProcAddress_is_recorded() {
+fn v1_get_proc_address_from_a_v2_lookup_is_recorded() {
     leak(
         "driver_pointers",
         &["getproc1", "leak"],
@@ -162,6 +162,34 @@ fn cuda_11_route_through_v1_cuGetProcAddress_is_recorded() {
         "driver_pointers",
         &["getproc1", "free"],
         "route=getproc1 pitch=512\nfreed 12\n",
+    );
+}
+
+#[test]
+fn cuda_11_route_through_dlsym_of_v1_get_proc_address_is_recorded() {
+    leak(
+        "driver_pointers",
+        &["cuda11", "leak"],
+        "route=cuda11 pitch=512\nleaked 12\n",
+    );
+    free(
+        "driver_pointers",
+        &["cuda11", "free"],
+        "route=cuda11 pitch=512\nfreed 12\n",
+    );
+}
+
+#[test]
+fn rtld_deepbind_driver_is_still_reached_through_get_proc_address() {
+    leak(
+        "driver_pointers",
+        &["deepbind", "leak"],
+        "route=deepbind pitch=512\nleaked 12\n",
+    );
+    free(
+        "driver_pointers",
+        &["deepbind", "free"],
+        "route=deepbind pitch=512\nfreed 12\n",
     );
 }
 
@@ -180,7 +208,7 @@ fn old_per_name_dlsym_route_is_recorded() {
 }
 
 #[test]
-fn v1_cuMemAlloc_is_left_alone_and_its_free_is_untracked() {
+fn v1_cu_mem_alloc_is_left_alone_and_its_free_is_untracked() {
     let run = Scenario::new("v1_alloc").run_shim();
     // The 32-bit ABI still works under the shim: the blocks are real and below 4 GiB.
     run.assert_exit(0)

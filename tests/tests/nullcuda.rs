@@ -117,7 +117,7 @@ fn scenarios_run_without_the_shim() {
         &["free"],
         "pitch=512 pitch3d=512\nfreed 11\n",
     );
-    for route in ["getproc", "getproc1", "dlsym"] {
+    for route in ["getproc", "getproc1", "cuda11", "deepbind", "dlsym"] {
         plain(
             "driver_pointers",
             &[route, "free"],
