@@ -1,0 +1,589 @@
+//! End-to-end tests of the `cudaleak` binary: every exit-code rule of `report`, `diff` and
+//! `run`, error messages that name the file, and `run` driven with a shell script standing in
+//! for a CUDA program (it writes the dump the shim would have written).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cudaleak"));
+    c.env_remove("CUDALEAK_SHIM").env_remove("NO_COLOR");
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn report(args: &[&str]) -> assert_cmd::assert::Assert {
+    bin().arg("report").args(args).assert()
+}
+
+fn fx(name: &str) -> String {
+    fixture(name).display().to_string()
+}
+
+#[test]
+fn leaks_exit_23_with_the_lsan_like_report() {
+    report(&[&fx("error_path.json")])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "Leak 1 of 3: 1.00 MiB in 1 allocation via cudaMalloc (device 0)\n    #0 process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)\n",
+        ))
+        .stdout(predicate::str::ends_with(
+            "SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)\n",
+        ));
+}
+
+#[test]
+fn clean_dump_exits_0() {
+    report(&[&fx("clean.json")])
+        .code(0)
+        .stdout(predicate::str::contains(
+            "SUMMARY: 0 B leaked in 0 allocations from 0 callsites (1 process)",
+        ));
+}
+
+#[test]
+fn exit_code_flag_changes_and_zero_disables_the_gate() {
+    report(&["--exit-code", "9", &fx("leak_loop.json")]).code(9);
+    report(&["--exit-code", "0", &fx("leak_loop.json")]).code(0);
+}
+
+#[test]
+fn bad_frees_fail_the_gate_unless_fail_on_leaks() {
+    report(&[&fx("double_free.json")]).code(23);
+    report(&["--fail-on", "errors", &fx("double_free.json")]).code(23);
+    report(&["--fail-on", "leaks", &fx("double_free.json")]).code(0);
+    report(&["--fail-on", "errors", &fx("leak_loop.json")]).code(0);
+    report(&["--fail-on", "all", &fx("leak_loop.json")]).code(23);
+}
+
+#[test]
+fn failed_allocations_are_shown_but_pass_the_gate() {
+    report(&[&fx("failed_alloc.json")])
+        .code(0)
+        .stdout(predicate::str::contains(
+        "Failed allocation 1 of 1: cudaMalloc of 64.00 GiB returned 2 (cudaErrorMemoryAllocation)",
+    ));
+}
+
+#[test]
+fn min_bytes_and_max_leaked_bytes_filter_and_tolerate() {
+    // All three groups of error_path are smaller than 2 MiB: nothing left.
+    report(&["--min-bytes", "2M", &fx("error_path.json")])
+        .code(0)
+        .stdout(predicate::str::contains(
+            "Ignored by --min-bytes 2.00 MiB: 3 leak groups",
+        ));
+    report(&["--min-bytes", "1MiB", &fx("error_path.json")])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "1.00 MiB leaked in 1 allocation from 1 callsite",
+        ));
+    report(&["--max-leaked-bytes", "40960", &fx("leak_loop.json")])
+        .code(0)
+        .stdout(predicate::str::contains("within --max-leaked-bytes"));
+    report(&["--max-leaked-bytes", "40959", &fx("leak_loop.json")]).code(23);
+}
+
+#[test]
+fn suppressions_silence_matching_leaks_and_show_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("cudaleak.supp");
+    std::fs::write(&supp, "# known\nleak:loop_alloc\nleak:no_such_function\n").unwrap();
+    report(&[
+        "--suppressions",
+        supp.to_str().unwrap(),
+        &fx("leak_loop.json"),
+    ])
+    .code(0)
+    .stdout(predicate::str::contains("10    40.00 KiB  leak:loop_alloc"))
+    .stdout(predicate::str::contains(
+        "0          0 B  leak:no_such_function",
+    ));
+}
+
+#[test]
+fn bad_suppression_file_is_a_usage_error_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("bad.supp");
+    std::fs::write(&supp, "leak:ok\nrace:foo\n").unwrap();
+    report(&[
+        "--suppressions",
+        supp.to_str().unwrap(),
+        &fx("leak_loop.json"),
+    ])
+    .code(2)
+    .stderr(predicate::str::contains(format!("{}:2: ", supp.display())));
+    report(&["--suppressions", "/nonexistent.supp", &fx("leak_loop.json")])
+        .code(2)
+        .stderr(predicate::str::contains("/nonexistent.supp"));
+}
+
+#[test]
+fn broken_inputs_exit_2_with_file_line_and_column() {
+    let cases = [
+        ("malformed.json", ":14:5: missing field \"size\""),
+        ("truncated.json", ":145:15: EOF while parsing"),
+        ("non_utf8.json", ":49:24: invalid unicode code point"),
+        (
+            "wrong_version.json",
+            ": dump schema version 2 is not supported",
+        ),
+        (
+            "dangling_stack.json",
+            ": inconsistent dump: live[3].stack is 7",
+        ),
+    ];
+    for (name, msg) in cases {
+        report(&[&fx(name)])
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(format!(
+                "cudaleak: {}{msg}",
+                fx(name)
+            )))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+    report(&["/nonexistent/cudaleak.1.json"])
+        .code(2)
+        .stderr("cudaleak: /nonexistent/cudaleak.1.json: No such file or directory\n");
+}
+
+#[test]
+fn garbage_of_every_kind_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs: [&[u8]; 7] = [
+        b"",
+        b"\xff\xfe\x00",
+        b"[]",
+        b"null",
+        b"{\"cudaleak_dump\": \"1\"}",
+        b"{\"cudaleak_dump\": 1}",
+        &[b'['; 100_000],
+    ];
+    for (i, bytes) in inputs.iter().enumerate() {
+        let p = dir.path().join(format!("g{i}.json"));
+        std::fs::write(&p, bytes).unwrap();
+        report(&[p.to_str().unwrap()])
+            .code(2)
+            .stderr(predicate::str::starts_with(format!(
+                "cudaleak: {}",
+                p.display()
+            )))
+            .stderr(predicate::str::contains("panicked").not());
+    }
+}
+
+#[test]
+fn a_directory_reports_one_section_per_process_sorted_by_pid_and_skips_stale_snapshots() {
+    let out = report(&[&fx("multi")]).code(23);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let a = text.find("== pid 2001:").unwrap();
+    let b = text
+        .find("== pid 2002: ./multi_process (killed by SIGTERM) ==")
+        .unwrap();
+    assert!(a < b);
+    assert_eq!(
+        text.matches("== pid 2002").count(),
+        1,
+        "snapshot of 2002 must be skipped"
+    );
+    assert!(text.contains("== total: 2 processes =="));
+    assert!(text
+        .ends_with("SUMMARY: 2.00 MiB leaked in 3 allocations from 2 callsites (2 processes)\n"));
+}
+
+#[test]
+fn a_directory_of_only_snapshots_uses_the_latest_one() {
+    report(&[&fx("snapshots")])
+        .code(23)
+        .stdout(predicate::str::contains("(snapshot 2, still running)"))
+        .stdout(predicate::str::contains("snapshot 1").not());
+}
+
+#[test]
+fn an_empty_directory_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    report(&[dir.path().to_str().unwrap()])
+        .code(2)
+        .stderr(predicate::str::contains("no cudaleak dumps"));
+}
+
+#[test]
+fn every_format_parses_or_reads_as_documented() {
+    let out = report(&["--format", "json", &fx("error_path.json")]).code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["cudaleak_report"], 1);
+    assert_eq!(v["leaks"].as_array().unwrap().len(), 3);
+    let out = report(&["--format", "sarif", &fx("error_path.json")]).code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    assert_eq!(v["runs"][0]["results"].as_array().unwrap().len(), 3);
+    report(&["--format", "markdown", &fx("error_path.json")])
+        .code(23)
+        .stdout(predicate::str::starts_with("### cudaleak: 1.06 MiB leaked"));
+}
+
+#[test]
+fn output_flag_writes_the_report_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.sarif");
+    report(&[
+        "--format",
+        "sarif",
+        "-o",
+        out.to_str().unwrap(),
+        &fx("leak_loop.json"),
+    ])
+    .code(23)
+    .stdout("");
+    assert!(std::fs::read_to_string(out).unwrap().contains("\"2.1.0\""));
+}
+
+#[test]
+fn colour_only_when_forced_and_never_with_no_color_on_auto() {
+    report(&[&fx("leak_loop.json")]).stdout(predicate::str::contains("\x1b[").not());
+    report(&["--color", "always", &fx("leak_loop.json")]).stdout(predicate::str::contains("\x1b["));
+    bin()
+        .env("NO_COLOR", "1")
+        .args(["report", "--color", "auto", &fx("leak_loop.json")])
+        .assert()
+        .stdout(predicate::str::contains("\x1b[").not());
+}
+
+#[test]
+fn broken_pipe_is_not_an_error() {
+    // `cudaleak report … | head -c1`: the reader goes away early.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .args([
+            "report",
+            "--stats",
+            &fx("multi"),
+            &fx("error_path.json"),
+            &fx("managed.json"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(23));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_and_version_exit_0() {
+    bin().assert().code(2);
+    bin().args(["report"]).assert().code(2);
+    bin()
+        .args(["report", "--format", "xml", "x"])
+        .assert()
+        .code(2);
+    bin().args(["report", "--top", "0", "x"]).assert().code(2);
+    bin()
+        .args(["report", "--min-bytes", "lots", "x"])
+        .assert()
+        .code(2);
+    bin().args(["run"]).assert().code(2);
+    bin().args(["diff", "only-one"]).assert().code(2);
+    for sub in ["run", "report", "diff"] {
+        bin()
+            .args([sub, "--help"])
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains("Usage: cudaleak"));
+    }
+    bin()
+        .arg("--version")
+        .assert()
+        .code(0)
+        .stdout(format!("cudaleak {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn diff_puts_growth_first_and_fails_only_when_asked() {
+    let old = fx("snapshots/cudaleak.3001.snapshot-1.json");
+    let new = fx("snapshots/cudaleak.3001.snapshot-2.json");
+    bin()
+        .args(["diff", &old, &new])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "Grew 1 of 3: +16.00 KiB, +4 blocks via cudaMalloc (8.00 KiB in 2 blocks → 24.00 KiB in 6 blocks)\n    #0 handle_request(int)",
+        ));
+    bin()
+        .args(["diff", "--fail-on-growth", &old, &new])
+        .assert()
+        .code(23);
+    // A dump compared with itself has not grown: the growth gate passes.
+    bin()
+        .args(["diff", "--fail-on-growth", &new, &new])
+        .assert()
+        .code(0);
+    bin()
+        .args(["diff", &old, &fx("truncated.json")])
+        .assert()
+        .code(2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// run
+
+/// A stand-in shim: any existing file works, since the "program" is a shell script that writes
+/// the dump itself (the loader only warns that it cannot preload a non-ELF file).
+struct RunEnv {
+    dir: tempfile::TempDir,
+    shim: PathBuf,
+    out: PathBuf,
+}
+
+fn run_env() -> RunEnv {
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("libcudaleak.so");
+    std::fs::write(&shim, b"").unwrap();
+    let out = dir.path().join("out");
+    RunEnv { dir, shim, out }
+}
+
+impl RunEnv {
+    fn cmd(&self, extra: &[&str], script: &str) -> Command {
+        let mut c = bin();
+        c.arg("run")
+            .arg("--shim")
+            .arg(&self.shim)
+            .arg("--out")
+            .arg(&self.out)
+            .args(extra)
+            .args(["--", "sh", "-c", script]);
+        c
+    }
+
+    fn run_dirs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.out)
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+fn copy_dump(name: &str) -> String {
+    format!("cp '{}' \"${{CUDALEAK_OUTPUT}}cudaleak.$$.json\"", fx(name))
+}
+
+#[test]
+fn run_reports_leaks_with_23_and_clean_with_0() {
+    let env = run_env();
+    env.cmd(&[], &copy_dump("leak_loop.json"))
+        .assert()
+        .code(23)
+        .stdout(predicate::str::contains(
+            "Leak 1 of 1: 40.00 KiB in 10 allocations via cudaMalloc",
+        ))
+        .stderr(predicate::str::contains(
+            "cudaleak: dumps of this run go to ",
+        ));
+    env.cmd(&[], &copy_dump("clean.json")).assert().code(0);
+    // One fresh directory per run.
+    assert_eq!(env.run_dirs().len(), 2);
+}
+
+#[test]
+fn run_passes_report_options_through() {
+    let env = run_env();
+    env.cmd(&["--exit-code", "0"], &copy_dump("leak_loop.json"))
+        .assert()
+        .code(0);
+    let out = env
+        .cmd(&["--format", "json"], &copy_dump("leak_loop.json"))
+        .assert()
+        .code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["summary"]["leaked_allocations"], 10);
+}
+
+#[test]
+fn run_program_failure_wins_over_the_gate() {
+    let env = run_env();
+    let script = format!("{}; exit 3", copy_dump("leak_loop.json"));
+    env.cmd(&[], &script)
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("SUMMARY: 40.00 KiB leaked"));
+    let script = format!("{}; exit 5", copy_dump("clean.json"));
+    env.cmd(&[], &script).assert().code(5);
+}
+
+#[test]
+fn run_killed_program_exits_128_plus_signal() {
+    let env = run_env();
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    env.cmd(&[], &script).assert().code(128 + 15);
+    env.cmd(&[], "kill -KILL $$").assert().code(128 + 9);
+}
+
+#[test]
+fn run_without_any_dump_says_so_and_exits_2() {
+    let env = run_env();
+    env.cmd(&[], "true")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("wrote no dump"));
+    // The program's own failure still wins.
+    env.cmd(&[], "exit 4").assert().code(4);
+}
+
+#[test]
+fn run_sets_output_dir_and_appends_the_shim_to_ld_preload() {
+    let env = run_env();
+    let record = dir_file(&env, "seen");
+    let script = format!(
+        "printf '%s\\n%s\\n' \"$LD_PRELOAD\" \"$CUDALEAK_OUTPUT\" > '{}'; {}",
+        record.display(),
+        copy_dump("clean.json")
+    );
+    // The loader may warn about the preloads; only the variables matter here.
+    env.cmd(&[], &script)
+        .env("LD_PRELOAD", "/nonexistent/other.so")
+        .assert()
+        .code(0);
+    let seen = std::fs::read_to_string(&record).unwrap();
+    let mut lines = seen.lines();
+    let shim = std::fs::canonicalize(&env.shim).unwrap();
+    assert_eq!(
+        lines.next().unwrap(),
+        format!("/nonexistent/other.so:{}", shim.display())
+    );
+    let output = lines.next().unwrap();
+    assert!(output.ends_with('/'), "{output}");
+    let run_dir = &env.run_dirs()[0];
+    assert_eq!(
+        Path::new(output.trim_end_matches('/')),
+        std::fs::canonicalize(run_dir).unwrap()
+    );
+}
+
+fn dir_file(env: &RunEnv, name: &str) -> PathBuf {
+    env.dir.path().join(name)
+}
+
+#[test]
+fn run_reports_every_dump_including_children() {
+    let env = run_env();
+    // A child process (its own pid, so its own dump) and then the parent.
+    let child = dir_file(&env, "child.sh");
+    std::fs::write(&child, copy_dump("leak_loop.json")).unwrap();
+    let script = format!("sh '{}'; {}", child.display(), copy_dump("error_path.json"));
+    env.cmd(&[], &script)
+        .assert()
+        .code(23)
+        .stdout(predicate::str::contains("(2 processes)"));
+}
+
+#[test]
+fn run_refuses_a_missing_shim_before_running_anything() {
+    let env = run_env();
+    let marker = dir_file(&env, "ran");
+    let mut c = bin();
+    c.args(["run", "--shim", "/nonexistent/libcudaleak.so", "--"])
+        .args(["sh", "-c", &format!("touch '{}'", marker.display())]);
+    c.assert()
+        .code(2)
+        .stderr("cudaleak: --shim /nonexistent/libcudaleak.so: no such file\n");
+    bin()
+        .env("CUDALEAK_SHIM", "/nonexistent/env.so")
+        .args(["run", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "CUDALEAK_SHIM=/nonexistent/env.so: no such file",
+        ));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn run_refuses_a_bad_suppression_file_before_running_anything() {
+    let env = run_env();
+    let marker = dir_file(&env, "ran");
+    let supp = dir_file(&env, "bad.supp");
+    std::fs::write(&supp, "nonsense\n").unwrap();
+    env.cmd(
+        &["--suppressions", supp.to_str().unwrap()],
+        &format!("touch '{}'", marker.display()),
+    )
+    .assert()
+    .code(2)
+    .stderr(predicate::str::contains(format!("{}:1:", supp.display())));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn run_of_a_missing_program_exits_127() {
+    let env = run_env();
+    let mut c = bin();
+    c.arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out);
+    c.args(["--", "/nonexistent/program"])
+        .assert()
+        .code(127)
+        .stderr(predicate::str::contains("cannot run /nonexistent/program"));
+}
+
+#[test]
+fn run_forwards_sigterm_to_the_program() {
+    let env = run_env();
+    let script = format!("{}; exec sleep 30", copy_dump("leak_loop.json"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the program has written its dump, i.e. it is running.
+    let start = Instant::now();
+    loop {
+        let written = env
+            .run_dirs()
+            .iter()
+            .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()));
+        if written {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the program never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "SIGTERM was not forwarded"
+    );
+    // sleep died of SIGTERM: 128 + 15 wins over the leak gate, and the report still ran.
+    assert_eq!(out.status.code(), Some(143));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
+}
