@@ -24,6 +24,9 @@ pub const SPY_LIB: &str = env!("SPY_LIB");
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
+/// Where the shim reads the process's rank from; cleared for every run unless a test sets one.
+pub const RANK_VARIABLES: &[&str] = &["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"];
+
 /// The compiled scenario program `name`.
 pub fn scenario_program(name: &str) -> PathBuf {
     Path::new(SCENARIO_DIR).join(name)
@@ -198,7 +201,11 @@ impl Scenario {
         // Hermetic: nothing from the developer's environment steers the shim or the driver.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
-            if k.starts_with("CUDALEAK_") || k.starts_with("NULLCUDA_") || k == "LD_PRELOAD" {
+            if k.starts_with("CUDALEAK_")
+                || k.starts_with("NULLCUDA_")
+                || RANK_VARIABLES.contains(&&*k)
+                || k == "LD_PRELOAD"
+            {
                 cmd.env_remove(&*k);
             }
         }
@@ -356,6 +363,31 @@ pub fn assert_site(dump: &Dump, index: usize, name: &str, function: &str, marker
         "frames[0].module is {module:?}, expected the {name} program; {}",
         context()
     );
+    assert_no_shim_frames(dump);
+}
+
+/// The shim's own frames are skipped: no frame of any stack lies in libcudaleak.so.
+pub fn assert_no_shim_frames(dump: &Dump) {
+    for (i, s) in dump.stacks.iter().enumerate() {
+        for f in &s.frames {
+            let module = f.module.as_deref().unwrap_or("");
+            assert!(
+                !module.ends_with("libcudaleak.so"),
+                "stack {i} holds a frame of the shim: {f:?}"
+            );
+        }
+    }
+}
+
+/// Identical stacks are stored once: no two entries of `stacks` have the same return addresses.
+pub fn assert_stacks_interned(dump: &Dump) {
+    let mut seen: BTreeMap<Vec<u64>, usize> = BTreeMap::new();
+    for (i, s) in dump.stacks.iter().enumerate() {
+        let ips: Vec<u64> = s.frames.iter().map(|f| f.ip.0).collect();
+        if let Some(j) = seen.insert(ips, i) {
+            panic!("stacks {j} and {i} are the same stack: {:#?}", s.frames);
+        }
+    }
 }
 
 /// What one live record must be: found by its size, then checked field by field.

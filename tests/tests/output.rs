@@ -145,3 +145,14 @@ fn exit_status_7_stays_7_and_the_dump_is_written() {
     assert_eq!(dump.summary.live_allocations, 3);
     assert!(dump.process.end_unix_ms >= dump.process.start_unix_ms);
 }
+
+#[test]
+fn rank_comes_from_the_launcher_variables() {
+    for var in cudaleak_tests::RANK_VARIABLES {
+        let run = Scenario::new("leak_exit").env(var, "3").run_shim();
+        run.assert_exit(0);
+        assert_eq!(run.dump().process.rank, Some(3), "{var}=3");
+    }
+    let run = Scenario::new("leak_exit").run_shim();
+    assert_eq!(run.dump().process.rank, None, "no rank variable set");
+}

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use cudaleak_format::Kind;
-use cudaleak_tests::{assert_site, summary, Scenario};
+use cudaleak_tests::{assert_site, assert_stacks_interned, summary, Scenario};
 
 const THREADS: u64 = 8;
 const PER_THREAD: u64 = 10_000;
@@ -64,9 +64,12 @@ fn eight_threads_times_ten_thousand_allocations_add_up_exactly() {
     seqs.dedup();
     assert_eq!(seqs.len() as u64, live, "sequence numbers are unique");
 
+    // One call site on eight threads: one stack, stored once.
+    assert_stacks_interned(&dump);
     let mut stacks: Vec<usize> = dump.live.iter().map(|r| r.stack).collect();
     stacks.sort_unstable();
     stacks.dedup();
+    assert_eq!(stacks.len(), 1, "one stack for one call site: {stacks:?}");
     for s in stacks {
         assert_site(&dump, s, "threads", "worker", "thread_alloc");
     }
