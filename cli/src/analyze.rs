@@ -839,6 +839,7 @@ mod tests {
             stats: false,
             show_internal: false,
             color: false,
+            source_root: None,
         }
     }
 

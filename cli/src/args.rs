@@ -171,6 +171,9 @@ pub struct View {
     pub stats: bool,
     pub show_internal: bool,
     pub color: bool,
+    /// Absolute source paths under this directory are written relative to it in SARIF
+    /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
+    pub source_root: Option<String>,
 }
 
 /// The gate: what fails and with which status.
@@ -225,6 +228,7 @@ impl ReportOptions {
             stats: self.stats,
             show_internal: self.show_internal,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
+            source_root: None,
         }
     }
 
@@ -246,6 +250,7 @@ impl DiffArgs {
             stats: false,
             show_internal: self.show_internal,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
+            source_root: None,
         }
     }
 }

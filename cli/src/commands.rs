@@ -60,6 +60,13 @@ fn emit(
     }
 }
 
+/// The current directory with a trailing slash: SARIF paths are made relative to it.
+fn source_root() -> Option<String> {
+    let dir = std::env::current_dir().ok()?;
+    let s = dir.to_str()?.trim_end_matches('/');
+    Some(format!("{s}/"))
+}
+
 fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
     let rules = match &opts.suppressions {
         Some(p) => suppressions::read(p)?,
@@ -93,6 +100,7 @@ fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Resu
     let (mut out, tty) = open_output(opts.output.as_deref())?;
     let view = View {
         color: opts.view(tty).color,
+        source_root: source_root(),
         ..cfg.view.clone()
     };
     let reporter = report::reporter(opts.format);
@@ -170,6 +178,7 @@ pub fn diff(a: &DiffArgs) -> u8 {
         let (mut out, tty) = open_output(a.output.as_deref())?;
         let view = View {
             color: a.format == Format::Text && a.view(tty).color,
+            source_root: source_root(),
             ..view
         };
         emit(&mut *out, |w| report::reporter(a.format).diff(&d, &view, w))?;

@@ -86,9 +86,22 @@ pub fn uri(path: &str) -> String {
     out
 }
 
-fn physical(f: &FrameView) -> Option<Value> {
+/// An artifact location; under `root` it is relative, with `uriBaseId` SRCROOT.
+fn artifact(path: &str, root: Option<&str>) -> Value {
+    match root
+        .and_then(|r| path.strip_prefix(r))
+        .filter(|rel| !rel.is_empty())
+    {
+        Some(rel) => json!({"uri": uri(rel), "uriBaseId": SRCROOT}),
+        None => json!({"uri": uri(path)}),
+    }
+}
+
+const SRCROOT: &str = "SRCROOT";
+
+fn physical(f: &FrameView, root: Option<&str>) -> Option<Value> {
     if let Some(file) = &f.file {
-        let mut loc = json!({"artifactLocation": {"uri": uri(file)}});
+        let mut loc = json!({"artifactLocation": artifact(file, root)});
         if let Some(line) = f.line.filter(|&l| l > 0) {
             loc["region"] = json!({"startLine": line});
         }
@@ -96,12 +109,12 @@ fn physical(f: &FrameView) -> Option<Value> {
     }
     f.module
         .as_deref()
-        .map(|m| json!({"artifactLocation": {"uri": uri(m)}}))
+        .map(|m| json!({"artifactLocation": artifact(m, root)}))
 }
 
-fn location(f: &FrameView) -> Value {
+fn location(f: &FrameView, root: Option<&str>) -> Value {
     let mut loc = json!({});
-    if let Some(p) = physical(f) {
+    if let Some(p) = physical(f, root) {
         loc["physicalLocation"] = p;
     }
     if let Some(func) = &f.function {
@@ -119,11 +132,11 @@ fn primary(s: &StackView) -> Option<&FrameView> {
         .or_else(|| s.frames.first())
 }
 
-fn stack_value(s: &StackView) -> Value {
+fn stack_value(s: &StackView, root: Option<&str>) -> Value {
     json!({
         "message": {"text": "allocation stack, innermost frame first"},
         "frames": s.frames.iter().map(|f| {
-            let mut v = json!({"location": location(f)});
+            let mut v = json!({"location": location(f, root)});
             v["location"]["message"] = json!({"text": frame_text(f)});
             if let Some(m) = &f.module {
                 v["module"] = json!(m);
@@ -144,6 +157,7 @@ fn fingerprint(s: &str) -> String {
 }
 
 fn result(
+    root: Option<&str>,
     id: &str,
     level: &str,
     text: String,
@@ -160,9 +174,9 @@ fn result(
         "properties": props,
     });
     if let Some(f) = stacks.first().and_then(|s| primary(s)) {
-        r["locations"] = json!([location(f)]);
+        r["locations"] = json!([location(f, root)]);
     }
-    r["stacks"] = Value::Array(stacks.iter().map(|s| stack_value(s)).collect());
+    r["stacks"] = Value::Array(stacks.iter().map(|s| stack_value(s, root)).collect());
     r
 }
 
@@ -174,8 +188,8 @@ fn stack_key(s: &StackView) -> String {
         .join("\u{1e}")
 }
 
-fn envelope(results: Vec<Value>) -> Value {
-    json!({
+fn envelope(results: Vec<Value>, root: Option<&str>) -> Value {
+    let mut v = json!({
         "$schema": SCHEMA,
         "version": "2.1.0",
         "runs": [{
@@ -188,7 +202,11 @@ fn envelope(results: Vec<Value>) -> Value {
             }},
             "results": results,
         }],
-    })
+    });
+    if let Some(r) = root {
+        v["runs"][0]["originalUriBaseIds"] = json!({SRCROOT: {"uri": uri(r)}});
+    }
+    v
 }
 
 fn write_value(v: &Value, out: &mut dyn Write) -> io::Result<()> {
@@ -197,12 +215,13 @@ fn write_value(v: &Value, out: &mut dyn Write) -> io::Result<()> {
 }
 
 impl Reporter for Sarif {
-    fn report(&self, f: &Findings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+    fn report(&self, f: &Findings, view: &View, out: &mut dyn Write) -> io::Result<()> {
         let mut results = Vec::new();
         for p in &f.processes {
             let pid = p.process.pid;
             for g in &p.leaks {
                 results.push(result(
+                    view.source_root.as_deref(),
                     "cudaleak/leak",
                     "error",
                     format!(
@@ -232,6 +251,7 @@ impl Reporter for Sarif {
                     stacks.push(a);
                 }
                 results.push(result(
+                    view.source_root.as_deref(),
                     id,
                     "error",
                     format!(
@@ -247,6 +267,7 @@ impl Reporter for Sarif {
             for g in &p.failed {
                 let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
                 results.push(result(
+                    view.source_root.as_deref(),
                     "cudaleak/failed-allocation",
                     "warning",
                     format!(
@@ -266,6 +287,7 @@ impl Reporter for Sarif {
             }
             for g in &p.managed {
                 results.push(result(
+                    view.source_root.as_deref(),
                     "cudaleak/managed-memory",
                     "note",
                     format!(
@@ -280,16 +302,17 @@ impl Reporter for Sarif {
                 ));
             }
         }
-        write_value(&envelope(results), out)
+        write_value(&envelope(results, view.source_root.as_deref()), out)
     }
 
-    fn diff(&self, d: &DiffFindings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+    fn diff(&self, d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
         let results = d
             .rows
             .iter()
             .filter(|r| r.trend() > 0)
             .map(|r| {
                 result(
+                    view.source_root.as_deref(),
                     "cudaleak/growth",
                     "warning",
                     format!(
@@ -306,7 +329,7 @@ impl Reporter for Sarif {
                 )
             })
             .collect();
-        write_value(&envelope(results), out)
+        write_value(&envelope(results, view.source_root.as_deref()), out)
     }
 }
 
@@ -319,6 +342,28 @@ mod tests {
         assert_eq!(uri("cuda-samples/leak.cu"), "cuda-samples/leak.cu");
         assert_eq!(uri("/home/dev/my app.cu"), "file:///home/dev/my%20app.cu");
         assert_eq!(uri("a#b"), "a%23b");
+    }
+
+    #[test]
+    fn absolute_paths_under_the_source_root_become_relative_to_srcroot() {
+        let root = Some("/work/main/");
+        assert_eq!(
+            artifact("/work/main/cuda-samples/leak.cu", root),
+            json!({"uri": "cuda-samples/leak.cu", "uriBaseId": "SRCROOT"})
+        );
+        assert_eq!(
+            artifact("/usr/include/cuda_runtime.h", root),
+            json!({"uri": "file:///usr/include/cuda_runtime.h"})
+        );
+        assert_eq!(artifact("rel/x.cu", root), json!({"uri": "rel/x.cu"}));
+        let v = envelope(Vec::new(), root);
+        assert_eq!(
+            v["runs"][0]["originalUriBaseIds"]["SRCROOT"]["uri"],
+            "file:///work/main/"
+        );
+        assert!(envelope(Vec::new(), None)["runs"][0]
+            .get("originalUriBaseIds")
+            .is_none());
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn view() -> View {
         stats: false,
         show_internal: false,
         color: false,
+        source_root: None,
     }
 }
 
