@@ -33,7 +33,7 @@ test:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --release
 	CUDALEAK_SHIM=$(RELEASE)/libcudaleak.so CUDALEAK_REQUIRE_SAMPLES=1 \
-		$(CARGO) test --workspace --release
+		$(CARGO) test --workspace --release --no-fail-fast
 
 gpu-test:
 	scripts/gpu-validate.sh
