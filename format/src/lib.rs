@@ -66,6 +66,10 @@ pub struct Process {
     /// Snapshot sequence number (1, 2, …) when `end` is `snapshot`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<u64>,
+    /// The parent's pid when this process was forked from a recorded one (its table started
+    /// empty at the fork).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<u32>,
     /// Set when the shim stopped recording early (an internal failure); the dump is then partial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording_stopped: Option<String>,
@@ -452,6 +456,7 @@ mod tests {
                 end: End::Exit,
                 signal: None,
                 snapshot: None,
+                forked_from: None,
                 recording_stopped: None,
             },
             summary: Summary {

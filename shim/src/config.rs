@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::stack::MAX_DEPTH;
 
@@ -18,6 +19,10 @@ pub struct Config {
     pub quiet: bool,
     /// CUDALEAK_DISABLE=1: forward every call, record nothing, write no dump.
     pub disabled: bool,
+    /// CUDALEAK_SNAPSHOT_INTERVAL=SECONDS: write a snapshot dump this often.
+    pub snapshot_interval: Option<Duration>,
+    /// CUDALEAK_SIGNAL=0: leave SIGUSR1 and the terminating signals alone.
+    pub signals: bool,
     /// Problems with the variables, reported once on stderr.
     pub warnings: Vec<String>,
 }
@@ -42,8 +47,25 @@ impl Config {
                 }
             },
         };
+        let snapshot_interval = match get("CUDALEAK_SNAPSHOT_INTERVAL") {
+            None => None,
+            Some(v) => match v.to_str().and_then(|s| s.trim().parse::<f64>().ok()) {
+                Some(secs) if secs > 0.0 && secs.is_finite() && secs <= 1e9 => {
+                    Some(Duration::from_secs_f64(secs.max(0.01)))
+                }
+                _ => {
+                    warnings.push(format!(
+                        "CUDALEAK_SNAPSHOT_INTERVAL={} is not a positive number of seconds; no periodic snapshots",
+                        v.to_string_lossy()
+                    ));
+                    None
+                }
+            },
+        };
         let flag = |k: &str| get(k).is_some_and(|v| v == "1" || v == "true" || v == "yes");
         Config {
+            snapshot_interval,
+            signals: get("CUDALEAK_SIGNAL").is_none_or(|v| v != "0"),
             output: get("CUDALEAK_OUTPUT").filter(|v| !v.is_empty()),
             depth,
             quiet: flag("CUDALEAK_QUIET"),
@@ -54,6 +76,21 @@ impl Config {
 
     /// Where the dump of process `pid` goes: `%p` becomes the pid; a value ending in `/` or
     /// naming a directory means `DIR/cudaleak.<pid>.json`; unset means `./cudaleak.<pid>.json`.
+    /// Where snapshot `n` of process `pid` goes: the dump path with `.snapshot-N` before
+    /// its `.json` (or at its end).
+    pub fn snapshot_path(&self, pid: u32, n: u64, is_dir: impl Fn(&PathBuf) -> bool) -> PathBuf {
+        let path = self.dump_path(pid, is_dir);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let snap = match name.strip_suffix(".json") {
+            Some(stem) => format!("{stem}.snapshot-{n}.json"),
+            None => format!("{name}.snapshot-{n}"),
+        };
+        path.with_file_name(snap)
+    }
+
     pub fn dump_path(&self, pid: u32, is_dir: impl Fn(&PathBuf) -> bool) -> PathBuf {
         let file = format!("cudaleak.{pid}.json");
         let Some(template) = &self.output else {
@@ -108,6 +145,35 @@ mod tests {
             PathBuf::from("/tmp/out/cudaleak.7.json")
         );
         assert_eq!(c.dump_path(7, |_| false), PathBuf::from("/tmp/out"));
+    }
+
+    #[test]
+    fn snapshot_names_carry_their_number() {
+        let c = config(&[("CUDALEAK_OUTPUT", "/tmp/out/")]);
+        assert_eq!(
+            c.snapshot_path(7, 3, |_| false),
+            PathBuf::from("/tmp/out/cudaleak.7.snapshot-3.json")
+        );
+        let c = config(&[("CUDALEAK_OUTPUT", "/tmp/run-%p")]);
+        assert_eq!(
+            c.snapshot_path(7, 1, |_| false),
+            PathBuf::from("/tmp/run-7.snapshot-1")
+        );
+    }
+
+    #[test]
+    fn snapshot_interval_and_signal_switch() {
+        assert_eq!(config(&[]).snapshot_interval, None);
+        assert!(config(&[]).signals);
+        let c = config(&[
+            ("CUDALEAK_SNAPSHOT_INTERVAL", "2.5"),
+            ("CUDALEAK_SIGNAL", "0"),
+        ]);
+        assert_eq!(c.snapshot_interval, Some(Duration::from_millis(2500)));
+        assert!(!c.signals);
+        let c = config(&[("CUDALEAK_SNAPSHOT_INTERVAL", "-1")]);
+        assert_eq!(c.snapshot_interval, None);
+        assert_eq!(c.warnings.len(), 1);
     }
 
     #[test]

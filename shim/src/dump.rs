@@ -15,8 +15,17 @@ use crate::stack::StackId;
 use crate::state::{self, State};
 use crate::symbolize::Symbolizer;
 
+/// When a dump is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moment {
+    Exit,
+    /// A terminating signal, by number.
+    Signal(i32),
+    Snapshot,
+}
+
 /// Builds the dump of the table as it is now.
-pub fn build(s: &State, end: End) -> format::Dump {
+pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
     let snap = s.table.snapshot();
     let exe = fs::read_link("/proc/self/exe")
         .map(|p| p.to_string_lossy().into_owned())
@@ -78,7 +87,7 @@ pub fn build(s: &State, end: End) -> format::Dump {
     };
     format::Dump {
         cudaleak_dump: format::SCHEMA_VERSION,
-        process: process(s, exe, end),
+        process: process(s, exe, moment, snapshot),
         summary,
         stacks,
         live,
@@ -86,7 +95,7 @@ pub fn build(s: &State, end: End) -> format::Dump {
     }
 }
 
-fn process(s: &State, exe: String, end: End) -> Process {
+fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Process {
     let argv = fs::read("/proc/self/cmdline")
         .map(|raw| {
             raw.split(|&b| b == 0)
@@ -104,17 +113,40 @@ fn process(s: &State, exe: String, end: End) -> Process {
         exe,
         argv,
         rank,
-        start_unix_ms: s.start_unix_ms,
+        start_unix_ms: s.start_unix_ms.load(Relaxed),
         end_unix_ms: state::unix_ms(),
-        end,
-        signal: None,
-        snapshot: None,
+        end: match moment {
+            Moment::Exit => End::Exit,
+            Moment::Signal(_) => End::Signal,
+            Moment::Snapshot => End::Snapshot,
+        },
+        signal: match moment {
+            Moment::Signal(sig) => Some(signal_name(sig)),
+            _ => None,
+        },
+        snapshot,
+        forked_from: match s.forked_from.load(Relaxed) {
+            0 => None,
+            pid => Some(pid),
+        },
         recording_stopped: s.stopped.get().cloned(),
     }
 }
 
-/// Writes `dump` to `path` through a temporary file in the same directory, mode 0600.
-pub fn write_atomically(dump: &format::Dump, path: &Path) -> io::Result<()> {
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        n => format!("SIG{n}"),
+    }
+}
+
+/// Writes `dump` through a temporary file in the same directory (mode 0600), then gives it the
+/// name `path` — or, if a file of that name exists (another process's dump), the first free
+/// `NAME.1.json`, `NAME.2.json` …: a dump never replaces another. Returns the name used.
+pub fn write_atomically(dump: &format::Dump, path: &Path) -> io::Result<PathBuf> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -136,12 +168,43 @@ pub fn write_atomically(dump: &format::Dump, path: &Path) -> io::Result<()> {
         let mut w = BufWriter::with_capacity(1 << 20, file);
         format::write(dump, &mut w)?;
         w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        fs::rename(&tmp, path)
+        publish(&tmp, path)
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
+    let _ = fs::remove_file(&tmp);
     result
+}
+
+/// Links `tmp` to `path` or to the first free alternative name; `tmp` is left for the caller.
+fn publish(tmp: &Path, path: &Path) -> io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (stem, ext) = match name.strip_suffix(".json") {
+        Some(stem) => (stem.to_string(), ".json"),
+        None => (name.clone(), ""),
+    };
+    for n in 0..1000u32 {
+        let candidate = if n == 0 {
+            path.to_path_buf()
+        } else {
+            path.with_file_name(format!("{stem}.{n}{ext}"))
+        };
+        match fs::hard_link(tmp, &candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            // Filesystems without hard links: rename, having checked the name is free.
+            Err(_) if !candidate.exists() => {
+                fs::rename(tmp, &candidate)?;
+                return Ok(candidate);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "1000 dumps of that name exist",
+    ))
 }
 
 /// `74.1 KiB`: one decimal in the largest binary unit that keeps the number ≥ 1.
@@ -159,21 +222,33 @@ pub fn human_bytes(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
-/// Writes the exit dump and prints the one-line summary. Errors cost one stderr line.
-pub fn at_exit(s: &State) {
-    let dump = build(s, End::Exit);
-    let path = s.config.dump_path(std::process::id(), |p| p.is_dir());
+/// Writes a dump and, at the end of the process, prints the one-line summary. Failure costs
+/// one stderr line; the program carries on either way.
+pub fn write(s: &State, moment: Moment) {
+    let pid = std::process::id();
+    let is_dir = |p: &PathBuf| p.is_dir();
+    let (path, snapshot) = match moment {
+        Moment::Snapshot => {
+            let n = s.snapshots.fetch_add(1, Relaxed) + 1;
+            (s.config.snapshot_path(pid, n, is_dir), Some(n))
+        }
+        _ => (s.config.dump_path(pid, is_dir), None),
+    };
+    let dump = build(s, moment, snapshot);
+    let when = match moment {
+        Moment::Exit => "at exit".to_string(),
+        Moment::Signal(sig) => format!("at {}", signal_name(sig)),
+        Moment::Snapshot => String::new(),
+    };
     let line = match write_atomically(&dump, &path) {
-        Ok(()) => {
-            if s.config.quiet {
-                return;
-            }
+        Ok(_) if s.config.quiet || moment == Moment::Snapshot => return,
+        Ok(written) => {
             let n = dump.summary.live_allocations;
             format!(
-                "cudaleak: {n} allocation{} ({}) still live at exit -> {}\n",
+                "cudaleak: {n} allocation{} ({}) still live {when} -> {}\n",
                 if n == 1 { "" } else { "s" },
                 human_bytes(dump.summary.live_bytes),
-                path.display()
+                written.display()
             )
         }
         Err(e) => format!("cudaleak: could not write {}: {e}\n", path.display()),

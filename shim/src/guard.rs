@@ -99,3 +99,8 @@ pub fn thread_id() -> u32 {
         id
     })
 }
+
+/// In a forked child: the cached id is the parent thread's.
+pub fn forget_thread_id() {
+    TID.with(|t| t.set(0));
+}

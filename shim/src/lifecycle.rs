@@ -1,14 +1,46 @@
-//! Process lifecycle: the constructor that sets the shim up before `main`, and the exit
-//! handler that writes the dump.
+//! Process lifecycle: the constructor, the exit dump, snapshots, terminating signals and fork.
 //!
-//! The constructor reads the environment and registers the exit handler; it calls nothing
-//! that is hooked. The exit handler is registered first, so it runs after every handler the
-//! program and the CUDA runtime register later (static destructors' frees are seen).
+//! The constructor reads the environment, installs signal handlers where the program has none,
+//! and registers the exit handler first, so it runs after every handler the program and the CUDA
+//! runtime register later (static destructors' frees are seen). It calls nothing that is hooked.
+//!
+//! Signal handlers never dump themselves (a dump allocates and locks): they wake the worker
+//! thread through a pipe and wait on another for it to finish, using only async-signal-safe
+//! calls. The worker is started at the first recorded allocation, so programs that never use
+//! CUDA get no thread and no file descriptors.
 
+use std::ffi::c_int;
 use std::io::Write;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::time::Instant;
 
 use crate::config::Config;
-use crate::{dump, real, stack, state};
+use crate::dump::{self, Moment};
+use crate::{guard, real, stack, state};
+
+/// Signals that end a program by default and after which a dump is written.
+const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
+/// How long a terminating signal waits for its dump before the program ends anyway.
+const SIGNAL_DUMP_TIMEOUT_MS: c_int = 10_000;
+
+const WORKER_NONE: u8 = 0;
+const WORKER_STARTING: u8 = 1;
+const WORKER_RUNNING: u8 = 2;
+static WORKER: AtomicU8 = AtomicU8::new(WORKER_NONE);
+/// The worker's wake-up pipe (write end, read end) and the signal handler's "done" pipe.
+static WAKE_W: AtomicI32 = AtomicI32::new(-1);
+static WAKE_R: AtomicI32 = AtomicI32::new(-1);
+static DONE_W: AtomicI32 = AtomicI32::new(-1);
+static DONE_R: AtomicI32 = AtomicI32::new(-1);
+/// The terminating signal whose dump the worker is asked for.
+static FATAL_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static HANDLING_FATAL: AtomicBool = AtomicBool::new(false);
+/// SIGUSR1 arrived before the worker existed.
+static SNAPSHOT_PENDING: AtomicBool = AtomicBool::new(false);
+
+const REQUEST_SNAPSHOT: u8 = b's';
+const REQUEST_FATAL: u8 = b'f';
 
 #[cfg(not(test))]
 #[used]
@@ -29,19 +61,249 @@ extern "C" fn constructor() {
             return;
         }
         stack::init_own_range();
-        let disabled = config.disabled;
+        let (disabled, signals) = (config.disabled, config.signals);
         state::init(config);
-        if !disabled {
-            // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
-            unsafe { libc::atexit(at_exit) };
+        if disabled {
+            return;
         }
+        // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
+        unsafe { libc::atexit(at_exit) };
+        if signals {
+            install_signal_handlers();
+        }
+        // SAFETY: the three handlers are extern "C" fns that never unwind.
+        unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_parent),
+                Some(after_fork_child),
+            )
+        };
     });
 }
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(s) = state::get() {
-            dump::at_exit(s);
+            dump::write(s, Moment::Exit);
         }
     });
+}
+
+/// Installs our handler for SIGUSR1 and the terminating signals, where the program's
+/// disposition is still the default. A handler the program installs later replaces ours.
+fn install_signal_handlers() {
+    for sig in TERMINATING.into_iter().chain([libc::SIGUSR1]) {
+        // SAFETY: sigaction with a null new action only reads the current one.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                continue;
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Runs in signal context: only async-signal-safe calls, no allocation, no locks.
+extern "C" fn on_signal(sig: c_int) {
+    // SAFETY: __errno_location is async-signal-safe; errno is restored before returning.
+    let errno = unsafe { *libc::__errno_location() };
+    if sig == libc::SIGUSR1 {
+        if !wake(REQUEST_SNAPSHOT) {
+            SNAPSHOT_PENDING.store(true, Ordering::Relaxed);
+        }
+    } else {
+        if !HANDLING_FATAL.swap(true, Ordering::AcqRel) {
+            FATAL_SIGNAL.store(sig, Ordering::Release);
+            if wake(REQUEST_FATAL) {
+                wait_done();
+            }
+        }
+        // End the way the program would have without us: default action, signal re-raised.
+        // It stays blocked until this handler returns, then terminates the process.
+        // SAFETY: signal and raise are async-signal-safe.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Sends a request byte to the worker. False when there is no worker to hear it.
+fn wake(request: u8) -> bool {
+    let fd = WAKE_W.load(Ordering::Acquire);
+    if fd < 0 || WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
+        return false;
+    }
+    // SAFETY: write on a non-blocking pipe is async-signal-safe.
+    unsafe { libc::write(fd, (&request as *const u8).cast(), 1) == 1 }
+}
+
+fn wait_done() {
+    let fd = DONE_R.load(Ordering::Acquire);
+    if fd < 0 {
+        return;
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll is async-signal-safe; pfd is a valid single-element array.
+    unsafe { libc::poll(&mut pfd, 1, SIGNAL_DUMP_TIMEOUT_MS) };
+}
+
+/// Called at each recorded allocation: starts the worker the first time, if anything needs it.
+#[inline]
+pub fn worker_needed(s: &'static state::State) {
+    if WORKER.load(Ordering::Relaxed) != WORKER_NONE {
+        return;
+    }
+    if s.config.snapshot_interval.is_none() && !s.config.signals {
+        return;
+    }
+    if WORKER
+        .compare_exchange(
+            WORKER_NONE,
+            WORKER_STARTING,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+    {
+        start_worker(s);
+    }
+}
+
+fn pipe() -> Option<(c_int, c_int)> {
+    let mut fds = [-1; 2];
+    // SAFETY: fds is a valid two-element array.
+    let ok = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0;
+    ok.then_some((fds[0], fds[1]))
+}
+
+fn start_worker(s: &'static state::State) {
+    let (Some((wake_r, wake_w)), Some((done_r, done_w))) = (pipe(), pipe()) else {
+        return; // WORKER stays STARTING: no second try, no worker.
+    };
+    WAKE_R.store(wake_r, Ordering::Release);
+    WAKE_W.store(wake_w, Ordering::Release);
+    DONE_R.store(done_r, Ordering::Release);
+    DONE_W.store(done_w, Ordering::Release);
+    let spawned = std::thread::Builder::new()
+        .name("cudaleak".into())
+        .spawn(move || worker(s));
+    if spawned.is_ok() {
+        WORKER.store(WORKER_RUNNING, Ordering::Release);
+        if SNAPSHOT_PENDING.swap(false, Ordering::AcqRel) {
+            wake(REQUEST_SNAPSHOT);
+        }
+    }
+}
+
+/// The worker: periodic snapshots, SIGUSR1 snapshots, dumps for terminating signals.
+fn worker(s: &'static state::State) {
+    // Process-directed signals must go to the program's threads, whose handlers wait for us.
+    // SAFETY: a full set, applied to this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+    let interval = s.config.snapshot_interval;
+    let mut next = interval.map(|i| Instant::now() + i);
+    loop {
+        let timeout = next.map_or(-1, |t| {
+            t.saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as c_int
+        });
+        let mut pfd = libc::pollfd {
+            fd: WAKE_R.load(Ordering::Acquire),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: pfd is a valid single-element array.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout) };
+        if n > 0 && pfd.revents & (libc::POLLNVAL | libc::POLLERR | libc::POLLHUP) != 0 {
+            // The program closed our descriptors: keep the periodic snapshots only.
+            match interval {
+                Some(i) => std::thread::sleep(i),
+                None => return,
+            }
+        }
+        let mut snapshot = false;
+        let mut fatal = false;
+        if n > 0 && pfd.revents & libc::POLLIN != 0 {
+            let mut buf = [0u8; 64];
+            // SAFETY: buf is valid for 64 bytes; the pipe is non-blocking.
+            let got = unsafe { libc::read(pfd.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            for &b in &buf[..got.max(0) as usize] {
+                snapshot |= b == REQUEST_SNAPSHOT;
+                fatal |= b == REQUEST_FATAL;
+            }
+        }
+        if let (Some(t), Some(i)) = (next, interval) {
+            if Instant::now() >= t {
+                snapshot = true;
+                next = Some(Instant::now() + i);
+            }
+        }
+        if fatal {
+            let sig = FATAL_SIGNAL.load(Ordering::Acquire);
+            let _ =
+                std::panic::catch_unwind(AssertUnwindSafe(|| dump::write(s, Moment::Signal(sig))));
+            let done = [1u8];
+            // SAFETY: done is valid for one byte.
+            unsafe { libc::write(DONE_W.load(Ordering::Acquire), done.as_ptr().cast(), 1) };
+            return;
+        }
+        if snapshot {
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| dump::write(s, Moment::Snapshot)));
+        }
+    }
+}
+
+// Fork: the child must start with an empty table, and no lock may be inherited held. Every
+// lock of the state is taken before the fork and released on both sides after it.
+
+extern "C" fn before_fork() {
+    if let Some(s) = state::get() {
+        s.lock_all();
+    }
+}
+
+extern "C" fn after_fork_parent() {
+    if let Some(s) = state::get() {
+        // SAFETY: before_fork took every lock on this thread.
+        unsafe { s.unlock_all() };
+    }
+}
+
+extern "C" fn after_fork_child() {
+    if let Some(s) = state::get() {
+        // SAFETY: before_fork took every lock; the child is a copy of the forking thread.
+        unsafe { s.unlock_all() };
+        s.reset_for_child();
+    }
+    guard::forget_thread_id();
+    // The worker thread did not survive the fork; its descriptors are the parent's.
+    for fd in [&WAKE_R, &WAKE_W, &DONE_R, &DONE_W] {
+        let old = fd.swap(-1, Ordering::AcqRel);
+        if old >= 0 {
+            // SAFETY: closing the child's copy of a descriptor we created.
+            unsafe { libc::close(old) };
+        }
+    }
+    WORKER.store(WORKER_NONE, Ordering::Release);
+    HANDLING_FATAL.store(false, Ordering::Release);
 }

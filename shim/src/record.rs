@@ -5,10 +5,10 @@
 use cudaleak_format::EventType;
 
 use crate::api::Api;
-use crate::guard;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::table::{Block, EventRecord, FreeOutcome};
+use crate::{guard, lifecycle};
 
 fn capture_stack(s: &State) -> StackId {
     let mut buf = [0usize; stack::MAX_DEPTH];
@@ -33,6 +33,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
             api,
         };
         s.table.allocated(op.space(), addr, block);
+        lifecycle::worker_needed(s);
     });
 }
 

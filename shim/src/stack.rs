@@ -118,6 +118,24 @@ impl Interner {
         StackId(local << SHARD_BITS | shard_index as u32)
     }
 
+    /// Takes every lock and keeps it (before fork). Pair with [`Interner::unlock_all`].
+    pub fn lock_all(&self) {
+        for shard in &self.shards {
+            std::mem::forget(shard.lock());
+        }
+    }
+
+    /// Releases what [`Interner::lock_all`] took.
+    ///
+    /// # Safety
+    /// Every lock must be held by a `lock_all` call whose guards were forgotten.
+    pub unsafe fn unlock_all(&self) {
+        for shard in &self.shards {
+            // SAFETY: per the contract, lock_all holds this lock.
+            unsafe { shard.force_unlock() };
+        }
+    }
+
     /// The addresses of an interned stack.
     pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
         let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();
@@ -138,7 +156,7 @@ impl Hasher for StackHasher {
         }
     }
     fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x51_7cc1_b727_220a_95);
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
@@ -178,6 +196,8 @@ mod tests {
         let n = capture(1, &mut buf);
         assert_eq!(n, 1);
         assert!(!is_own(buf[0]));
-        assert!(is_own(capture_skips_own_frames_and_stops_at_depth as usize));
+        assert!(is_own(
+            capture_skips_own_frames_and_stops_at_depth as *const () as usize
+        ));
     }
 }

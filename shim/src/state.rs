@@ -1,9 +1,9 @@
 //! The one owner of global state and its lifecycle: created once by the constructor, read by
 //! every hook through [`recording`], stopped for good if recording ever fails.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,7 +18,11 @@ pub struct State {
     /// One sequence for allocations, frees and events, so their order can be told apart.
     pub seq: AtomicU64,
     pub start: Instant,
-    pub start_unix_ms: u64,
+    pub start_unix_ms: AtomicU64,
+    /// Snapshots written so far.
+    pub snapshots: AtomicU64,
+    /// The parent's pid in a forked child, else 0.
+    pub forked_from: AtomicU32,
     /// Why recording stopped early, if it did.
     pub stopped: OnceLock<String>,
 }
@@ -35,7 +39,9 @@ pub fn init(config: Config) -> &'static State {
         stacks: Interner::default(),
         seq: AtomicU64::new(0),
         start: Instant::now(),
-        start_unix_ms: unix_ms(),
+        start_unix_ms: AtomicU64::new(unix_ms()),
+        snapshots: AtomicU64::new(0),
+        forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
     });
     RECORDING.store(enabled, Ordering::Release);
@@ -77,6 +83,34 @@ pub fn stop(reason: &str) {
 }
 
 impl State {
+    /// Takes every lock of the state and keeps it (before fork).
+    pub fn lock_all(&self) {
+        self.table.lock_all();
+        self.stacks.lock_all();
+    }
+
+    /// Releases what [`State::lock_all`] took.
+    ///
+    /// # Safety
+    /// Only after `lock_all`, on the thread that called it (or its forked copy).
+    #[allow(unsafe_code)]
+    pub unsafe fn unlock_all(&self) {
+        // SAFETY: per the contract.
+        unsafe {
+            self.stacks.unlock_all();
+            self.table.unlock_all();
+        }
+    }
+
+    /// In a forked child: an empty table, a new start, the parent remembered.
+    pub fn reset_for_child(&self) {
+        self.table.clear();
+        self.snapshots.store(0, Ordering::Relaxed);
+        self.start_unix_ms.store(unix_ms(), Ordering::Relaxed);
+        self.forked_from
+            .store(std::os::unix::process::parent_id(), Ordering::Relaxed);
+    }
+
     pub fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
     }

@@ -86,7 +86,7 @@ mod tests {
     fn resolves_function_file_line_and_module() {
         let mut s = Symbolizer::new("/proc/self/exe".into());
         // resolve() looks up ip - 1, so this lands on marker's first instruction.
-        let ip = marker as usize + 1;
+        let ip = marker as *const () as usize + 1;
         let frames = s.frames(&[ip]);
         let f = &frames[0];
         assert!(

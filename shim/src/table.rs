@@ -2,7 +2,8 @@
 //! of. Safe Rust only; sharded so threads allocating at once rarely meet on a lock.
 //!
 //! No lock here is ever held while calling into CUDA or anything else outside this file.
-#![forbid(unsafe_code)]
+//! The one `unsafe` function releases the locks a fork handler took.
+#![deny(unsafe_code)]
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -225,6 +226,50 @@ impl Table {
         } else {
             drop(events);
             self.counters.dropped_events.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Takes every lock and keeps it (before fork). Pair with [`Table::unlock_all`].
+    pub fn lock_all(&self) {
+        for shard in self.shards.iter() {
+            std::mem::forget(shard.lock());
+        }
+        std::mem::forget(self.events.lock());
+    }
+
+    /// Releases what [`Table::lock_all`] took.
+    ///
+    /// # Safety
+    /// Every lock must be held by a `lock_all` call whose guards were forgotten.
+    #[allow(unsafe_code)]
+    pub unsafe fn unlock_all(&self) {
+        for shard in self.shards.iter() {
+            // SAFETY: per the contract, lock_all holds this lock.
+            unsafe { shard.force_unlock() };
+        }
+        // SAFETY: as above.
+        unsafe { self.events.force_unlock() };
+    }
+
+    /// Empties everything: a forked child starts with nothing of its parent's.
+    pub fn clear(&self) {
+        for shard in self.shards.iter() {
+            *shard.lock() = Shard::default();
+        }
+        self.events.lock().clear();
+        let c = &self.counters;
+        for counter in [
+            &c.allocations,
+            &c.frees,
+            &c.untracked_frees,
+            &c.failed_allocations,
+            &c.invalid_frees,
+            &c.live_bytes,
+            &c.peak_live_bytes,
+            &c.bytes_allocated,
+            &c.dropped_events,
+        ] {
+            counter.store(0, Relaxed);
         }
     }
 

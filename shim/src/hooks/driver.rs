@@ -30,7 +30,7 @@ pub struct DriverHook {
     exported: AtomicPtr<c_void>,
 }
 
-const NOT_EXPORTED: *mut c_void = 1 as *mut c_void;
+const NOT_EXPORTED: *mut c_void = ptr::dangling_mut::<c_void>();
 /// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
 const PER_THREAD_STREAM: u64 = 2;
 
