@@ -27,6 +27,7 @@ pub struct Cli {
 pub enum Command {
     /// Run PROGRAM with the shim preloaded, then report on every dump it wrote
     #[command(
+        override_usage = "cudaleak run [OPTIONS] [--] PROGRAM [ARGS]...",
         after_help = "The shim is found as --shim PATH, else $CUDALEAK_SHIM, else libcudaleak.so next to \
                       the cudaleak binary, else ../lib/libcudaleak.so relative to it.\n\
                       Exit status: the program's non-zero status (128+N when killed by signal N) wins; \
@@ -53,8 +54,14 @@ pub struct RunArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub report: ReportOptions,
-    /// The program to run and its arguments (after `--`)
-    #[arg(required = true, last = true, value_name = "PROGRAM")]
+    /// The program to run and its arguments (`--` before them is optional unless PROGRAM
+    /// starts with `-`)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
     pub program: Vec<std::ffi::OsString>,
 }
 

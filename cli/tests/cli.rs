@@ -398,6 +398,22 @@ fn run_reports_leaks_with_23_and_clean_with_0() {
 }
 
 #[test]
+fn run_takes_the_program_with_or_without_a_double_dash() {
+    let env = run_env();
+    let mut c = bin();
+    c.arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out);
+    // Everything from PROGRAM on belongs to the program, options included.
+    c.args(["sh", "-c", "echo \"[$0]\"; exit 6", "--format"])
+        .assert()
+        .code(6)
+        .stdout(predicate::str::contains("[--format]"));
+}
+
+#[test]
 fn run_passes_report_options_through() {
     let env = run_env();
     env.cmd(&["--exit-code", "0"], &copy_dump("leak_loop.json"))
