@@ -114,6 +114,7 @@ for flavour in "${flavours[@]}"; do
                 compile "$dir/$lname.so" "$flavour" "$lib" -- -shared -Xcompiler -fPIC
                 libs+=("-l${lname#lib}")
             done
+            # shellcheck disable=SC2016 # $ORIGIN is for the dynamic linker, not the shell
             compile "$dir/$name" "$flavour" "$source" -- -L"$dir" "${libs[@]}" \
                 -Xlinker --enable-new-dtags -Xlinker '-rpath=$ORIGIN'
         else

@@ -56,7 +56,7 @@ say "- GPU: ${gpu:-none visible to nvidia-smi} (name, driver)"
 say "- nvidia-smi: $(nvidia-smi 2>/dev/null | grep -o 'Driver Version: [0-9.]*.*CUDA Version: [0-9.]*' | tr -s ' ' || echo unknown)"
 say "- nvcc: $nvcc, $("$nvcc" --version | grep -i release)"
 say "- cudaleak: $("$cudaleak" --version 2>&1 | head -n 1) from $bin_dir"
-say "- host: $(uname -srm), $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+say "- host: $(uname -srm), $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"')"
 
 if [[ -z "$gpu" ]]; then
     echo "gpu-validate: warning: no GPU visible; the static-cudart rows need a real driver and will fail" >&2
