@@ -105,7 +105,7 @@ static void init_driver(void) {
     /* The bootstrap sequence real cudart 12.9/13.0 makes. */
     void *fn = NULL;
     CUdriverProcAddressQueryResult status;
-    gpa("", &fn, CUDART_VERSION, 0, &status);
+    gpa("", &fn, 0, 0, &status);
     drv.getProcAddress = gpa;
     int ok = 1;
     LOOKUP(init, "cuInit", 2000, 0);
@@ -757,4 +757,16 @@ EXPORT cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, c
 EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
     return cudaEventRecord(event, stream);
+}
+EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind) {
+    return cudaMemcpyToSymbol(symbol, src, count, offset, kind);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, size_t offset,
+                                             enum cudaMemcpyKind kind) {
+    return cudaMemcpyFromSymbol(dst, symbol, count, offset, kind);
+}
+EXPORT cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                     size_t height, enum cudaMemcpyKind kind) {
+    return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }

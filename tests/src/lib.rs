@@ -41,7 +41,11 @@ pub fn scenario_source(name: &str) -> PathBuf {
 
 /// The 1-based line of scenario `name` that carries the comment `// @marker`; exactly one must.
 pub fn marker_line(name: &str, marker: &str) -> u32 {
-    let path = scenario_source(name);
+    marker_line_in(&scenario_source(name), marker)
+}
+
+/// The 1-based line of source file `path` that carries the comment `// @marker`.
+pub fn marker_line_in(path: &Path, marker: &str) -> u32 {
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let tag = format!("// @{marker}");
@@ -122,6 +126,7 @@ fn build_shim() -> Result<PathBuf, String> {
 #[derive(Debug, Clone)]
 pub struct Scenario {
     name: String,
+    program: Option<PathBuf>,
     args: Vec<String>,
     env: BTreeMap<String, String>,
     unset: Vec<String>,
@@ -144,11 +149,19 @@ impl Scenario {
     pub fn new(name: &str) -> Self {
         Scenario {
             name: name.to_string(),
+            program: None,
             args: Vec::new(),
             env: BTreeMap::new(),
             unset: Vec::new(),
             cwd: None,
         }
+    }
+
+    /// A program built elsewhere (e.g. by nvcc), run the same way.
+    pub fn program(path: &Path) -> Self {
+        let mut s = Scenario::new(&path.file_name().expect("a file").to_string_lossy());
+        s.program = Some(path.to_path_buf());
+        s
     }
 
     pub fn arg(mut self, a: &str) -> Self {
@@ -195,7 +208,10 @@ impl Scenario {
             .prefix("cudaleak-test-")
             .tempdir()
             .expect("create a temporary directory");
-        let program = scenario_program(&self.name);
+        let program = self
+            .program
+            .clone()
+            .unwrap_or_else(|| scenario_program(&self.name));
         let mut cmd = Command::new(&program);
         cmd.args(&self.args).stdin(Stdio::null());
         // Hermetic: nothing from the developer's environment steers the shim or the driver.
@@ -332,7 +348,29 @@ pub fn first_frame(dump: &Dump, index: usize) -> &Frame {
 /// Asserts that stack `index` starts in `function` at the line of scenario `name` marked
 /// `// @marker`, in that scenario's source file.
 pub fn assert_site(dump: &Dump, index: usize, name: &str, function: &str, marker: &str) {
-    let line = marker_line(name, marker);
+    assert_site_in(
+        dump,
+        index,
+        &scenario_source(name),
+        &scenario_program(name),
+        function,
+        marker,
+    );
+}
+
+/// Asserts that stack `index` starts in `function` at the line of `source` marked
+/// `// @marker`, in the module `program`.
+pub fn assert_site_in(
+    dump: &Dump,
+    index: usize,
+    source: &Path,
+    program: &Path,
+    function: &str,
+    marker: &str,
+) {
+    let line = marker_line_in(source, marker);
+    let source_name = source.file_name().expect("a file").to_string_lossy();
+    let program_name = program.file_name().expect("a file").to_string_lossy();
     let frame = first_frame(dump, index);
     let context = || {
         let program_frame = dump.stacks[index]
@@ -353,14 +391,14 @@ pub fn assert_site(dump: &Dump, index: usize, name: &str, function: &str, marker
     assert_eq!(frame.line, Some(line), "frames[0].line; {}", context());
     let file = frame.file.as_deref().unwrap_or("");
     assert!(
-        file.ends_with(&format!("{name}.c")),
-        "frames[0].file is {file:?}, expected {name}.c; {}",
+        file.ends_with(&format!("/{source_name}")) || file == source_name,
+        "frames[0].file is {file:?}, expected {source_name}; {}",
         context()
     );
     let module = frame.module.as_deref().unwrap_or("");
     assert!(
-        module.ends_with(&format!("/{name}")),
-        "frames[0].module is {module:?}, expected the {name} program; {}",
+        module.ends_with(&format!("/{program_name}")),
+        "frames[0].module is {module:?}, expected the {program_name} program; {}",
         context()
     );
     assert_no_shim_frames(dump);

@@ -24,7 +24,7 @@ fn runtime_reaches_the_driver_like_real_cudart() {
     let expected = "\
 dlopen libcuda.so.1 2
 dlsym cuGetProcAddress_v2
-getproc  13000 0
+getproc  0 0
 getproc cuInit 2000 0
 getproc cuGetProcAddress 11030 0
 getproc cuGetProcAddress 12000 0
