@@ -47,7 +47,7 @@ pub fn marker_line(name: &str, marker: &str) -> u32 {
 /// The 1-based line of source file `path` that carries the comment `// @marker`.
 pub fn marker_line_in(path: &Path, marker: &str) -> u32 {
     let text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let tag = format!("// @{marker}");
     let hits: Vec<usize> = text
         .lines()
