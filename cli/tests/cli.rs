@@ -603,3 +603,41 @@ fn run_forwards_sigterm_to_the_program() {
     assert_eq!(out.status.code(), Some(143));
     assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
 }
+
+#[test]
+fn source_files_under_the_current_directory_are_shown_relative_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let text = std::fs::read_to_string(fixture("leak_loop.json"))
+        .unwrap()
+        .replace(
+            "\"cuda-samples/leak_loop.cu\"",
+            &format!("\"{}/cuda-samples/leak_loop.cu\"", root.display()),
+        );
+    let dump = root.join("cudaleak.1001.json");
+    std::fs::write(&dump, text).unwrap();
+    bin()
+        .current_dir(&root)
+        .args(["report", "cudaleak.1001.json"])
+        .assert()
+        .code(23)
+        .stdout(predicate::str::contains(
+            "    #0 loop_alloc(int) at cuda-samples/leak_loop.cu:14 (leak_loop)\n",
+        ));
+    // Elsewhere the path stays as recorded; JSON always keeps it verbatim.
+    bin()
+        .args(["report", dump.to_str().unwrap()])
+        .assert()
+        .stdout(predicate::str::contains(format!(
+            "at {}/cuda-samples/leak_loop.cu:14",
+            root.display()
+        )));
+    bin()
+        .current_dir(&root)
+        .args(["report", "--format", "json", "cudaleak.1001.json"])
+        .assert()
+        .stdout(predicate::str::contains(format!(
+            "\"{}/cuda-samples/leak_loop.cu\"",
+            root.display()
+        )));
+}

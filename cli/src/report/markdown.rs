@@ -6,7 +6,7 @@
 use std::io::{self, Write};
 
 use super::{
-    error_text, frame_text, gate_reasons, human_bytes, placement, plural, process_label,
+    error_text, frame_text_under, gate_reasons, human_bytes, placement, plural, process_label,
     summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
@@ -37,15 +37,16 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-fn first_frame(s: &StackView) -> String {
-    s.frames
-        .first()
-        .map_or_else(|| "(no frames)".into(), |f| escape(&frame_text(f)))
+fn first_frame(s: &StackView, root: Option<&str>) -> String {
+    s.frames.first().map_or_else(
+        || "(no frames)".into(),
+        |f| escape(&frame_text_under(f, root)),
+    )
 }
 
-fn stack(w: &mut dyn Write, s: &StackView) -> io::Result<()> {
+fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()> {
     for f in &s.frames {
-        writeln!(w, "1. {}", escape(&frame_text(f)))?;
+        writeln!(w, "1. {}", escape(&frame_text_under(f, root)))?;
     }
     if s.omitted > 0 {
         writeln!(
@@ -69,6 +70,7 @@ fn group_line(g: &LeakGroup) -> String {
 
 impl Reporter for Markdown {
     fn report(&self, f: &Findings, view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let root = view.source_root.as_deref();
         let gate = if f.verdict.exit_code != 0 {
             format!(
                 "❌ gate failed ({}), exit status {}",
@@ -110,7 +112,7 @@ impl Reporter for Markdown {
                         human_bytes(g.bytes),
                         g.allocations,
                         escape(&g.api),
-                        first_frame(&g.stack)
+                        first_frame(&g.stack, root)
                     )?;
                 }
                 if p.leaks_not_shown() > 0 {
@@ -133,7 +135,7 @@ impl Reporter for Markdown {
                         group_line(g)
                     )?;
                     writeln!(w)?;
-                    stack(w, &g.stack)?;
+                    stack(w, &g.stack, root)?;
                 }
                 writeln!(w)?;
                 writeln!(w, "</details>")?;
@@ -153,12 +155,12 @@ impl Reporter for Markdown {
                     plural(g.count, "time", "times")
                 )?;
                 writeln!(w)?;
-                stack(w, &g.stack)?;
+                stack(w, &g.stack, root)?;
                 if let Some(a) = &g.alloc_stack {
                     writeln!(w)?;
                     writeln!(w, "allocated at:")?;
                     writeln!(w)?;
-                    stack(w, a)?;
+                    stack(w, a, root)?;
                 }
             }
             if !p.failed.is_empty() {
@@ -177,7 +179,7 @@ impl Reporter for Markdown {
                         g.count,
                         human_bytes(g.bytes),
                         escape(&errors.join(", ")),
-                        first_frame(&g.stack)
+                        first_frame(&g.stack, root)
                     )?;
                 }
             }
@@ -194,7 +196,7 @@ impl Reporter for Markdown {
                         human_bytes(g.bytes),
                         g.allocations,
                         escape(&g.api),
-                        first_frame(&g.stack)
+                        first_frame(&g.stack, root)
                     )?;
                 }
             }
@@ -250,7 +252,8 @@ impl Reporter for Markdown {
         Ok(())
     }
 
-    fn diff(&self, d: &DiffFindings, _view: &View, w: &mut dyn Write) -> io::Result<()> {
+    fn diff(&self, d: &DiffFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let root = view.source_root.as_deref();
         let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
         writeln!(
             w,
@@ -272,7 +275,7 @@ impl Reporter for Markdown {
                 human_bytes(r.old.bytes),
                 human_bytes(r.new.bytes),
                 escape(&r.api),
-                first_frame(&r.stack)
+                first_frame(&r.stack, root)
             )?;
         }
         Ok(())

@@ -60,13 +60,22 @@ pub fn plural(n: u64, one: &str, many: &str) -> String {
 
 /// `process_data(float*) at leak.cu:18 (leak)`; without a symbol `0x55d4c2a01a3f (leak+0x1a3f)`.
 pub fn frame_text(f: &FrameView) -> String {
+    frame_text_under(f, None)
+}
+
+/// `frame_text`, with a source file under `root` (a directory ending in `/`) shown relative to it.
+pub fn frame_text_under(f: &FrameView, root: Option<&str>) -> String {
     let mut s = match &f.function {
         Some(name) => name.clone(),
         None => format!("{:#x}", f.ip),
     };
     if let Some(file) = &f.file {
         s.push_str(" at ");
-        s.push_str(file);
+        let shown = root
+            .and_then(|r| file.strip_prefix(r))
+            .filter(|rel| !rel.is_empty())
+            .unwrap_or(file);
+        s.push_str(shown);
         if let Some(line) = f.line {
             s.push_str(&format!(":{line}"));
         }
@@ -245,6 +254,14 @@ mod tests {
             ..f
         };
         assert_eq!(frame_text(&bare), "0x55d4c2a01a3f (leak_error_path+0x1a3f)");
+        let abs = FrameView {
+            file: Some("/work/main/cuda-samples/leak.cu".into()),
+            line: Some(3),
+            ..bare.clone()
+        };
+        assert!(frame_text_under(&abs, Some("/work/main/")).contains(" at cuda-samples/leak.cu:3 "));
+        assert!(frame_text_under(&abs, Some("/elsewhere/"))
+            .contains(" at /work/main/cuda-samples/leak.cu:3 "));
     }
 
     #[test]

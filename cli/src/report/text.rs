@@ -6,7 +6,7 @@
 use std::io::{self, Write};
 
 use super::{
-    error_text, frame_text, gate_reasons, human_bytes, placement, plural, process_label,
+    error_text, frame_text_under, gate_reasons, human_bytes, placement, plural, process_label,
     summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use crate::analyze::{
@@ -29,6 +29,7 @@ enum Style {
 struct Out<'a> {
     w: &'a mut dyn Write,
     color: bool,
+    root: Option<&'a str>,
 }
 
 impl Out<'_> {
@@ -48,7 +49,7 @@ impl Out<'_> {
 
     fn stack(&mut self, s: &StackView, indent: &str) -> io::Result<()> {
         for (i, f) in s.frames.iter().enumerate() {
-            writeln!(self.w, "{indent}#{i} {}", frame_text(f))?;
+            writeln!(self.w, "{indent}#{i} {}", frame_text_under(f, self.root))?;
         }
         if s.omitted > 0 {
             let more = self.paint(
@@ -310,7 +311,7 @@ fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
             .stack
             .frames
             .first()
-            .map_or("(no frames)".into(), frame_text);
+            .map_or("(no frames)".into(), |f| frame_text_under(f, o.root));
         writeln!(
             o.w,
             "    {:>12} in {:<14} {} via {}",
@@ -416,6 +417,7 @@ impl Reporter for Text {
         let mut o = Out {
             w,
             color: view.color,
+            root: view.source_root.as_deref(),
         };
         for p in &f.processes {
             process_section(&mut o, p, f, view)?;
@@ -423,10 +425,11 @@ impl Reporter for Text {
         footer(&mut o, f)
     }
 
-    fn diff(&self, d: &DiffFindings, _view: &View, w: &mut dyn Write) -> io::Result<()> {
+    fn diff(&self, d: &DiffFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let mut o = Out {
             w,
-            color: _view.color,
+            color: view.color,
+            root: view.source_root.as_deref(),
         };
         writeln!(o.w, "{}", o.paint("== cudaleak diff ==", Style::Bold))?;
         for (name, side) in [("old", &d.old), ("new", &d.new)] {
