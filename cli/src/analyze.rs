@@ -58,11 +58,20 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, other: Counts) {
+    pub fn add(&mut self, other: Counts) {
         self.groups += other.groups;
         self.allocations += other.allocations;
         self.bytes = self.bytes.saturating_add(other.bytes);
     }
+}
+
+/// The total of some groups.
+pub fn sum_groups<'a>(groups: impl IntoIterator<Item = &'a LeakGroup>) -> Counts {
+    let mut c = Counts::default();
+    for g in groups {
+        c.add(group_counts(g));
+    }
+    c
 }
 
 /// Live blocks allocated from one callsite with one API, kind and device.
@@ -549,10 +558,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
             kept.push(acc.group);
         }
     }
-    let mut leaked = Counts::default();
-    for g in &kept {
-        leaked.add(group_counts(g));
-    }
+    let leaked = sum_groups(&kept);
     let callsites = kept.iter().map(|g| g.callsite.clone()).collect();
     kept.truncate(cfg.view.top.unwrap_or(usize::MAX));
 
@@ -666,9 +672,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         t.double_frees += p.double_frees;
         t.invalid_frees += p.invalid_frees;
         t.bad_frees += p.bad_free_count();
-        for g in &p.managed {
-            t.managed.add(group_counts(g));
-        }
+        t.managed.add(sum_groups(&p.managed));
     }
     distinct.sort_unstable();
     distinct.dedup();

@@ -192,9 +192,7 @@ pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
     for p in &f.processes {
         for (i, c) in p.suppressed.iter().enumerate() {
             if let Some(o) = out.get_mut(i) {
-                o.groups += c.groups;
-                o.allocations += c.allocations;
-                o.bytes = o.bytes.saturating_add(c.bytes);
+                o.add(*c);
             }
         }
     }

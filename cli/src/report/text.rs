@@ -10,7 +10,7 @@ use super::{
     summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use crate::analyze::{
-    BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
+    sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
 };
 use crate::args::View;
 use cudaleak_format::EventType;
@@ -147,11 +147,7 @@ fn process_section(
         writeln!(o.w)?;
     }
     if p.leaks_not_shown() > 0 {
-        let shown = p.leaks.iter().fold(Counts::default(), |mut c, g| {
-            c.allocations += g.allocations;
-            c.bytes += g.bytes;
-            c
-        });
+        let shown = sum_groups(&p.leaks);
         let rest = Counts {
             groups: 0,
             allocations: p.leaked.allocations - shown.allocations,
@@ -215,11 +211,7 @@ fn process_section(
     }
 
     if !p.managed.is_empty() {
-        let total = p.managed.iter().fold(Counts::default(), |mut c, g| {
-            c.allocations += g.allocations;
-            c.bytes = c.bytes.saturating_add(g.bytes);
-            c
-        });
+        let total = sum_groups(&p.managed);
         let head = o.paint("Managed memory:", Style::Yellow);
         writeln!(
             o.w,
