@@ -9,7 +9,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, View};
+use crate::args::{DiffArgs, ReportArgs, ReportOptions, RunArgs, View};
 use crate::load;
 use crate::report;
 use crate::run::{self, Outcome};
@@ -60,7 +60,8 @@ fn emit(
     }
 }
 
-/// The current directory with a trailing slash: SARIF paths are made relative to it.
+/// The current directory with a trailing slash: reports show source files under it relative
+/// to it (SARIF through `uriBaseId`).
 fn source_root() -> Option<String> {
     let dir = std::env::current_dir().ok()?;
     let s = dir.to_str()?.trim_end_matches('/');
@@ -90,12 +91,6 @@ fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
     Ok(analyze::finish(processes, cfg))
 }
 
-fn report_paths(paths: &[PathBuf], opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
-    let files = load::expand(paths, false)?;
-    let findings = analyze_paths(&files, cfg)?;
-    write_report(&findings, opts, cfg)
-}
-
 fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
     let (mut out, tty) = open_output(opts.output.as_deref())?;
     let view = View {
@@ -112,7 +107,8 @@ fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Resu
 pub fn report(a: &ReportArgs) -> u8 {
     let run = || -> Result<u8, Failure> {
         let cfg = config(&a.report, a.report.view(false))?;
-        report_paths(&a.paths, &a.report, &cfg)
+        let files = load::expand(&a.paths, false)?;
+        write_report(&analyze_paths(&files, &cfg)?, &a.report, &cfg)
     };
     run().unwrap_or_else(fail)
 }
@@ -177,7 +173,7 @@ pub fn diff(a: &DiffArgs) -> u8 {
         drop((old, new));
         let (mut out, tty) = open_output(a.output.as_deref())?;
         let view = View {
-            color: a.format == Format::Text && a.view(tty).color,
+            color: a.view(tty).color,
             source_root: source_root(),
             ..view
         };
