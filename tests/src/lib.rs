@@ -204,6 +204,28 @@ impl Scenario {
     }
 
     fn run(self, preload: Option<PathBuf>) -> Run {
+        let name = self.name.clone();
+        let mut spawned = self.spawn_with(preload, Stdio::null());
+        let child = spawned.child.take().expect("a fresh child");
+        let out = child.wait_with_output().expect("wait for the scenario");
+        Run {
+            name,
+            status: out.status,
+            pid: spawned.pid,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            dir: spawned.dir,
+        }
+    }
+
+    /// Starts the program under the shim with piped stdin, stdout and stderr, for tests that
+    /// talk to it (signals, snapshots) while it runs.
+    pub fn spawn_shim(self) -> Spawned {
+        let shim = shim().to_path_buf();
+        self.spawn_with(Some(shim), Stdio::piped())
+    }
+
+    fn spawn_with(self, preload: Option<PathBuf>, stdin: Stdio) -> Spawned {
         let dir = tempfile::Builder::new()
             .prefix("cudaleak-test-")
             .tempdir()
@@ -213,7 +235,7 @@ impl Scenario {
             .clone()
             .unwrap_or_else(|| scenario_program(&self.name));
         let mut cmd = Command::new(&program);
-        cmd.args(&self.args).stdin(Stdio::null());
+        cmd.args(&self.args).stdin(stdin);
         // Hermetic: nothing from the developer's environment steers the shim or the driver.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();
@@ -243,17 +265,22 @@ impl Scenario {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
-        let pid = child.id();
-        let out = child.wait_with_output().expect("wait for the scenario");
-        Run {
-            name: self.name,
-            status: out.status,
-            pid,
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        Spawned {
+            pid: child.id(),
+            child: Some(child),
             dir,
         }
     }
+}
+
+/// A scenario still running; see [`Scenario::spawn_shim`].
+#[derive(Debug)]
+pub struct Spawned {
+    pub pid: u32,
+    /// Taken by whoever waits for it.
+    pub child: Option<std::process::Child>,
+    /// The dump directory, as for [`Run::dir`].
+    pub dir: tempfile::TempDir,
 }
 
 impl Run {

@@ -156,3 +156,48 @@ fn rank_comes_from_the_launcher_variables() {
     let run = Scenario::new("leak_exit").run_shim();
     assert_eq!(run.dump().process.rank, None, "no rank variable set");
 }
+
+#[test]
+fn an_existing_file_is_never_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = dir.path().join("fixed.json");
+    std::fs::write(&taken, "someone else's\n").unwrap();
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_OUTPUT", &taken)
+        .run_shim();
+    run.assert_exit(0);
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "someone else's\n");
+    let next = dir.path().join("fixed.1.json");
+    assert_eq!(files_in(dir.path()), vec![next.clone(), taken]);
+    assert_leak_exit_dump(&next, &run);
+    let line = run.stderr.lines().last().unwrap_or("");
+    assert!(
+        line.starts_with("cudaleak: 3 allocations (74.1 KiB) still live at exit -> ")
+            && line.ends_with("/fixed.1.json"),
+        "the stderr line names the file used: {line:?}"
+    );
+}
+
+#[test]
+fn a_missing_directory_with_trailing_slash_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("new").join("deeper");
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_OUTPUT", format!("{}/", sub.display()))
+        .run_shim();
+    run.assert_exit(0);
+    only_file(&sub, sub.join(format!("cudaleak.{}.json", run.pid)), &run);
+}
+
+#[test]
+fn an_unwritable_output_costs_one_stderr_line_and_nothing_else() {
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_OUTPUT", "/proc/cudaleak-cannot-exist/")
+        .arg("7")
+        .run_shim();
+    run.assert_exit(7).assert_stdout("hello from leak_exit\n");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "stderr:\n{}", run.stderr);
+    assert_eq!(lines[0], PROGRAM_STDERR);
+    assert!(lines[1].starts_with("cudaleak: "), "{:?}", lines[1]);
+}
