@@ -132,8 +132,6 @@ pub struct ProcessFindings {
     pub leaks: Vec<LeakGroup>,
     /// Everything left after filters (not cut by `--top`).
     pub leaked: Counts,
-    /// Callsite identities of every group left after filters.
-    pub callsites: Vec<String>,
     /// Per suppression rule, in file order.
     pub suppressed: Vec<Counts>,
     pub below_min_bytes: Counts,
@@ -188,11 +186,23 @@ pub struct Verdict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Findings {
     pub processes: Vec<ProcessFindings>,
+    /// Leaks merged by callsite across processes, largest first, cut to `--top`.
+    pub callsites: Vec<CallsiteTotal>,
     pub rules: Vec<Rule>,
     pub min_bytes: u64,
     pub gate: Gate,
     pub totals: Totals,
     pub verdict: Verdict,
+}
+
+/// One callsite's leaks summed over every process that has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallsiteTotal {
+    pub api: String,
+    pub stack: StackView,
+    pub bytes: u64,
+    pub allocations: u64,
+    pub processes: u64,
 }
 
 /// Everything `analyze_process` needs besides the dump.
@@ -559,8 +569,6 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         }
     }
     let leaked = sum_groups(&kept);
-    let callsites = kept.iter().map(|g| g.callsite.clone()).collect();
-    kept.truncate(cfg.view.top.unwrap_or(usize::MAX));
 
     let (failed, bad_frees) = group_events(dump, &mut stacks);
     let count = |t: EventType| dump.events.iter().filter(|e| e.kind == t).count() as u64;
@@ -571,7 +579,6 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         summary: dump.summary.clone(),
         leaks: kept,
         leaked,
-        callsites,
         suppressed,
         below_min_bytes,
         failed,
@@ -648,6 +655,40 @@ fn group_events<'a>(
     (failed, bad)
 }
 
+/// Sums leak groups by callsite over all processes.
+fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTotal> {
+    let mut index: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut out: Vec<CallsiteTotal> = Vec::new();
+    for (pi, p) in processes.iter().enumerate() {
+        for g in &p.leaks {
+            let slot = index.entry(&g.callsite).or_insert_with(|| {
+                out.push(CallsiteTotal {
+                    api: g.api.clone(),
+                    stack: g.stack.clone(),
+                    bytes: 0,
+                    allocations: 0,
+                    processes: 0,
+                });
+                (out.len() - 1, usize::MAX)
+            });
+            let c = &mut out[slot.0];
+            c.bytes = c.bytes.saturating_add(g.bytes);
+            c.allocations += g.allocations;
+            if slot.1 != pi {
+                slot.1 = pi;
+                c.processes += 1;
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(b.allocations.cmp(&a.allocations))
+            .then(b.processes.cmp(&a.processes))
+    });
+    out
+}
+
 /// Combines per-process findings (sorted by pid) and decides the gate.
 pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
     processes.sort_by(|a, b| {
@@ -660,10 +701,15 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         processes: processes.len() as u64,
         ..Totals::default()
     };
-    let mut distinct: Vec<&str> = Vec::new();
+    let mut callsites = merge_callsites(&processes);
+    t.callsites = callsites.len() as u64;
+    let top = cfg.view.top.unwrap_or(usize::MAX);
+    callsites.truncate(top);
+    for p in &mut processes {
+        p.leaks.truncate(top);
+    }
     for p in &processes {
         t.leaked.add(p.leaked);
-        distinct.extend(p.callsites.iter().map(String::as_str));
         for c in &p.suppressed {
             t.suppressed.add(*c);
         }
@@ -674,9 +720,6 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         t.bad_frees += p.bad_free_count();
         t.managed.add(sum_groups(&p.managed));
     }
-    distinct.sort_unstable();
-    distinct.dedup();
-    t.callsites = distinct.len() as u64;
 
     let leaks = t.leaked.allocations > 0;
     let tolerated = leaks && t.leaked.bytes <= cfg.gate.max_leaked_bytes;
@@ -689,6 +732,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
     };
     Findings {
         processes,
+        callsites,
         rules: cfg.rules.clone(),
         min_bytes: cfg.min_bytes,
         gate: cfg.gate,
@@ -1211,6 +1255,15 @@ mod tests {
         assert_eq!(f.totals.processes, 2);
         assert_eq!(f.totals.leaked.allocations, 3);
         assert_eq!(f.totals.callsites, 2);
+        // The shared callsite is merged over both processes, largest first.
+        assert_eq!(f.callsites.len(), 2);
+        let shared = &f.callsites[0];
+        assert_eq!(functions(&shared.stack)[0], "worker_init()");
+        assert_eq!(
+            (shared.bytes, shared.allocations, shared.processes),
+            (2 << 20, 2, 2)
+        );
+        assert_eq!(f.callsites[1].processes, 1);
     }
 
     #[test]

@@ -78,6 +78,15 @@ fn group(pid: u32, g: &LeakGroup) -> Group<'_> {
 }
 
 #[derive(Serialize)]
+struct Callsite<'a> {
+    api: &'a str,
+    bytes: u64,
+    allocations: u64,
+    processes: u64,
+    frames: Vec<Frame<'a>>,
+}
+
+#[derive(Serialize)]
 struct ErrorCode {
     code: i64,
     name: Option<&'static str>,
@@ -209,6 +218,7 @@ struct Doc<'a> {
     tool: Tool,
     processes: Vec<Process<'a>>,
     leaks: Vec<Group<'a>>,
+    callsites: Vec<Callsite<'a>>,
     failed_allocations: Vec<Failed<'a>>,
     bad_frees: Vec<BadFree<'a>>,
     managed: Vec<Group<'a>>,
@@ -233,6 +243,17 @@ fn document(f: &Findings) -> Doc<'_> {
         tool: TOOL,
         processes: Vec::new(),
         leaks: Vec::new(),
+        callsites: f
+            .callsites
+            .iter()
+            .map(|c| Callsite {
+                api: &c.api,
+                bytes: c.bytes,
+                allocations: c.allocations,
+                processes: c.processes,
+                frames: frames(&c.stack),
+            })
+            .collect(),
         failed_allocations: Vec::new(),
         bad_frees: Vec::new(),
         managed: Vec::new(),

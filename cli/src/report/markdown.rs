@@ -235,6 +235,24 @@ impl Reporter for Markdown {
                 }
             }
         }
+        if f.processes.len() > 1 && !f.callsites.is_empty() {
+            writeln!(w)?;
+            writeln!(w, "#### All processes")?;
+            writeln!(w)?;
+            writeln!(w, "| Leaked | Allocations | Processes | API | Where |")?;
+            writeln!(w, "|--:|--:|--:|---|---|")?;
+            for c in &f.callsites {
+                writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} |",
+                    human_bytes(c.bytes),
+                    c.allocations,
+                    c.processes,
+                    escape(&c.api),
+                    first_frame(&c.stack, root)
+                )?;
+            }
+        }
         if !f.rules.is_empty() {
             writeln!(w)?;
             writeln!(w, "| Suppression | Allocations | Bytes |")?;

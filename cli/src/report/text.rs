@@ -329,6 +329,25 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
                 Style::Bold
             )
         )?;
+        if !f.callsites.is_empty() {
+            writeln!(o.w, "Leaks by callsite, all processes:")?;
+            for c in &f.callsites {
+                let at = c
+                    .stack
+                    .frames
+                    .first()
+                    .map_or("(no frames)".into(), |fr| frame_text_under(fr, o.root));
+                writeln!(
+                    o.w,
+                    "  {:>12} in {} ({}) via {}: {at}",
+                    human_bytes(c.bytes),
+                    plural(c.allocations, "allocation", "allocations"),
+                    plural(c.processes, "process", "processes"),
+                    c.api
+                )?;
+            }
+            writeln!(o.w)?;
+        }
     }
     if !f.rules.is_empty() {
         writeln!(o.w, "Suppressions used:")?;
