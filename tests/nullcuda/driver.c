@@ -474,6 +474,91 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     return free_block(handle, BLOCK_PHYSICAL);
 }
 
+/* ---- virtual memory: reserved ranges are PROT_NONE mappings; cuMemMap makes a range usable.
+ * Two mappings of one physical handle do NOT share memory (each gets fresh zero pages). ---- */
+
+#define VMM_GRANULARITY ((size_t)2 << 20)
+
+static size_t physical_size(CUmemGenericAllocationHandle handle) {
+    size_t size = 0;
+    pthread_mutex_lock(&table_lock);
+    for (struct block *b = table[bucket_of(handle)]; b; b = b->next)
+        if (b->key == handle && b->cls == BLOCK_PHYSICAL)
+            size = b->size;
+    pthread_mutex_unlock(&table_lock);
+    return size;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option) {
+    (void)option;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!granularity || !prop)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *granularity = VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                    unsigned long long flags) {
+    (void)alignment, (void)addr;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!ptr || size == 0 || size % VMM_GRANULARITY != 0 || flags != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    errno = saved;
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    int saved = errno;
+    if (!ptr || size == 0 || munmap((void *)(uintptr_t)ptr, size) != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                         unsigned long long flags) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    size_t phys = physical_size(handle);
+    if (!ptr || size == 0 || flags != 0 || phys == 0 || offset > phys || size > phys - offset)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    if (mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    int saved = errno;
+    if (!ptr || size == 0 || madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED) != 0 ||
+        mprotect((void *)(uintptr_t)ptr, size, PROT_NONE) != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+/* Access is granted by cuMemMap already; this only validates. */
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!ptr || size == 0 || !desc || count == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return CUDA_SUCCESS;
+}
+
 static size_t format_bytes(CUarray_format f) {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -627,6 +712,12 @@ static const struct proc procs[] = {
     PT("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync),
     P("cuMemCreate", 10020, cuMemCreate),
     P("cuMemRelease", 10020, cuMemRelease),
+    P("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
+    P("cuMemAddressReserve", 10020, cuMemAddressReserve),
+    P("cuMemAddressFree", 10020, cuMemAddressFree),
+    P("cuMemMap", 10020, cuMemMap),
+    P("cuMemUnmap", 10020, cuMemUnmap),
+    P("cuMemSetAccess", 10020, cuMemSetAccess),
     P("cuArrayCreate", 3020, cuArrayCreate_v2),
     P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
     P("cuArrayDestroy", 2000, cuArrayDestroy),
