@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::stack::MAX_DEPTH;
+use crate::stack::{Unwind, MAX_DEPTH};
 
 pub const DEFAULT_DEPTH: usize = 32;
 
@@ -21,6 +21,9 @@ pub struct Config {
     pub disabled: bool,
     /// CUDALEAK_SNAPSHOT_INTERVAL=SECONDS: write a snapshot dump this often.
     pub snapshot_interval: Option<Duration>,
+    /// CUDALEAK_UNWIND=precise: walk the stack at every allocation (default `fast`: reuse a
+    /// walk when the stack is provably the same).
+    pub unwind: Unwind,
     /// CUDALEAK_SIGNAL=0: leave SIGUSR1 and the terminating signals alone.
     pub signals: bool,
     /// Problems with the variables, reported once on stderr.
@@ -62,8 +65,21 @@ impl Config {
                 }
             },
         };
+        let unwind = match get("CUDALEAK_UNWIND") {
+            None => Unwind::Cached,
+            Some(v) if v == "fast" => Unwind::Cached,
+            Some(v) if v == "precise" => Unwind::Precise,
+            Some(v) => {
+                warnings.push(format!(
+                    "CUDALEAK_UNWIND={} is neither fast nor precise; using fast",
+                    v.to_string_lossy()
+                ));
+                Unwind::Cached
+            }
+        };
         let flag = |k: &str| get(k).is_some_and(|v| v == "1" || v == "true" || v == "yes");
         Config {
+            unwind,
             snapshot_interval,
             signals: get("CUDALEAK_SIGNAL").is_none_or(|v| v != "0"),
             output: get("CUDALEAK_OUTPUT").filter(|v| !v.is_empty()),

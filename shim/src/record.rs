@@ -10,10 +10,8 @@ use crate::state::{self, State};
 use crate::table::{Block, EventRecord, FreeOutcome};
 use crate::{guard, lifecycle};
 
-fn capture_stack(s: &State) -> StackId {
-    let mut buf = [0usize; stack::MAX_DEPTH];
-    let n = stack::capture(s.config.depth, &mut buf);
-    s.stacks.intern(&buf[..n])
+fn capture_stack(s: &State, api: Api) -> StackId {
+    stack::capture_interned(&s.stacks, s.config.depth, api as u8, s.config.unwind)
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
@@ -22,7 +20,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
     state::shield(|| {
         let op = driver.op();
         let api = guard::label_for(op, driver);
-        let stack = capture_stack(s);
+        let stack = capture_stack(s, driver);
         let block = Block {
             size,
             seq: s.next_seq(),
@@ -43,7 +41,7 @@ pub fn allocation_failed(driver: Api, size: u64, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         s.table.failed_allocation();
-        let stack = capture_stack(s);
+        let stack = capture_stack(s, driver);
         s.table.event(EventRecord {
             kind: EventType::FailedAllocation,
             api,
@@ -79,7 +77,7 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
             FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
             FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
         };
-        let stack = capture_stack(s);
+        let stack = capture_stack(s, driver);
         s.table.event(EventRecord {
             kind,
             api,

@@ -68,24 +68,231 @@ fn is_own(ip: usize) -> bool {
 /// Writes up to `depth` return addresses of the caller's stack into `buf`, innermost first,
 /// leaving out the unwinder's and the shim's frames. Returns how many were written.
 pub fn capture(depth: usize, buf: &mut [usize; MAX_DEPTH]) -> usize {
+    walk(depth, buf, None).0
+}
+
+/// The return addresses a walk read, with the stack slot each was read from: from the first
+/// frame outside the shim on, including any of the shim's frames further out (a runtime forward).
+#[derive(Clone, Copy)]
+struct Checks {
+    n: usize,
+    slot: [usize; MAX_CHECKS],
+    value: [usize; MAX_CHECKS],
+}
+
+const MAX_CHECKS: usize = CACHED_DEPTH + 8;
+
+/// The unwinder's walk. With `checks`, also records where each return address was read and
+/// says whether the walk can be cached (every slot verified to hold its address).
+fn walk(
+    depth: usize,
+    buf: &mut [usize; MAX_DEPTH],
+    mut checks: Option<&mut Checks>,
+) -> (usize, bool) {
     let depth = depth.min(MAX_DEPTH);
     let mut n = 0;
     let mut seen_own = false;
+    let mut collecting = false;
+    let mut cacheable = checks.is_some() && depth <= CACHED_DEPTH;
     // SAFETY: libgcc's _Unwind_Backtrace, which this uses on Linux, is thread-safe; the
     // unsynchronised variant avoids the crate's global lock, which a nested call would hit.
     unsafe {
         backtrace::trace_unsynchronized(|frame| {
             let ip = frame.ip() as usize;
-            if is_own(ip) {
-                seen_own = true;
-            } else if seen_own && ip != 0 {
-                buf[n] = ip;
-                n += 1;
+            let own = is_own(ip);
+            collecting |= seen_own && !own && ip != 0;
+            seen_own |= own;
+            // libgcc reports each return address with the CFA of the frame it returns from:
+            // the address was read from just below that CFA.
+            let cfa = frame.sp() as usize;
+            if collecting && ip != 0 {
+                if let Some(c) = checks.as_deref_mut() {
+                    if c.n < MAX_CHECKS && cfa >= 8 {
+                        let slot = cfa - 8;
+                        c.slot[c.n] = slot;
+                        c.value[c.n] = ip;
+                        c.n += 1;
+                        // The unwinder just read this return address from that slot of this
+                        // thread's live stack.
+                        cacheable &= (slot as *const usize).read() == ip;
+                    } else {
+                        cacheable = false;
+                    }
+                }
+                if !own {
+                    buf[n] = ip;
+                    n += 1;
+                }
             }
             n < depth
         });
     }
-    n
+    (n, cacheable && n > 0)
+}
+
+/// Stacks deeper than this are never cached.
+const CACHED_DEPTH: usize = 64;
+const CACHE_SETS: usize = 16;
+const CACHE_WAYS: usize = 4;
+
+/// One walk remembered: the stack pointer it started from, where each return address was and
+/// what it was, and the interned id. A later capture from the same stack pointer whose slots
+/// all hold the same addresses has the same stack: its frames are where they were, and the
+/// unwinder would read exactly these values again.
+#[derive(Clone, Copy)]
+struct Entry {
+    sp: usize,
+    key: u8,
+    id: StackId,
+    checks: Checks,
+}
+
+/// A small per-thread set-associative cache of walks, for allocation loops.
+struct WalkCache {
+    /// This thread's stack bounds: cached slots are only ever read inside them.
+    stack: std::ops::Range<usize>,
+    sets: Box<[[Option<Entry>; CACHE_WAYS]; CACHE_SETS]>,
+    next_way: [u8; CACHE_SETS],
+}
+
+impl WalkCache {
+    fn new() -> WalkCache {
+        WalkCache {
+            stack: thread_stack(),
+            sets: Box::new([[None; CACHE_WAYS]; CACHE_SETS]),
+            next_way: [0; CACHE_SETS],
+        }
+    }
+
+    fn set_of(sp: usize, key: u8) -> usize {
+        ((sp >> 4) ^ usize::from(key)).wrapping_mul(0x9e37_79b9) >> 8 & (CACHE_SETS - 1)
+    }
+
+    fn lookup(&self, sp: usize, key: u8) -> Option<StackId> {
+        let set = &self.sets[Self::set_of(sp, key)];
+        set.iter().flatten().find_map(|e| {
+            if e.sp != sp || e.key != key {
+                return None;
+            }
+            let c = &e.checks;
+            let same = c.slot[..c.n]
+                .iter()
+                .zip(&c.value[..c.n])
+                .all(|(&slot, &ip)| {
+                    // SAFETY: slot lies inside this thread's stack (checked at insert) and above
+                    // the current stack pointer, which equals the one it was recorded from.
+                    self.stack.contains(&slot)
+                        && unsafe { (slot as *const usize).read_volatile() } == ip
+                });
+            same.then_some(e.id)
+        })
+    }
+
+    fn insert(&mut self, sp: usize, key: u8, checks: &Checks, id: StackId) {
+        if !self.stack.contains(&sp)
+            || !checks.slot[..checks.n]
+                .iter()
+                .all(|s| self.stack.contains(s))
+        {
+            return;
+        }
+        let entry = Entry {
+            sp,
+            key,
+            id,
+            checks: *checks,
+        };
+        let set = Self::set_of(sp, key);
+        let way = usize::from(self.next_way[set]) % CACHE_WAYS;
+        self.next_way[set] = self.next_way[set].wrapping_add(1);
+        self.sets[set][way] = Some(entry);
+    }
+}
+
+/// The current thread's stack as [low, high), or an empty range if unknown.
+fn thread_stack() -> std::ops::Range<usize> {
+    // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0..0;
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok {
+            addr as usize..addr as usize + size
+        } else {
+            0..0
+        }
+    }
+}
+
+thread_local! {
+    static WALKS: std::cell::RefCell<Option<WalkCache>> = const { std::cell::RefCell::new(None) };
+}
+
+/// How stacks are taken: `Cached` reuses a walk when its stack slots prove it identical,
+/// `Precise` walks every time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwind {
+    Cached,
+    Precise,
+}
+
+/// The interned stack of the caller. `key` tells apart call paths through the shim (the API),
+/// whose own frames differ.
+#[inline(never)]
+pub fn capture_interned(interner: &Interner, depth: usize, key: u8, mode: Unwind) -> StackId {
+    let mut buf = [0usize; MAX_DEPTH];
+    if mode == Unwind::Precise || !cfg!(target_arch = "x86_64") {
+        let n = capture(depth, &mut buf);
+        return interner.intern(&buf[..n]);
+    }
+    let sp = stack_pointer();
+    let cached = WALKS
+        .try_with(|w| {
+            let mut w = w.try_borrow_mut().ok()?;
+            let cache = w.get_or_insert_with(WalkCache::new);
+            if let Some(id) = cache.lookup(sp, key) {
+                return Some(id);
+            }
+            let mut checks = Checks {
+                n: 0,
+                slot: [0; MAX_CHECKS],
+                value: [0; MAX_CHECKS],
+            };
+            let (n, cacheable) = walk(depth, &mut buf, Some(&mut checks));
+            let id = interner.intern(&buf[..n]);
+            if cacheable {
+                cache.insert(sp, key, &checks, id);
+            }
+            Some(id)
+        })
+        .ok()
+        .flatten();
+    cached.unwrap_or_else(|| {
+        let n = capture(depth, &mut buf);
+        interner.intern(&buf[..n])
+    })
+}
+
+#[inline(always)]
+fn stack_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sp: usize;
+        // SAFETY: reads the stack pointer register; no memory is touched.
+        unsafe {
+            std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+        };
+        sp
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
 }
 
 #[derive(Default)]
