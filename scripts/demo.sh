@@ -6,7 +6,8 @@
 # that GPU. Otherwise it says so in one line and runs the `-cudart shared` builds against the
 # null-device CUDA runtime of tests/nullcuda/ (host memory stands in for the GPU; the report is
 # the same). Expects `make` to have built target/release/. Never changes anything but
-# build/samples/ and ./cudaleak-out/.
+# build/samples/ and ./cudaleak-out/. CUDALEAK_BIN and CUDALEAK_NULLCUDA_DIR override where the
+# CLI and the null-device runtime are (tests/tests/samples.rs sets both).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +23,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q 
     echo "demo: running on $(nvidia-smi -L | head -n 1)"
 else
     flavour=shared
-    nulldir="$(cargo run -q --release -p cudaleak-tests --bin nullcuda-dir)"
+    nulldir="${CUDALEAK_NULLCUDA_DIR:-$(cargo run -q --release -p cudaleak-tests --bin nullcuda-dir)}"
     echo "demo: no GPU found (nvidia-smi lists none): running the -cudart shared builds against the null-device CUDA runtime in $nulldir"
     export LD_LIBRARY_PATH="$nulldir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi

@@ -286,6 +286,84 @@ fn every_sample_has_a_test() {
     );
 }
 
+/// The CLI next to the shim (`cargo build --release` puts both in target/release), else a
+/// fresh release build of it.
+fn cudaleak_bin(setup: &Setup) -> PathBuf {
+    if let Some(p) = std::env::var_os("CUDALEAK_BIN") {
+        return PathBuf::from(p);
+    }
+    let beside = setup.shim.with_file_name("cudaleak");
+    if beside.is_file() {
+        return beside;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    if let Err(e) = setup_step(
+        "cargo build --release -p cudaleak-cli",
+        Command::new(cargo)
+            .args(["build", "--release", "-p", "cudaleak-cli"])
+            .current_dir(&setup.repo),
+    ) {
+        panic!("{e}");
+    }
+    setup.repo.join("target/release/cudaleak")
+}
+
+/// The line of `source` that ends in `// MARKER` (check_expect.py's rule).
+fn marker_line(source: &Path, marker: &str) -> usize {
+    let text = std::fs::read_to_string(source).expect("read sample source");
+    let tag = format!("// {marker}");
+    let hits: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_end().ends_with(&tag))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "{}: `{tag}` lines: {hits:?}",
+        source.display()
+    );
+    hits[0]
+}
+
+/// issue 4's "done when": on a machine without a GPU, `make demo` (scripts/demo.sh) prints a
+/// report naming leak_error_path.cu's leaking line, and leak_loop's 1000 blocks as one group.
+/// (With a GPU, demo.sh runs the static builds on it; the report must say the same.)
+#[test]
+fn make_demo_names_the_leaking_lines() {
+    let Some(setup) = setup() else { return };
+    let cudaleak = cudaleak_bin(setup);
+    let out = run_with_timeout(
+        Command::new(setup.repo.join("scripts/demo.sh"))
+            .current_dir(&setup.repo)
+            .env("CUDALEAK_BIN", &cudaleak)
+            .env("CUDALEAK_SHIM", &setup.shim)
+            .env("CUDALEAK_NULLCUDA_DIR", &setup.nullcuda_dir),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = text(&out.stdout);
+    let samples = setup.repo.join("cuda-samples");
+    for (file, function) in [
+        ("leak_error_path.cu", "process_data"),
+        ("leak_loop.cu", "run_batches"),
+    ] {
+        let line = format!("{file}:{}", marker_line(&samples.join(file), "LEAK-HERE"));
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(function) && l.contains(&line)),
+            "the demo's report does not show {function} at {line}:\n{}",
+            describe(&out)
+        );
+    }
+    assert!(
+        stdout.contains("in 1000 allocations via cudaMalloc"),
+        "leak_loop's blocks are not one group:\n{}",
+        describe(&out)
+    );
+}
+
 /// The checker is not vacuous: leak_error_path's real dump against raii_fixed's "clean"
 /// expectation must fail, naming the unexpected live allocation.
 #[test]
