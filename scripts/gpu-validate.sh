@@ -43,7 +43,7 @@ done
 export CUDALEAK_SHIM="$bin_dir/libcudaleak.so"
 
 export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-nvcc="$(scripts/nvcc.sh)"
+nvcc="$(bash scripts/nvcc.sh)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cudaleak-gpu.XXXXXX")"
 log="$work/gpu-validate.log"
 : >"$log"
@@ -63,9 +63,9 @@ if [[ -z "$gpu" ]]; then
 fi
 
 # Both flavours at once: they write to different directories.
-NVCC="$nvcc" scripts/build-samples.sh -o "$work/samples" static >>"$log" 2>&1 &
+NVCC="$nvcc" bash scripts/build-samples.sh -o "$work/samples" static >>"$log" 2>&1 &
 static_build=$!
-NVCC="$nvcc" scripts/build-samples.sh -o "$work/samples" shared >>"$log" 2>&1 &
+NVCC="$nvcc" bash scripts/build-samples.sh -o "$work/samples" shared >>"$log" 2>&1 &
 shared_build=$!
 build_ok=1
 wait $static_build || build_ok=0
@@ -106,7 +106,7 @@ while read -r name source; do
         fi
         check "$name" "$flavour" "$source" -- "$program"
     done
-done < <(scripts/build-samples.sh --list)
+done < <(bash scripts/build-samples.sh --list)
 
 for script in cuda-samples/python/*.py; do
     name="$(basename "$script" .py)"
