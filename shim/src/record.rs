@@ -10,8 +10,16 @@ use crate::state::{self, State};
 use crate::table::{Block, EventRecord, FreeOutcome};
 use crate::{guard, lifecycle};
 
-fn capture_stack(s: &State, api: Api) -> StackId {
-    stack::capture_interned(&s.stacks, s.config.depth, api as u8, s.config.unwind)
+/// The caller's stack. `api` is what is recorded, `driver` the hook that records it: when they
+/// differ the call came through a runtime forward, whose caller is where the stack starts.
+fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
+    stack::capture_interned(
+        &s.stacks,
+        s.config.depth,
+        driver as u8,
+        api != driver,
+        s.config.unwind,
+    )
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
@@ -20,7 +28,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
     state::shield(|| {
         let op = driver.op();
         let api = guard::label_for(op, driver);
-        let stack = capture_stack(s, driver);
+        let stack = capture_stack(s, api, driver);
         let block = Block {
             size,
             seq: s.next_seq(),
@@ -41,7 +49,7 @@ pub fn allocation_failed(driver: Api, size: u64, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         s.table.failed_allocation();
-        let stack = capture_stack(s, driver);
+        let stack = capture_stack(s, api, driver);
         s.table.event(EventRecord {
             kind: EventType::FailedAllocation,
             api,
@@ -77,7 +85,7 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
             FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
             FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
         };
-        let stack = capture_stack(s, driver);
+        let stack = capture_stack(s, api, driver);
         s.table.event(EventRecord {
             kind,
             api,

@@ -65,12 +65,6 @@ fn is_own(ip: usize) -> bool {
     (OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed)).contains(&ip)
 }
 
-/// Writes up to `depth` return addresses of the caller's stack into `buf`, innermost first,
-/// leaving out the unwinder's and the shim's frames. Returns how many were written.
-pub fn capture(depth: usize, buf: &mut [usize; MAX_DEPTH]) -> usize {
-    walk(depth, buf, None).0
-}
-
 /// The return addresses a walk read, with the stack slot each was read from: from the first
 /// frame outside the shim on, including any of the shim's frames further out (a runtime forward).
 #[derive(Clone, Copy)]
@@ -82,10 +76,17 @@ struct Checks {
 
 const MAX_CHECKS: usize = CACHED_DEPTH + 8;
 
-/// The unwinder's walk. With `checks`, also records where each return address was read and
+/// Writes up to `depth` return addresses of the caller's stack into `buf`, innermost first,
+/// leaving out the unwinder's and the shim's frames; returns how many. With `checks`, also records where each return address was read and
 /// says whether the walk can be cached (every slot verified to hold its address).
+///
+/// A frame of the shim's further out than the first foreign one is a runtime forward
+/// (`cudaMalloc`): the frames collected so far are the CUDA runtime's own, between the forward
+/// and the driver, and are dropped, so the stack starts at the program's call. With
+/// `through_forward` the walk does not stop at `depth` before it has passed such a frame.
 fn walk(
     depth: usize,
+    through_forward: bool,
     buf: &mut [usize; MAX_DEPTH],
     mut checks: Option<&mut Checks>,
 ) -> (usize, bool) {
@@ -93,6 +94,7 @@ fn walk(
     let mut n = 0;
     let mut seen_own = false;
     let mut collecting = false;
+    let mut passed_forward = !through_forward;
     let mut cacheable = checks.is_some() && depth <= CACHED_DEPTH;
     // SAFETY: libgcc's _Unwind_Backtrace, which this uses on Linux, is thread-safe; the
     // unsynchronised variant avoids the crate's global lock, which a nested call would hit.
@@ -119,15 +121,18 @@ fn walk(
                         cacheable = false;
                     }
                 }
-                if !own {
+                if own {
+                    n = 0;
+                    passed_forward = true;
+                } else if n < MAX_DEPTH {
                     buf[n] = ip;
                     n += 1;
                 }
             }
-            n < depth
+            n < depth || (!passed_forward && n < MAX_DEPTH)
         });
     }
-    (n, cacheable && n > 0)
+    (n.min(depth), cacheable && n > 0)
 }
 
 /// Stacks deeper than this are never cached.
@@ -244,12 +249,19 @@ pub enum Unwind {
 /// The interned stack of the caller. `key` tells apart call paths through the shim (the API),
 /// whose own frames differ.
 #[inline(never)]
-pub fn capture_interned(interner: &Interner, depth: usize, key: u8, mode: Unwind) -> StackId {
+pub fn capture_interned(
+    interner: &Interner,
+    depth: usize,
+    key: u8,
+    through_forward: bool,
+    mode: Unwind,
+) -> StackId {
     let mut buf = [0usize; MAX_DEPTH];
     if mode == Unwind::Precise || !cfg!(target_arch = "x86_64") {
-        let n = capture(depth, &mut buf);
+        let n = walk(depth, through_forward, &mut buf, None).0;
         return interner.intern(&buf[..n]);
     }
+    let key = key | u8::from(through_forward) << 7;
     let sp = stack_pointer();
     let cached = WALKS
         .try_with(|w| {
@@ -263,7 +275,7 @@ pub fn capture_interned(interner: &Interner, depth: usize, key: u8, mode: Unwind
                 slot: [0; MAX_CHECKS],
                 value: [0; MAX_CHECKS],
             };
-            let (n, cacheable) = walk(depth, &mut buf, Some(&mut checks));
+            let (n, cacheable) = walk(depth, through_forward, &mut buf, Some(&mut checks));
             let id = interner.intern(&buf[..n]);
             if cacheable {
                 cache.insert(sp, key, &checks, id);
@@ -273,7 +285,7 @@ pub fn capture_interned(interner: &Interner, depth: usize, key: u8, mode: Unwind
         .ok()
         .flatten();
     cached.unwrap_or_else(|| {
-        let n = capture(depth, &mut buf);
+        let n = walk(depth, through_forward, &mut buf, None).0;
         interner.intern(&buf[..n])
     })
 }
@@ -396,11 +408,11 @@ mod tests {
     fn capture_skips_own_frames_and_stops_at_depth() {
         // Before the own range is known nothing is "after the shim", so nothing is taken.
         let mut buf = [0usize; MAX_DEPTH];
-        assert_eq!(capture(8, &mut buf), 0);
+        assert_eq!(walk(8, false, &mut buf, None).0, 0);
         // In a test binary "own" is the whole test executable: what remains are libc's
         // thread-start frames outside it.
         init_own_range();
-        let n = capture(1, &mut buf);
+        let n = walk(1, false, &mut buf, None).0;
         assert_eq!(n, 1);
         assert!(!is_own(buf[0]));
         assert!(is_own(
