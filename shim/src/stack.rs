@@ -77,8 +77,9 @@ struct Checks {
 const MAX_CHECKS: usize = CACHED_DEPTH + 8;
 
 /// Writes up to `depth` return addresses of the caller's stack into `buf`, innermost first,
-/// leaving out the unwinder's and the shim's frames; returns how many. With `checks`, also records where each return address was read and
-/// says whether the walk can be cached (every slot verified to hold its address).
+/// leaving out the unwinder's and the shim's frames; returns how many. With `checks`, also
+/// records where each return address was read, and says whether the walk can be cached (every
+/// slot verified to hold its address).
 ///
 /// A frame of the shim's further out than the first foreign one is a runtime forward
 /// (`cudaMalloc`): the frames collected so far are the CUDA runtime's own, between the forward
