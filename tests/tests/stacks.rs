@@ -51,3 +51,54 @@ fn cudaleak_depth_limits_the_frames() {
     let dump = deep(Some("5"));
     assert_recursion(&dump, 5);
 }
+
+/// The walk cache reuses a stack only when every return address is where it was: chains that
+/// differ in one frame at the same stack depth, alternating, must each keep their own stack.
+fn assert_chains_told_apart(unwind: &str) {
+    let run = Scenario::new("walk_cache")
+        .env("CUDALEAK_UNWIND", unwind)
+        .run_shim();
+    run.assert_exit(0).assert_stdout("200 blocks\n");
+    let dump = run.dump();
+    assert_eq!(dump.summary.live_allocations, 200);
+    let expected = [
+        (256, "near_a", "near_a"),
+        (512, "near_b", "near_b"),
+        (1024, "far_a", "far_a"),
+        (2048, "far_b", "far_b"),
+    ];
+    for (size, function, marker) in expected {
+        let records: Vec<_> = dump.live.iter().filter(|r| r.size == size).collect();
+        assert_eq!(records.len(), 50, "{size}-byte blocks");
+        let line = marker_line("walk_cache", marker);
+        for r in records {
+            let frames = &dump.stacks[r.stack].frames;
+            assert_site(&dump, r.stack, "walk_cache", "allocate", "walk_alloc");
+            let caller = frames
+                .iter()
+                .find(|f| f.function.as_deref() == Some(function))
+                .unwrap_or_else(|| panic!("{size} B, seq {}: no {function} in {frames:#?}", r.seq));
+            assert_eq!(
+                caller.line,
+                Some(line),
+                "{size} B, seq {}: {caller:?}",
+                r.seq
+            );
+            let wrong = ["near_a", "near_b", "far_a", "far_b"]
+                .into_iter()
+                .filter(|w| *w != function)
+                .find(|w| frames.iter().any(|f| f.function.as_deref() == Some(w)));
+            assert_eq!(wrong, None, "{size} B, seq {}: {frames:#?}", r.seq);
+        }
+    }
+}
+
+#[test]
+fn walk_cache_tells_apart_chains_that_differ_in_one_frame() {
+    assert_chains_told_apart("fast");
+}
+
+#[test]
+fn precise_unwinding_gives_the_same_stacks() {
+    assert_chains_told_apart("precise");
+}
