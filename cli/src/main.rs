@@ -4,17 +4,10 @@
 //! status. It must never print a report or decide a verdict itself.
 #![forbid(unsafe_code)]
 
-mod analyze;
-mod args;
-mod commands;
-mod load;
-mod report;
-mod run;
-mod suppressions;
-
 use std::process::ExitCode;
 
 use clap::Parser;
+use cudaleak_cli::{args, commands};
 
 fn main() -> ExitCode {
     let cli = match args::Cli::try_parse() {

@@ -1,0 +1,14 @@
+//! The `cudaleak` command's logic as a library: argument definitions, loading, analysis and
+//! the four report formats. `main.rs` only dispatches; the fuzz target (`fuzz/`) and the stable
+//! smoke test (`tests/fuzz_smoke.rs`) call `fuzz_target::render_all` here.
+//!
+//! Nothing in this crate may panic on any input a user or a program can supply.
+#![forbid(unsafe_code)]
+
+pub mod analyze;
+pub mod args;
+pub mod commands;
+pub mod load;
+pub mod report;
+pub mod run;
+pub mod suppressions;
