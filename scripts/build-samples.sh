@@ -88,9 +88,16 @@ compile() {
         flav=(-cudart shared -Xlinker --enable-new-dtags -Xlinker "-rpath=$cudalib")
     fi
     echo "nvcc $flavour/$(basename "$target")" >&2
+    # Into a temporary name, then renamed: a concurrent build or test never runs a half-written
+    # binary.
+    local tmp="$target.tmp.$$"
     # shellcheck disable=SC2046 # BUILD: flags are words
-    "$nvcc" "${common[@]}" "${flav[@]}" -o "$target" "${sources[@]}" "${extra[@]}" \
-        $(build_flags "${sources[@]}")
+    if ! "$nvcc" "${common[@]}" "${flav[@]}" -o "$tmp" "${sources[@]}" "${extra[@]}" \
+        $(build_flags "${sources[@]}"); then
+        rm -f "$tmp"
+        return 1
+    fi
+    mv -f "$tmp" "$target"
 }
 
 selected() {
@@ -111,7 +118,8 @@ for flavour in "${flavours[@]}"; do
             for lib in "$sdir"/lib*.cu; do
                 [[ -e "$lib" ]] || continue
                 lname="$(basename "$lib" .cu)"
-                compile "$dir/$lname.so" "$flavour" "$lib" -- -shared -Xcompiler -fPIC
+                compile "$dir/$lname.so" "$flavour" "$lib" -- -shared -Xcompiler -fPIC \
+                    -Xlinker "-soname=$lname.so"
                 libs+=("-l${lname#lib}")
             done
             # shellcheck disable=SC2016 # $ORIGIN is for the dynamic linker, not the shell
