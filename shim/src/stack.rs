@@ -368,7 +368,7 @@ struct StackHasher(u64);
 
 impl Hasher for StackHasher {
     fn finish(&self) -> u64 {
-        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        crate::table::mix(self.0)
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {

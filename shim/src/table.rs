@@ -103,8 +103,14 @@ impl Default for Table {
     }
 }
 
-fn mix(addr: u64) -> u64 {
-    (addr ^ (addr >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+/// MurmurHash3's finaliser: every input bit reaches every output bit, so aligned addresses
+/// (low bits all zero) still spread over both the shards (high bits) and the buckets (low bits).
+pub fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
 
 fn space_index(space: Space) -> usize {
