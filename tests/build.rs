@@ -56,6 +56,24 @@ fn main() {
         &["-ldl", "-lpthread"],
     );
     dev_symlink(&lib_dir, "libcuda.so", "libcuda.so.1");
+
+    // The benchmark driver lives apart: benchmarks put its directory on LD_LIBRARY_PATH.
+    let bench_dir = out.join("benchcuda");
+    fs::create_dir_all(&bench_dir).expect("create OUT_DIR/benchcuda");
+    let mut args: Vec<String> = ["-O2", "-fPIC", "-shared", "-fvisibility=hidden"]
+        .iter()
+        .chain(WARNINGS)
+        .map(|s| s.to_string())
+        .collect();
+    args.extend([
+        "-Wl,-soname,libcuda.so.1".into(),
+        "-o".into(),
+        bench_dir.join("libcuda.so.1").display().to_string(),
+        manifest.join("bench/benchdrv.c").display().to_string(),
+    ]);
+    compile(&cc, &args);
+    println!("cargo:rerun-if-changed=bench");
+    println!("cargo:rustc-env=BENCHCUDA_DIR={}", bench_dir.display());
     dev_symlink(&lib_dir, "libcudart.so", "libcudart.so.13");
 
     // The spy is not a CUDA library: it lives apart so LD_LIBRARY_PATH never finds it.

@@ -1,0 +1,226 @@
+//! `make bench`: the shim's CPU overhead, measured against bare runs of the same programs on a
+//! driver that costs next to nothing (bench/benchdrv.c), so what is left is the shim's own cost.
+//!
+//! Prints medians; asserts nothing. Timing is not a test: numbers go to docs/performance.md.
+//!
+//! Usage: `bench [--quick]` (quick: fewer repetitions and a 100 000-block scale run).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cudaleak_tests::{scenario_program, shim};
+
+const BENCHCUDA_DIR: &str = env!("BENCHCUDA_DIR");
+/// Calls below `loop()` in bench_pairs: `deep` DEPTH+1 times, worker, start_thread, clone3.
+/// 17 gives the 22-frame stack the overhead target is stated for.
+const DEPTH_FOR_22_FRAMES: u32 = 17;
+
+/// Runs `program` to completion and returns its standard output.
+fn run(program: &Path, args: &[String], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", BENCHCUDA_DIR)
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}",
+        program.display(),
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn value(stdout: &str, key: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{key}` in output:\n{stdout}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+struct Bench {
+    shim: PathBuf,
+    dumps: tempfile::TempDir,
+    reps: usize,
+}
+
+impl Bench {
+    fn shim_env<'a>(&'a self, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        let mut env = vec![
+            ("LD_PRELOAD", self.shim.to_str().expect("UTF-8 shim path")),
+            (
+                "CUDALEAK_OUTPUT",
+                self.dumps.path().to_str().expect("UTF-8 temp dir"),
+            ),
+            ("CUDALEAK_QUIET", "1"),
+        ];
+        env.extend_from_slice(extra);
+        env
+    }
+
+    /// Median ns per alloc+free pair of `threads` threads, bare and under the shim, alternating.
+    fn pairs(&self, threads: u32, pairs: u64, extra: &[(&str, &str)]) -> (f64, f64) {
+        let program = scenario_program("bench_pairs");
+        let args = vec![
+            threads.to_string(),
+            pairs.to_string(),
+            DEPTH_FOR_22_FRAMES.to_string(),
+        ];
+        let (mut bare, mut shimmed) = (Vec::new(), Vec::new());
+        for _ in 0..self.reps {
+            bare.push(value(&run(&program, &args, &[]), "ns_per_pair"));
+            let env = self.shim_env(extra);
+            shimmed.push(value(&run(&program, &args, &env), "ns_per_pair"));
+        }
+        (median(bare), median(shimmed))
+    }
+}
+
+fn now_ns() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as f64)
+        .unwrap_or(0.0)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let bench = Bench {
+        shim: shim().to_path_buf(),
+        dumps: tempfile::tempdir().expect("temp dir"),
+        reps: if quick { 3 } else { 7 },
+    };
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find_map(|l| {
+                l.strip_prefix("model name")?
+                    .split(':')
+                    .nth(1)
+                    .map(str::trim)
+                    .map(String::from)
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "cudaleak CPU benchmarks — {cpu}, {cores} cores; medians of {} runs",
+        bench.reps
+    );
+    println!();
+
+    println!("## Overhead per cuMemAlloc_v2 + cuMemFree_v2 pair, 22-frame stack, 1 thread");
+    println!("| unwinding | bare ns/pair | shim ns/pair | overhead ns/pair |");
+    println!("|---|---:|---:|---:|");
+    for (label, unwind, pairs) in [
+        ("fast (default)", "fast", 200_000u64),
+        ("precise", "precise", 20_000),
+    ] {
+        let (bare, shimmed) = bench.pairs(1, pairs, &[("CUDALEAK_UNWIND", unwind)]);
+        println!(
+            "| {label} | {bare:.1} | {shimmed:.1} | {:.1} |",
+            shimmed - bare
+        );
+    }
+    println!();
+
+    println!("## Throughput under the shim, 1 vs 8 threads (fast unwinding)");
+    println!("| threads | shim ns/pair (wall / all pairs) | pairs/s |");
+    println!("|---:|---:|---:|");
+    let mut per_s = Vec::new();
+    for threads in [1u32, 8] {
+        let (_, shimmed) = bench.pairs(threads, 100_000, &[]);
+        per_s.push(1e9 / shimmed);
+        println!("| {threads} | {shimmed:.1} | {:.0} |", 1e9 / shimmed);
+    }
+    println!(
+        "8-thread / 1-thread throughput: {:.2}x",
+        per_s[1] / per_s[0]
+    );
+    println!();
+
+    let blocks: u64 = if quick { 100_000 } else { 1_000_000 };
+    println!("## Scale: {blocks} live blocks at exit (64 call sites)");
+    let program = scenario_program("bench_scale");
+    let args = vec![blocks.to_string()];
+    let bare = run(&program, &args, &[]);
+    let bare_exit = now_ns() - value(&bare, "main_end_ns");
+    let bare_gain = value(&bare, "rss_gain_kib");
+    let scale_dir = tempfile::tempdir().expect("temp dir");
+    let dump_dir = format!("{}/", scale_dir.path().display());
+    let env = vec![
+        ("LD_PRELOAD", bench.shim.to_str().expect("UTF-8 shim path")),
+        ("CUDALEAK_OUTPUT", dump_dir.as_str()),
+        ("CUDALEAK_QUIET", "1"),
+    ];
+    let shimmed = run(&program, &args, &env);
+    let exit_s = (now_ns() - value(&shimmed, "main_end_ns") - bare_exit) / 1e9;
+    let gain = value(&shimmed, "rss_gain_kib");
+    let per_record = (gain - bare_gain) * 1024.0 / blocks as f64;
+    let dump = std::fs::read_dir(scale_dir.path())
+        .expect("dump dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("the scale run wrote a dump");
+    let size_mb = std::fs::metadata(&dump).map_or(0.0, |m| m.len() as f64 / 1e6);
+    println!("| measure | value |");
+    println!("|---|---:|");
+    println!("| exit dump (process end minus main's return, less a bare run's) | {exit_s:.2} s |");
+    println!(
+        "| resident memory per live record (shim run minus bare run) | {per_record:.0} bytes |"
+    );
+    println!("| dump size | {size_mb:.1} MB |");
+    let (report_s, report_rss) = report(&dump);
+    println!("| `cudaleak report` on it | {report_s:.2} s |");
+    println!(
+        "| `cudaleak report` peak resident memory | {:.0} MiB |",
+        report_rss as f64 / 1024.0
+    );
+}
+
+/// Wall time and peak RSS (KiB) of `cudaleak report --format json` on `dump`, through GNU time.
+fn report(dump: &Path) -> (f64, i64) {
+    let cli = bench_cli();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%e %M"])
+        .arg(&cli)
+        .args(["report", "--format", "json", "--exit-code", "0"])
+        .arg(dump)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("/usr/bin/time {}: {e}", cli.display()));
+    let text = String::from_utf8_lossy(&out.stderr);
+    let last = text.lines().last().unwrap_or_default();
+    let mut it = last.split_whitespace();
+    let secs = it.next().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN);
+    let kib = it.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
+    assert!(out.status.success(), "cudaleak report failed: {text}");
+    (secs, kib)
+}
+
+/// target/release/cudaleak, next to the shim the harness built.
+fn bench_cli() -> PathBuf {
+    let dir = shim().parent().expect("shim has a directory");
+    let cli = dir.join("cudaleak");
+    assert!(
+        cli.is_file(),
+        "{} is missing: run `cargo build --release -p cudaleak-cli` (make bench does)",
+        cli.display()
+    );
+    cli
+}
