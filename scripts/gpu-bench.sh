@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# scripts/gpu-bench.sh — GPU overhead of the shim against bare runs of the same binaries, with
+# compute-sanitizer's leak check beside them, in one run (run it through the device tool).
+#
+#   CUDALEAK_BIN_DIR=DIR scripts/gpu-bench.sh [REPS]
+#
+# DIR holds libcudaleak.so (default target/release). Builds tests/bench/gpu/*.cu with nvcc
+# (CUDA_HOME or /usr/local/cuda; the default static runtime), runs each workload REPS times
+# (default 3) bare, under the shim and under `compute-sanitizer --leak-check full`, alternating,
+# and prints the medians of each program's own timed loop (`loop_s`) and their ratios to bare,
+# as a Markdown table. Writes the table and logs under $OUT when OUT is set. Asserts nothing.
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin_dir="${CUDALEAK_BIN_DIR:-$repo/target/release}"
+shim="$bin_dir/libcudaleak.so"
+reps="${1:-3}"
+cuda="${CUDA_HOME:-/usr/local/cuda}"
+nvcc="$cuda/bin/nvcc"
+sanitizer="$(command -v compute-sanitizer || echo "$cuda/bin/compute-sanitizer")"
+work="$(mktemp -d)"
+logs="${OUT:-$work}"
+[[ -f "$shim" ]] || { echo "gpu-bench: no $shim (set CUDALEAK_BIN_DIR)" >&2; exit 2; }
+
+for w in alloc_batch alloc_sync kernel_loop; do
+    "$nvcc" -O2 -arch=sm_90 -o "$work/$w" "$repo/tests/bench/gpu/$w.cu" || exit 2
+done
+
+# workload name, command (words), argument
+workloads=(
+    "alloc_batch|$work/alloc_batch|20"
+    "alloc_sync|$work/alloc_sync|5000"
+    "kernel_loop|$work/kernel_loop|2000"
+    "pytorch_mlp|python3 $repo/tests/bench/gpu/mlp.py|300"
+)
+
+# run MODE NAME CMD ARG: prints loop_s, or "failed(rc)"
+run() {
+    local mode="$1" name="$2" cmd="$3" arg="$4" out rc
+    local log="$logs/$name.$mode.log"
+    case "$mode" in
+        bare) out="$(timeout 600 $cmd "$arg" 2>>"$log")" ;;
+        cudaleak) out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 \
+                         timeout 600 $cmd "$arg" 2>>"$log")" ;;
+        sanitizer) out="$(timeout 600 "$sanitizer" --leak-check full --print-limit 5 $cmd "$arg" 2>>"$log")" ;;
+    esac
+    rc=$?
+    echo "$out" >>"$log"
+    local s
+    s="$(sed -n 's/^loop_s //p' <<<"$out" | tail -1)"
+    if [[ $rc -ne 0 || -z "$s" ]]; then echo "failed($rc)"; else echo "$s"; fi
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else print a[int((NR + 1) / 2)]}'; }
+
+{
+    echo "# cudaleak GPU benchmarks — $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo
+    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+    echo "- nvcc: $("$nvcc" --version | sed -n 's/.*release //p')"
+    echo "- compute-sanitizer: $("$sanitizer" --version 2>/dev/null | sed -n 's/.*Version //p' | head -1)"
+    echo "- PyTorch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+    echo "- medians of $reps runs of each program's own timed loop (seconds), alternating modes"
+    echo
+    echo "| workload | bare | cudaleak | ratio | compute-sanitizer | ratio |"
+    echo "|---|---:|---:|---:|---:|---:|"
+} | tee "$logs/gpu-bench.md"
+
+for spec in "${workloads[@]}"; do
+    IFS='|' read -r name cmd arg <<<"$spec"
+    declare -A seen=([bare]="" [cudaleak]="" [sanitizer]="")
+    failed_sanitizer=""
+    for ((r = 0; r < reps; r++)); do
+        for mode in bare cudaleak sanitizer; do
+            [[ "$mode" == sanitizer && -n "$failed_sanitizer" ]] && continue
+            v="$(run "$mode" "$name" "$cmd" "$arg")"
+            if [[ "$v" == failed* ]]; then
+                [[ "$mode" == sanitizer ]] && failed_sanitizer="$v" || seen[$mode]+=" $v"
+            else
+                seen[$mode]+=" $v"
+            fi
+        done
+    done
+    b="$(median <<<"${seen[bare]}")"
+    c="$(median <<<"${seen[cudaleak]}")"
+    ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x + 0 > 0 && y + 0 > 0) printf "%.3fx", y / x; else print "-" }'; }
+    if [[ -n "$failed_sanitizer" ]]; then
+        s="$failed_sanitizer"; sr="-"
+    else
+        s="$(median <<<"${seen[sanitizer]}")"; sr="$(ratio "$b" "$s")"
+    fi
+    echo "| $name | $b | $c | $(ratio "$b" "$c") | $s | $sr |" | tee -a "$logs/gpu-bench.md"
+    unset seen
+done
