@@ -10,13 +10,13 @@
 # runs each under `cudaleak run`, checks the dump against the sample's EXPECT lines with
 # scripts/check_expect.py (the checker the null-device tests use), then does the same for
 # cuda-samples/python/*.py (PyTorch with its cache off, CuPy with its pool off) when those
-# packages import. Prints a table (sample, flavour, expected, seen, exit, result) with the
-# date, GPU, driver and nvcc version; with $OUT set, also writes $OUT/validation.md (the table,
+# packages import. Prints a table (sample, flavour, expected, seen, exit status without and with
+# cudaleak, result) with the date, GPU, driver and nvcc version; with $OUT set, also writes $OUT/validation.md (the table,
 # for docs/validation.md), $OUT/gpu-validate.log (every run's output and check) and
 # $OUT/dumps.tar.gz. Exit status 0 only if every row passes.
 #
-# A row passes when `cudaleak run` exits 0 or 23 (clean / leaks found — a sample that crashes or
-# exits non-zero itself fails) and the checker accepts the dump.
+# A row passes when the program exits 0 on its own, `cudaleak run` exits 0 or 23 (clean / leaks
+# found) and the checker accepts the dump.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -82,25 +82,25 @@ failures=0
 check() {
     local name="$1" flavour="$2" source="$3"
     shift 4
-    local runs="$work/runs/$flavour/$name" rc=0 summary verdict expected seen
+    local runs="$work/runs/$flavour/$name" rc=0 bare=0 summary verdict expected seen
     mkdir -p "$runs"
-    {
-        echo
-        echo "=== $name ($flavour): $cudaleak run --out $runs -- $*"
-    } >>"$log"
+    # Bare first: a sample that fails without the shim is the sample's fault, not the shim's.
+    echo -e "\n=== $name ($flavour), bare: $*" >>"$log"
+    "$@" >>"$log" 2>&1 || bare=$?
+    echo "=== $name ($flavour): $cudaleak run --out $runs -- $*" >>"$log"
     "$cudaleak" run --out "$runs" -- "$@" >>"$log" 2>&1 || rc=$?
     summary="$(python3 scripts/check_expect.py --flavour "$flavour" "$source" "$runs" 2>&1 | tee -a "$log" | tail -n 1 || true)"
     IFS=$'\t' read -r _ expected seen verdict <<<"$summary"
-    if [[ $rc -ne 0 && $rc -ne 23 ]]; then verdict=FAIL; fi
+    if [[ $bare -ne 0 || ($rc -ne 0 && $rc -ne 23) ]]; then verdict=FAIL; fi
     [[ "$verdict" == PASS ]] || failures=$((failures + 1))
-    rows+=("$name|$flavour|$expected|$seen|$rc|$verdict")
+    rows+=("$name|$flavour|$expected|$seen|$bare|$rc|$verdict")
 }
 
 while read -r name source; do
     for flavour in static shared; do
         program="$work/samples/$flavour/$name"
         if [[ ! -x "$program" ]]; then
-            rows+=("$name|$flavour|?|not built|-|FAIL")
+            rows+=("$name|$flavour|?|not built|-|-|FAIL")
             failures=$((failures + 1))
             continue
         fi
@@ -112,7 +112,7 @@ for script in cuda-samples/python/*.py; do
     name="$(basename "$script" .py)"
     module="${name%%_*}" # torch_tensors -> torch, cupy_arrays -> cupy
     if ! python3 -c "import $module" >>"$log" 2>&1; then
-        rows+=("$name|python|-|python3 cannot import $module|-|SKIP")
+        rows+=("$name|python|-|python3 cannot import $module|-|-|SKIP")
         continue
     fi
     check "$name" python "$script" -- python3 "$script"
@@ -122,18 +122,18 @@ table="$work/validation.md"
 {
     grep -E '^(#|-) ' "$log" | head -n 6
     echo
-    echo "| sample | flavour | expected | seen | exit | result |"
-    echo "|---|---|---|---|---|---|"
+    echo "| sample | flavour | expected | seen | bare exit | cudaleak exit | result |"
+    echo "|---|---|---|---|---|---|---|"
     for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
     echo
     echo "$(( ${#rows[@]} - failures )) of ${#rows[@]} rows pass or skip; $failures fail."
 } >"$table"
 
 echo
-printf '%-20s %-8s %-34s %-34s %-5s %s\n' sample flavour expected seen exit result
+printf '%-18s %-7s %-32s %-32s %-4s %-4s %s\n' sample flavour expected seen bare run result
 for r in "${rows[@]}"; do
-    IFS='|' read -r a b c d e f <<<"$r"
-    printf '%-20s %-8s %-34s %-34s %-5s %s\n' "$a" "$b" "$c" "$d" "$e" "$f"
+    IFS='|' read -r a b c d e f g <<<"$r"
+    printf '%-18s %-7s %-32s %-32s %-4s %-4s %s\n' "$a" "$b" "$c" "$d" "$e" "$f" "$g"
 done
 echo
 tail -n 1 "$table"
