@@ -11,9 +11,9 @@
 # scripts/check_expect.py (the checker the null-device tests use), then does the same for
 # cuda-samples/python/*.py (PyTorch with its cache off, CuPy with its pool off) when those
 # packages import. Prints a table (sample, flavour, expected, seen, exit status without and with
-# cudaleak, result) with the date, GPU, driver and nvcc version; with $OUT set, also writes $OUT/validation.md (the table,
-# for docs/validation.md), $OUT/gpu-validate.log (every run's output and check) and
-# $OUT/dumps.tar.gz. Exit status 0 only if every row passes.
+# cudaleak, result) with the date, GPU, driver and nvcc version; with $OUT set, also writes
+# $OUT/validation.md (the table, for docs/validation.md), $OUT/gpu-validate.log (every run's
+# output and check) and $OUT/dumps.tar.gz. Exit status 0 only if every row passes.
 #
 # A row passes when the program exits 0 on its own, `cudaleak run` exits 0 or 23 (clean / leaks
 # found) and the checker accepts the dump.
