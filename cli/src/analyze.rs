@@ -801,6 +801,71 @@ fn side_counts(dump: &format::Dump) -> Counts {
     }
 }
 
+/// One callsite's live blocks in one dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallsiteLive {
+    /// API plus visible frames: equal for the same code in any dump of any run.
+    pub key: String,
+    pub api: String,
+    pub stack: StackView,
+    pub live: Counts,
+}
+
+/// Live blocks of one dump summed per callsite (API plus visible frames, never addresses or
+/// stack indices), in order of first appearance: what `diff` and `report --growth` compare.
+/// Blocks whose stack matches a suppression rule are counted per rule instead.
+pub fn live_by_callsite(
+    dump: &format::Dump,
+    view: &View,
+    rules: &[Rule],
+) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    let mut out: Vec<CallsiteLive> = Vec::new();
+    let mut suppressed = vec![Counts::default(); rules.len()];
+    let mut index: HashMap<String, usize> = HashMap::new();
+    // Whether a stack index is suppressed, and by which rule: computed once per stack.
+    let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
+    let mut stacks = Stacks::new(dump, view);
+    for r in &dump.live {
+        if !rules.is_empty() {
+            let rule = *rule_of.entry(r.stack).or_insert_with(|| {
+                dump.stacks
+                    .get(r.stack)
+                    .and_then(|s| suppressing_rule(rules, s))
+            });
+            if let Some(i) = rule {
+                suppressed[i].add(Counts {
+                    groups: 0,
+                    allocations: 1,
+                    bytes: r.size,
+                });
+                continue;
+            }
+        }
+        let p = stacks.get(r.stack, &r.api);
+        let key = format!("{}\u{1d}{}", r.api, p.key);
+        let slot = match index.get(&key) {
+            Some(&i) => i,
+            None => {
+                out.push(CallsiteLive {
+                    key: key.clone(),
+                    api: r.api.clone(),
+                    stack: p.view.clone(),
+                    live: Counts {
+                        groups: 1,
+                        ..Counts::default()
+                    },
+                });
+                index.insert(key, out.len() - 1);
+                out.len() - 1
+            }
+        };
+        let c = &mut out[slot].live;
+        c.allocations += 1;
+        c.bytes = c.bytes.saturating_add(r.size);
+    }
+    (out, suppressed)
+}
+
 /// Per-callsite live bytes in two dumps. Callsites are matched by API and visible frames, so
 /// dumps of two runs (different addresses, different stack indices) compare too.
 pub fn diff(
@@ -813,27 +878,22 @@ pub fn diff(
     let mut rows: Vec<DiffRow> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for (dump, is_new) in [(old, false), (new, true)] {
-        let mut stacks = Stacks::new(dump, view);
-        for r in &dump.live {
-            let p = stacks.get(r.stack, &r.api);
-            let key = format!("{}\u{1d}{}", r.api, p.key);
-            let slot = *index.entry(key).or_insert_with(|| {
+        for c in live_by_callsite(dump, view, &[]).0 {
+            let slot = *index.entry(c.key).or_insert_with(|| {
                 rows.push(DiffRow {
-                    api: r.api.clone(),
-                    stack: p.view.clone(),
+                    api: c.api,
+                    stack: c.stack,
                     old: Counts::default(),
                     new: Counts::default(),
                 });
                 rows.len() - 1
             });
-            let side = if is_new {
-                &mut rows[slot].new
+            let row = &mut rows[slot];
+            if is_new {
+                row.new = c.live;
             } else {
-                &mut rows[slot].old
-            };
-            side.groups = 1;
-            side.allocations += 1;
-            side.bytes = side.bytes.saturating_add(r.size);
+                row.old = c.live;
+            }
         }
     }
     rows.sort_by(|a, b| {

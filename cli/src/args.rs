@@ -37,7 +37,10 @@ pub enum Command {
     /// Report leaks, bad frees, failed allocations and managed memory from dumps
     #[command(
         after_help = "PATH is a dump file or a directory: a directory contributes its cudaleak.<pid>.json \
-                      files; a process with only snapshot dumps contributes its latest snapshot."
+                      files; a process with only snapshot dumps contributes its latest snapshot.\n\
+                      With --growth a directory contributes every dump (snapshots and final), each \
+                      process needs at least two, and the gate fails (--exit-code) when a callsite \
+                      is a growth suspect; --min-bytes and --max-leaked-bytes then apply to growth."
     )]
     Report(ReportArgs),
     /// Compare two dumps of one program (e.g. snapshots): which callsites grew
@@ -69,6 +72,10 @@ pub struct RunArgs {
 pub struct ReportArgs {
     #[command(flatten)]
     pub report: ReportOptions,
+    /// Read every dump of each process (snapshots, then the final dump) and list the callsites
+    /// whose live bytes grew across the series: leak suspects, with growth per hour
+    #[arg(long)]
+    pub growth: bool,
     /// Dump files or directories of dumps
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,

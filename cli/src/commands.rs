@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analyze::{self, Config, Findings};
 use crate::args::{DiffArgs, ReportArgs, ReportOptions, RunArgs, View};
+use crate::growth;
 use crate::load;
 use crate::report;
 use crate::run::{self, Outcome};
@@ -103,10 +104,33 @@ fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Resu
     Ok(findings.verdict.exit_code)
 }
 
+/// `cudaleak report --growth`: every dump of each process, one at a time, reduced at once.
+fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
+    let files = load::expand_series(&a.paths)?;
+    let mut builder = growth::Builder::new(cfg);
+    for f in &files {
+        let dump = load::read(f)?;
+        builder.add(&dump, f);
+    }
+    let findings = builder.finish().map_err(|e| Failure(e.0))?;
+    let (mut out, tty) = open_output(a.report.output.as_deref())?;
+    let view = View {
+        color: a.report.view(tty).color,
+        source_root: source_root(),
+        ..cfg.view.clone()
+    };
+    let reporter = report::reporter(a.report.format);
+    emit(&mut *out, |w| reporter.growth(&findings, &view, w))?;
+    Ok(findings.exit_code)
+}
+
 /// `cudaleak report`.
 pub fn report(a: &ReportArgs) -> u8 {
     let run = || -> Result<u8, Failure> {
         let cfg = config(&a.report, a.report.view(false))?;
+        if a.growth {
+            return growth(a, &cfg);
+        }
         let files = load::expand(&a.paths, false)?;
         write_report(&analyze_paths(&files, &cfg)?, &a.report, &cfg)
     };

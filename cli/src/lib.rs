@@ -8,6 +8,7 @@
 pub mod analyze;
 pub mod args;
 pub mod commands;
+pub mod growth;
 pub mod load;
 pub mod report;
 pub mod run;

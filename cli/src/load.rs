@@ -1,18 +1,23 @@
 //! Finding and reading dumps: which files a PATH stands for, and errors that name the file and,
 //! for bad JSON, the line and column in it.
 //!
-//! Parsing and validation belong to the `cudaleak-format` crate; this module never interprets a
-//! dump's contents beyond its process id, and never panics on any input.
+//! The schema and its checks belong to the `cudaleak-format` crate; this module streams a file
+//! into it (never more than [`MAX_DUMP_BYTES`], never the whole file in memory besides the
+//! parsed dump), never interprets a dump's contents, and never panics on any input.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use cudaleak_format as format;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 
-/// Dumps larger than this are refused rather than read into memory.
-pub const MAX_DUMP_BYTES: u64 = 1 << 30;
+/// Dumps larger than this (4 GiB) are refused rather than read; so is a stream (a pipe,
+/// `/dev/zero`) that goes on past it. A dump of ten million live blocks is about 1.7 GB.
+pub const MAX_DUMP_BYTES: u64 = 4 << 30;
 
 /// Why an input could not be used; `Display` starts with the file name.
 #[derive(Debug)]
@@ -24,7 +29,8 @@ pub struct LoadError {
 #[derive(Debug)]
 pub enum LoadErrorKind {
     Io(io::Error),
-    TooLarge(u64),
+    /// The file's size, or `None` for a stream that went past the limit.
+    TooLarge(Option<u64>),
     NoDumps,
     Read(format::ReadError),
 }
@@ -34,9 +40,13 @@ impl fmt::Display for LoadError {
         let p = self.path.display();
         match &self.kind {
             LoadErrorKind::Io(e) => write!(f, "{p}: {}", io_message(e)),
-            LoadErrorKind::TooLarge(n) => write!(
+            LoadErrorKind::TooLarge(Some(n)) => write!(
                 f,
-                "{p}: the file is {n} bytes; cudaleak reads dumps of at most {MAX_DUMP_BYTES} bytes"
+                "{p}: the file is {n} bytes; cudaleak reads dumps of at most {MAX_DUMP_BYTES} bytes (4 GiB)"
+            ),
+            LoadErrorKind::TooLarge(None) => write!(
+                f,
+                "{p}: more than {MAX_DUMP_BYTES} bytes (4 GiB) and still going; cudaleak reads dumps of at most that"
             ),
             LoadErrorKind::NoDumps => write!(
                 f,
@@ -135,14 +145,42 @@ fn dumps_in_dir(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     Ok(out)
 }
 
+/// Every dump in a directory, snapshots included (`report --growth`), sorted by file name.
+fn all_dumps_in_dir(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| err(dir, LoadErrorKind::Io(e)))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| err(dir, LoadErrorKind::Io(e)))?;
+        let path = entry.path();
+        if entry.file_name().to_str().and_then(classify).is_some() && !path.is_dir() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Expands PATHs (files or directories) into dump files. A named file is used whatever its name.
 /// `allow_empty_dirs` lets `run` explain a missing dump itself.
 pub fn expand(paths: &[PathBuf], allow_empty_dirs: bool) -> Result<Vec<PathBuf>, LoadError> {
+    expand_with(paths, allow_empty_dirs, dumps_in_dir)
+}
+
+/// `expand` for `report --growth`: a directory stands for all its dumps, snapshots included.
+pub fn expand_series(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    expand_with(paths, false, all_dumps_in_dir)
+}
+
+fn expand_with(
+    paths: &[PathBuf],
+    allow_empty_dirs: bool,
+    in_dir: fn(&Path) -> Result<Vec<PathBuf>, LoadError>,
+) -> Result<Vec<PathBuf>, LoadError> {
     let mut out = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| err(p, LoadErrorKind::Io(e)))?;
         if meta.is_dir() {
-            let found = dumps_in_dir(p)?;
+            let found = in_dir(p)?;
             if found.is_empty() && !allow_empty_dirs {
                 return Err(err(p, LoadErrorKind::NoDumps));
             }
@@ -154,13 +192,123 @@ pub fn expand(paths: &[PathBuf], allow_empty_dirs: bool) -> Result<Vec<PathBuf>,
     Ok(out)
 }
 
-/// Reads and validates one dump.
+/// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the parser.
 pub fn read(path: &Path) -> Result<format::Dump, LoadError> {
-    let meta = std::fs::metadata(path).map_err(|e| err(path, LoadErrorKind::Io(e)))?;
-    if meta.len() > MAX_DUMP_BYTES {
-        return Err(err(path, LoadErrorKind::TooLarge(meta.len())));
+    read_limited(path, MAX_DUMP_BYTES)
+}
+
+/// Counts what passes through, so a parse that ran into the limit reads "too large", not
+/// "truncated".
+struct Counted<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n += k as u64;
+        Ok(k)
     }
-    format::read_file(path).map_err(|e| err(path, LoadErrorKind::Read(e)))
+}
+
+type Limited = BufReader<Counted<io::Take<File>>>;
+
+fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
+    let file = File::open(path).map_err(|e| err(path, LoadErrorKind::Io(e)))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| err(path, LoadErrorKind::Io(e)))?;
+    if meta.is_dir() {
+        return Err(err(
+            path,
+            LoadErrorKind::Io(io::Error::other("is a directory, not a dump")),
+        ));
+    }
+    if meta.is_file() && meta.len() > limit {
+        return Err(err(path, LoadErrorKind::TooLarge(Some(meta.len()))));
+    }
+    // One byte past the limit tells a stream that goes on from one that ends there.
+    let counted = Counted {
+        inner: file.take(limit.saturating_add(1)),
+        n: 0,
+    };
+    Ok(BufReader::with_capacity(1 << 16, counted))
+}
+
+/// `read` with another limit (tests use a small one).
+pub fn read_limited(path: &Path, limit: u64) -> Result<format::Dump, LoadError> {
+    let mut input = open_limited(path, limit)?;
+    let parsed = {
+        let mut de = serde_json::Deserializer::from_reader(&mut input);
+        format::Dump::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
+    };
+    if input.get_ref().n > limit {
+        return Err(err(path, LoadErrorKind::TooLarge(None)));
+    }
+    let read_err = |e| err(path, LoadErrorKind::Read(e));
+    match parsed {
+        Ok(dump) => {
+            if dump.cudaleak_dump != format::SCHEMA_VERSION {
+                return Err(read_err(format::ReadError::Version(Some(
+                    dump.cudaleak_dump.into(),
+                ))));
+            }
+            dump.validate()
+                .map_err(|m| read_err(format::ReadError::Inconsistent(m)))?;
+            Ok(dump)
+        }
+        Err(e) if e.is_io() => Err(err(
+            path,
+            LoadErrorKind::Io(io::Error::other(e.to_string())),
+        )),
+        Err(e) => {
+            // A dump of another version usually fails on its shape first: say "version" then
+            // (as `cudaleak_format::from_slice` does), peeking with a second streaming pass.
+            if !e.is_syntax() && !e.is_eof() {
+                if let Some(v) = peek_version(path, limit) {
+                    if v != Some(u64::from(format::SCHEMA_VERSION)) {
+                        return Err(read_err(format::ReadError::Version(v)));
+                    }
+                }
+            }
+            Err(read_err(format::ReadError::Syntax {
+                line: e.line(),
+                column: e.column(),
+                message: strip_position(&e),
+            }))
+        }
+    }
+}
+
+/// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
+/// the file is not a JSON object. Streams, keeping nothing but the version.
+fn peek_version(path: &Path, limit: u64) -> Option<Option<u64>> {
+    #[derive(Deserialize)]
+    struct Peek {
+        cudaleak_dump: Option<NumberOrOther>,
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrOther {
+        Number(u64),
+        Other(IgnoredAny),
+    }
+    let input = open_limited(path, limit).ok()?;
+    let p: Peek = serde_json::from_reader(input).ok()?;
+    Some(match p.cudaleak_dump {
+        Some(NumberOrOther::Number(v)) => Some(v),
+        _ => None,
+    })
+}
+
+/// serde_json appends " at line L column C"; the position is reported as file:line:col.
+fn strip_position(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }
 
 #[cfg(test)]

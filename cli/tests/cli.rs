@@ -641,3 +641,78 @@ fn source_files_under_the_current_directory_are_shown_relative_to_it() {
             root.display()
         )));
 }
+
+#[test]
+fn growth_names_the_leak_per_iteration_with_its_rate_and_fails_the_gate() {
+    report(&["--growth", &fx("growth")])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "Suspect 1 of 1: +40.00 KiB (+10 blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
+        ))
+        .stdout(predicate::str::contains(
+            "    #0 train_step(int) at cuda-samples/leak_per_iteration.cu:31",
+        ))
+        .stdout(predicate::str::contains("levelled off in the second half"))
+        .stdout(predicate::str::ends_with(
+            "SUMMARY: 1 growth suspect (+40.00 KiB) in 1 process (6 dumps)\n",
+        ));
+    report(&["--growth", "--exit-code", "0", &fx("growth")]).code(0);
+    report(&["--growth", "--min-bytes", "41K", &fx("growth")])
+        .code(0)
+        .stdout(predicate::str::contains("No growth suspects."));
+    // Files named one by one make a series too.
+    let snaps = fixture("snapshots");
+    report(&[
+        "--growth",
+        snaps
+            .join("cudaleak.3001.snapshot-2.json")
+            .to_str()
+            .unwrap(),
+        snaps
+            .join("cudaleak.3001.snapshot-1.json")
+            .to_str()
+            .unwrap(),
+    ])
+    .code(23)
+    .stdout(predicate::str::contains("live: 8.00 KiB, 24.00 KiB"));
+}
+
+#[test]
+fn growth_in_every_format_parses_or_reads_as_documented() {
+    let out = report(&["--growth", "--format", "json", &fx("growth")]).code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["cudaleak_growth"], 1);
+    assert_eq!(v["suspects"], 1);
+    let c = &v["processes"][0]["callsites"][0];
+    assert_eq!(c["suspect"], true);
+    assert_eq!(c["bytes_per_hour"], 491520.0);
+    assert_eq!(c["series"].as_array().unwrap().len(), 6);
+    assert_eq!(v["gate"]["exit_code"], 23);
+    let out = report(&["--growth", "--format", "sarif", &fx("growth")]).code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let results = v["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["ruleId"], "cudaleak/growth");
+    report(&["--growth", "--format", "markdown", &fx("growth")])
+        .code(23)
+        .stdout(predicate::str::starts_with(
+            "### cudaleak growth: 1 growth suspect",
+        ));
+}
+
+#[test]
+fn growth_with_one_dump_per_process_exits_2_and_says_why() {
+    report(&["--growth", &fx("leak_loop.json")])
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "cudaleak: --growth needs at least two dumps of one process",
+        ))
+        .stderr(predicate::str::contains("pid 1001"));
+    report(&["--growth", &fx("truncated.json"), &fx("growth")])
+        .code(2)
+        .stderr(predicate::str::contains(format!(
+            "cudaleak: {}:",
+            fx("truncated.json")
+        )));
+}

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
 use crate::analyze::{Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, StackView};
 use crate::args::View;
+use crate::growth::{GrowthFindings, RULE_TEXT};
 
 pub struct Json;
 
@@ -412,6 +413,199 @@ struct DiffDoc<'a> {
     delta_bytes: i128,
 }
 
+#[derive(Serialize)]
+struct PointDoc {
+    source: String,
+    end: &'static str,
+    snapshot: Option<u64>,
+    signal: Option<String>,
+    end_unix_ms: u64,
+    live_bytes: u64,
+    live_allocations: u64,
+}
+
+#[derive(Serialize)]
+struct LiveDoc {
+    bytes: u64,
+    allocations: u64,
+}
+
+#[derive(Serialize)]
+struct GrowthRowDoc<'a> {
+    suspect: bool,
+    /// Why a callsite that grew is not a suspect; null for suspects.
+    not_suspect: Option<&'static str>,
+    api: &'a str,
+    first_bytes: u64,
+    last_bytes: u64,
+    first_allocations: u64,
+    last_allocations: u64,
+    growth_bytes: i128,
+    growth_allocations: i128,
+    bytes_per_hour: Option<f64>,
+    intervals: u64,
+    grew_intervals: u64,
+    shrank_intervals: u64,
+    series: Vec<LiveDoc>,
+    frames: Vec<Frame<'a>>,
+    hidden_frames: usize,
+    omitted_frames: usize,
+}
+
+#[derive(Serialize)]
+struct SeriesDoc<'a> {
+    pid: u32,
+    ppid: u32,
+    exe: &'a str,
+    argv: &'a [String],
+    rank: Option<i64>,
+    forked_from: Option<u32>,
+    start_unix_ms: u64,
+    span_ms: u64,
+    dumps: Vec<PointDoc>,
+    suspects: u64,
+    suspect_growth_bytes: u64,
+    suspects_not_shown: u64,
+    callsites: Vec<GrowthRowDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct SkippedDoc<'a> {
+    pid: u32,
+    exe: &'a str,
+    source: String,
+}
+
+#[derive(Serialize)]
+struct GrowthGateDoc {
+    failed: bool,
+    exit_code: u8,
+    max_leaked_bytes: u64,
+    tolerated: bool,
+}
+
+#[derive(Serialize)]
+struct GrowthDoc<'a> {
+    cudaleak_growth: u32,
+    tool: Tool,
+    rule: &'static str,
+    min_bytes: u64,
+    processes: Vec<SeriesDoc<'a>>,
+    skipped: Vec<SkippedDoc<'a>>,
+    suppressed: Vec<RuleCountDoc>,
+    suspects: u64,
+    suspect_growth_bytes: u64,
+    gate: GrowthGateDoc,
+}
+
+#[derive(Serialize)]
+struct RuleCountDoc {
+    rule: String,
+    file: String,
+    line: usize,
+    allocations: u64,
+    bytes: u64,
+}
+
+fn growth_doc(g: &GrowthFindings) -> GrowthDoc<'_> {
+    GrowthDoc {
+        cudaleak_growth: REPORT_VERSION,
+        tool: TOOL,
+        rule: RULE_TEXT,
+        min_bytes: g.min_bytes,
+        processes: g
+            .series
+            .iter()
+            .map(|s| SeriesDoc {
+                pid: s.process.pid,
+                ppid: s.process.ppid,
+                exe: &s.process.exe,
+                argv: &s.process.argv,
+                rank: s.process.rank,
+                forked_from: s.process.forked_from,
+                start_unix_ms: s.process.start_unix_ms,
+                span_ms: s.span_ms,
+                dumps: s
+                    .points
+                    .iter()
+                    .map(|p| PointDoc {
+                        source: p.source.display().to_string(),
+                        end: p.end.as_str(),
+                        snapshot: p.snapshot,
+                        signal: p.signal.clone(),
+                        end_unix_ms: p.end_unix_ms,
+                        live_bytes: p.live.bytes,
+                        live_allocations: p.live.allocations,
+                    })
+                    .collect(),
+                suspects: s.suspects,
+                suspect_growth_bytes: s.suspect_growth_bytes,
+                suspects_not_shown: s.suspects_not_shown,
+                callsites: s
+                    .rows
+                    .iter()
+                    .map(|r| GrowthRowDoc {
+                        suspect: r.is_suspect(),
+                        not_suspect: r.not_suspect.map(|n| n.as_str()),
+                        api: &r.api,
+                        first_bytes: r.first().bytes,
+                        last_bytes: r.last().bytes,
+                        first_allocations: r.first().allocations,
+                        last_allocations: r.last().allocations,
+                        growth_bytes: r.growth_bytes(),
+                        growth_allocations: r.growth_blocks(),
+                        // JSON has no infinity: an absurd rate is written as null.
+                        bytes_per_hour: r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
+                        intervals: r.intervals(),
+                        grew_intervals: r.grew_intervals,
+                        shrank_intervals: r.shrank_intervals,
+                        series: r
+                            .series
+                            .iter()
+                            .map(|c| LiveDoc {
+                                bytes: c.bytes,
+                                allocations: c.allocations,
+                            })
+                            .collect(),
+                        frames: frames(&r.stack),
+                        hidden_frames: r.stack.hidden,
+                        omitted_frames: r.stack.omitted,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        skipped: g
+            .skipped
+            .iter()
+            .map(|s| SkippedDoc {
+                pid: s.process.pid,
+                exe: &s.process.exe,
+                source: s.source.display().to_string(),
+            })
+            .collect(),
+        suppressed: g
+            .rules
+            .iter()
+            .zip(&g.suppressed)
+            .map(|(r, c)| RuleCountDoc {
+                rule: r.text(),
+                file: r.file.display().to_string(),
+                line: r.line,
+                allocations: c.allocations,
+                bytes: c.bytes,
+            })
+            .collect(),
+        suspects: g.suspects,
+        suspect_growth_bytes: g.suspect_growth_bytes,
+        gate: GrowthGateDoc {
+            failed: g.exit_code != 0,
+            exit_code: g.exit_code,
+            max_leaked_bytes: g.max_growth_bytes,
+            tolerated: g.tolerated,
+        },
+    }
+}
+
 fn write_doc<T: Serialize>(doc: &T, out: &mut dyn Write) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, doc).map_err(io::Error::from)?;
     out.write_all(b"\n")
@@ -420,6 +614,10 @@ fn write_doc<T: Serialize>(doc: &T, out: &mut dyn Write) -> io::Result<()> {
 impl Reporter for Json {
     fn report(&self, f: &Findings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
         write_doc(&document(f), out)
+    }
+
+    fn growth(&self, g: &GrowthFindings, _view: &View, out: &mut dyn Write) -> io::Result<()> {
+        write_doc(&growth_doc(g), out)
     }
 
     fn diff(&self, d: &DiffFindings, _view: &View, out: &mut dyn Write) -> io::Result<()> {

@@ -9,9 +9,11 @@ use super::{
     error_text, frame_text_under, gate_reasons, human_bytes, placement, plural, process_label,
     summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
+use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::args::View;
-use crate::report::text::signed_human;
+use crate::growth::{GrowthFindings, RULE_TEXT};
+use crate::report::text::{series_text, signed_human, steps_text};
 use cudaleak_format::EventType;
 
 pub struct Markdown;
@@ -264,6 +266,106 @@ impl Reporter for Markdown {
                     escape(&r.text()),
                     c.allocations,
                     human_bytes(c.bytes)
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn growth(&self, g: &GrowthFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let root = view.source_root.as_deref();
+        writeln!(
+            w,
+            "### cudaleak growth: {}",
+            escape(growth_summary_line(g).trim_start_matches("SUMMARY: "))
+        )?;
+        writeln!(w)?;
+        if g.exit_code != 0 {
+            writeln!(w, "❌ gate failed (growth), exit status {}", g.exit_code)?;
+        } else {
+            writeln!(w, "✅ gate passed")?;
+        }
+        writeln!(w)?;
+        writeln!(w, "Suspect rule: {RULE_TEXT}.")?;
+        for s in &g.series {
+            writeln!(w)?;
+            writeln!(w, "#### {}", escape(&process_label(&s.process)))?;
+            writeln!(w)?;
+            let first = s.points[0].live.bytes;
+            let last = s.points[s.points.len() - 1].live.bytes;
+            writeln!(
+                w,
+                "{} over {} ({} … {}); live {} → {}.",
+                plural(s.points.len() as u64, "dump", "dumps"),
+                human_duration(s.span_ms),
+                escape(&point_label(&s.points[0])),
+                escape(&point_label(&s.points[s.points.len() - 1])),
+                human_bytes(first),
+                human_bytes(last)
+            )?;
+            writeln!(w)?;
+            if s.rows.is_empty() {
+                writeln!(w, "No callsite grew.")?;
+                continue;
+            }
+            writeln!(
+                w,
+                "| # | Suspect | Growth | Blocks | Per hour | Intervals | API | Where |"
+            )?;
+            writeln!(w, "|--:|---|--:|--:|--:|---|---|---|")?;
+            for (i, r) in s.rows.iter().enumerate() {
+                let verdict = match r.not_suspect {
+                    None => "**yes**".to_string(),
+                    Some(n) => format!("no: {}", n.as_str()),
+                };
+                writeln!(
+                    w,
+                    "| {} | {verdict} | {} | {:+} | {} | {} | {} | {} |",
+                    i + 1,
+                    signed_human(r.growth_bytes()),
+                    r.growth_blocks(),
+                    rate_text(r.bytes_per_hour),
+                    steps_text(r),
+                    escape(&r.api),
+                    first_frame(&r.stack, root)
+                )?;
+            }
+            if s.suspects_not_shown > 0 {
+                writeln!(w)?;
+                writeln!(
+                    w,
+                    "… {} not shown (--top).",
+                    plural(s.suspects_not_shown, "more suspect", "more suspects")
+                )?;
+            }
+            writeln!(w)?;
+            writeln!(
+                w,
+                "<details><summary>Stacks and live bytes per dump</summary>"
+            )?;
+            for (i, r) in s.rows.iter().enumerate() {
+                writeln!(w)?;
+                writeln!(
+                    w,
+                    "**{}.** {} via {}; live: {}",
+                    i + 1,
+                    signed_human(r.growth_bytes()),
+                    escape(&r.api),
+                    series_text(r)
+                )?;
+                writeln!(w)?;
+                stack(w, &r.stack, root)?;
+            }
+            writeln!(w)?;
+            writeln!(w, "</details>")?;
+        }
+        if !g.skipped.is_empty() {
+            writeln!(w)?;
+            for s in &g.skipped {
+                writeln!(
+                    w,
+                    "Note: {} has only one dump: nothing to compare.",
+                    escape(&process_label(&s.process))
                 )?;
             }
         }

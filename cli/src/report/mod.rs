@@ -8,8 +8,11 @@ use std::io;
 
 use cudaleak_format as format;
 
+use std::borrow::Cow;
+
 use crate::analyze::{DiffFindings, Findings, FrameView};
 use crate::args::{Format, View};
+use crate::growth::{GrowthFindings, Point};
 
 pub mod json;
 pub mod markdown;
@@ -17,12 +20,13 @@ pub mod sarif;
 pub mod text;
 
 #[cfg(test)]
-mod snapshots_test;
+pub(crate) mod snapshots_test;
 
 /// One output format.
 pub trait Reporter {
     fn report(&self, findings: &Findings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
     fn diff(&self, diff: &DiffFindings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
+    fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
 }
 
 pub fn reporter(format: Format) -> Box<dyn Reporter> {
@@ -53,6 +57,85 @@ pub fn human_bytes(n: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
+/// Longest program-supplied name shown (function, file, module, argv): longer ones are cut
+/// with a note, so a hostile 100 MB name cannot make a 100 MB line per frame.
+pub const MAX_NAME_BYTES: usize = 64 << 10;
+
+/// Program-supplied text made safe to print anywhere, a terminal included: control characters
+/// (C0, DEL, C1, so no ANSI escape sequence survives) and bidirectional-override characters
+/// (which reorder what a terminal shows) are written as `\x1b` / `\u{202e}`; a name over
+/// [`MAX_NAME_BYTES`] is cut. Text that needs none of this is borrowed unchanged.
+pub fn clean(s: &str) -> Cow<'_, str> {
+    let odd =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if s.len() <= MAX_NAME_BYTES && !s.chars().any(odd) {
+        return Cow::Borrowed(s);
+    }
+    let mut cut = s.len().min(MAX_NAME_BYTES);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = String::with_capacity(cut + 32);
+    for c in s[..cut].chars() {
+        if !odd(c) {
+            out.push(c);
+        } else if (c as u32) < 0x100 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    if cut < s.len() {
+        out.push_str(&format!("…[{} more bytes]", s.len() - cut));
+    }
+    Cow::Owned(out)
+}
+
+/// `420 ms`, `12.5 s`, `5m 30s`, `3h 07m`, `2d 04h`.
+pub fn human_duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match ms {
+        0..=999 => format!("{ms} ms"),
+        1000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m {:02}s", s / 60, s % 60),
+        3_600_000..=86_399_999 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// `+1.50 MiB/h`, or `no rate (the dumps share a timestamp)`.
+pub fn rate_text(bytes_per_hour: Option<f64>) -> String {
+    match bytes_per_hour {
+        // `as` saturates: an absurd rate prints as 16.00 EiB/h.
+        Some(r) => format!("+{}/h", human_bytes(r.max(0.0).round() as u64)),
+        None => "no rate (the dumps share a timestamp)".into(),
+    }
+}
+
+/// A dump's place in a series: `snapshot 3`, `exit`, `SIGTERM`.
+pub fn point_label(p: &Point) -> String {
+    match p.end {
+        format::End::Snapshot => match p.snapshot {
+            Some(n) => format!("snapshot {n}"),
+            None => "snapshot".into(),
+        },
+        format::End::Exit => "exit".into(),
+        format::End::Signal => clean(p.signal.as_deref().unwrap_or("signal")).into_owned(),
+    }
+}
+
+/// `SUMMARY: 2 growth suspects (+1.50 MiB) in 1 process (9 dumps)`.
+pub fn growth_summary_line(g: &GrowthFindings) -> String {
+    let dumps: usize = g.series.iter().map(|s| s.points.len()).sum();
+    format!(
+        "SUMMARY: {} (+{}) in {} ({})",
+        plural(g.suspects, "growth suspect", "growth suspects"),
+        human_bytes(g.suspect_growth_bytes),
+        plural(g.series.len() as u64, "process", "processes"),
+        plural(dumps as u64, "dump", "dumps"),
+    )
+}
+
 /// `1 allocation`, `2 allocations`.
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -66,7 +149,7 @@ pub fn frame_text(f: &FrameView) -> String {
 /// `frame_text`, with a source file under `root` (a directory ending in `/`) shown relative to it.
 pub fn frame_text_under(f: &FrameView, root: Option<&str>) -> String {
     let mut s = match &f.function {
-        Some(name) => name.clone(),
+        Some(name) => clean(name).into_owned(),
         None => format!("{:#x}", f.ip),
     };
     if let Some(file) = &f.file {
@@ -75,12 +158,12 @@ pub fn frame_text_under(f: &FrameView, root: Option<&str>) -> String {
             .and_then(|r| file.strip_prefix(r))
             .filter(|rel| !rel.is_empty())
             .unwrap_or(file);
-        s.push_str(shown);
+        s.push_str(&clean(shown));
         if let Some(line) = f.line {
             s.push_str(&format!(":{line}"));
         }
     }
-    match (f.module_name(), f.function.is_none(), f.offset) {
+    match (f.module_name().map(clean), f.function.is_none(), f.offset) {
         (Some(m), true, Some(off)) => s.push_str(&format!(" ({m}+{off:#x})")),
         (Some(m), _, _) => s.push_str(&format!(" ({m})")),
         (None, _, _) => {}
@@ -105,7 +188,7 @@ pub fn ending(p: &format::Process) -> String {
     match p.end {
         format::End::Exit => "exited".into(),
         format::End::Signal => match &p.signal {
-            Some(s) => format!("killed by {s}"),
+            Some(s) => format!("killed by {}", clean(s)),
             None => "killed by a signal".into(),
         },
         format::End::Snapshot => match p.snapshot {
@@ -118,9 +201,20 @@ pub fn ending(p: &format::Process) -> String {
 /// `pid 4711: ./app --n 3 (exited)`, with the rank when there is one.
 pub fn process_label(p: &format::Process) -> String {
     let command = if p.argv.is_empty() {
-        p.exe.clone()
+        clean(&p.exe).into_owned()
     } else {
-        p.argv.join(" ")
+        let mut c = String::new();
+        for a in &p.argv {
+            if c.len() > MAX_NAME_BYTES {
+                c.push_str(" …");
+                break;
+            }
+            if !c.is_empty() {
+                c.push(' ');
+            }
+            c.push_str(&clean(a));
+        }
+        c
     };
     let rank = p.rank.map_or(String::new(), |r| format!(", rank {r}"));
     format!("pid {}: {} ({}{rank})", p.pid, command, ending(p))
@@ -260,6 +354,34 @@ mod tests {
         assert!(frame_text_under(&abs, Some("/work/main/")).contains(" at cuda-samples/leak.cu:3 "));
         assert!(frame_text_under(&abs, Some("/elsewhere/"))
             .contains(" at /work/main/cuda-samples/leak.cu:3 "));
+    }
+
+    #[test]
+    fn program_text_cannot_carry_terminal_escapes_or_reorder_the_line() {
+        assert_eq!(clean("process_data(float*)"), "process_data(float*)");
+        assert!(matches!(clean("plain"), Cow::Borrowed(_)));
+        assert_eq!(
+            clean("evil\x1b[2J\x1b]0;pwned\x07"),
+            "evil\\x1b[2J\\x1b]0;pwned\\x07"
+        );
+        assert_eq!(clean("a\nb\r\u{9b}c"), "a\\x0ab\\x0d\\x9bc");
+        assert_eq!(clean("abc\u{202e}fed"), "abc\\u{202e}fed");
+        let long = "é".repeat(MAX_NAME_BYTES);
+        let c = clean(&long);
+        assert!(c.len() < MAX_NAME_BYTES + 64, "{}", c.len());
+        assert!(c.ends_with(&format!("…[{} more bytes]", MAX_NAME_BYTES)));
+    }
+
+    #[test]
+    fn durations_and_rates_read_naturally() {
+        assert_eq!(human_duration(420), "420 ms");
+        assert_eq!(human_duration(12_500), "12.5 s");
+        assert_eq!(human_duration(330_000), "5m 30s");
+        assert_eq!(human_duration(3 * 3_600_000 + 7 * 60_000), "3h 07m");
+        assert_eq!(human_duration(2 * 86_400_000 + 4 * 3_600_000), "2d 04h");
+        assert_eq!(rate_text(Some(1_572_864.0)), "+1.50 MiB/h");
+        assert_eq!(rate_text(Some(f64::INFINITY)), "+16.00 EiB/h");
+        assert!(rate_text(None).starts_with("no rate"));
     }
 
     #[test]

@@ -9,10 +9,12 @@ use std::io::{self, Write};
 
 use serde_json::{json, Value};
 
+use super::{clean, rate_text};
 use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
 use crate::analyze::{DiffFindings, Findings, FrameView, StackView};
 use crate::args::View;
-use crate::report::text::signed_human;
+use crate::growth::GrowthFindings;
+use crate::report::text::{signed_human, steps_text};
 use cudaleak_format::EventType;
 
 pub struct Sarif;
@@ -45,7 +47,7 @@ const RULES: [(&str, &str, &str, &str, &str); 6] = [
      "Managed (unified) memory: a migration and capacity risk",
      super::MANAGED_ADVICE),
     ("cudaleak/growth", "CudaLiveMemoryGrowth", "warning",
-     "Live CUDA memory from this callsite grew between two dumps",
+     "Live CUDA memory from this callsite grew across dumps of a running program",
      "A callsite whose live memory keeps growing while the program runs is a leak in the making; check that every allocation in the loop is freed."),
 ];
 
@@ -303,6 +305,45 @@ impl Reporter for Sarif {
             }
         }
         write_value(&envelope(results, view.source_root.as_deref()), out)
+    }
+
+    fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
+        let root = view.source_root.as_deref();
+        let mut results = Vec::new();
+        for s in &g.series {
+            let pid = s.process.pid;
+            for r in s.rows.iter().filter(|r| r.is_suspect()) {
+                results.push(result(
+                    root,
+                    "cudaleak/growth",
+                    "warning",
+                    format!(
+                        "live memory via {} grew by {} ({:+} blocks) over {} dumps, {}, {}: {} → {} (pid {pid})",
+                        clean(&r.api),
+                        signed_human(r.growth_bytes()),
+                        r.growth_blocks(),
+                        r.series.len(),
+                        rate_text(r.bytes_per_hour),
+                        steps_text(r),
+                        human_bytes(r.first().bytes),
+                        human_bytes(r.last().bytes)
+                    ),
+                    &[&r.stack],
+                    &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
+                    json!({
+                        "first_bytes": r.first().bytes,
+                        "last_bytes": r.last().bytes,
+                        "growth_bytes": r.growth_bytes(),
+                        "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
+                        "intervals": r.intervals(),
+                        "grew_intervals": r.grew_intervals,
+                        "api": r.api,
+                        "pid": pid,
+                    }),
+                ));
+            }
+        }
+        write_value(&envelope(results, root), out)
     }
 
     fn diff(&self, d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {

@@ -66,6 +66,41 @@ fn render_diff(format: Format) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// The `growth/` fixture series, every dump added in file-name order (as a directory gives).
+pub(crate) fn growth_findings(cfg: &Config) -> crate::growth::GrowthFindings {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/growth");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut b = crate::growth::Builder::new(cfg);
+    for n in &names {
+        b.add(
+            &dump(&format!("growth/{n}")),
+            Path::new(&format!("growth/{n}")),
+        );
+    }
+    b.finish().unwrap()
+}
+
+fn render_growth(format: Format) -> String {
+    let cfg = cfg_with(view(), vec![], 0);
+    let mut out = Vec::new();
+    reporter(format)
+        .growth(&growth_findings(&cfg), &cfg.view, &mut out)
+        .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn growth_text_json_markdown_sarif() {
+    insta::assert_snapshot!("growth_text", render_growth(Format::Text));
+    insta::assert_snapshot!("growth_json", render_growth(Format::Json));
+    insta::assert_snapshot!("growth_markdown", render_growth(Format::Markdown));
+    insta::assert_snapshot!("growth_sarif", render_growth(Format::Sarif));
+}
+
 #[test]
 fn text_error_path() {
     let cfg = cfg_with(view(), vec![], 0);

@@ -6,13 +6,15 @@
 use std::io::{self, Write};
 
 use super::{
-    error_text, frame_text_under, gate_reasons, human_bytes, placement, plural, process_label,
-    summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    clean, error_text, frame_text_under, gate_reasons, growth_summary_line, human_bytes,
+    human_duration, placement, plural, point_label, process_label, rate_text, summary_line,
+    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
 };
 use crate::args::View;
+use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
 use cudaleak_format::EventType;
 
 pub struct Text;
@@ -70,7 +72,7 @@ fn leak_header(g: &LeakGroup) -> String {
         "{} in {} via {} {}",
         human_bytes(g.bytes),
         plural(g.allocations, "allocation", "allocations"),
-        g.api,
+        clean(&g.api),
         placement(g.kind, g.device)
     )
 }
@@ -97,7 +99,7 @@ fn bad_free_header(g: &BadFreeGroup) -> String {
         EventType::DoubleFree => "of memory that was already freed",
         _ => "of an address that was never allocated",
     };
-    format!("{}({addr}) {what}{}", g.api, times(g.count))
+    format!("{}({addr}) {what}{}", clean(&g.api), times(g.count))
 }
 
 fn process_section(
@@ -115,7 +117,8 @@ fn process_section(
         let w = o.paint("warning:", Style::Yellow);
         writeln!(
             o.w,
-            "{w} the shim stopped recording early ({why}); this dump is partial"
+            "{w} the shim stopped recording early ({}); this dump is partial",
+            clean(why)
         )?;
     }
     if p.summary.dropped_events > 0 {
@@ -201,7 +204,12 @@ fn process_section(
         } else {
             format!("returned {}", errors.join(", "))
         };
-        writeln!(o.w, "{head} {}{size} {returned}{}", g.api, times(g.count))?;
+        writeln!(
+            o.w,
+            "{head} {}{size} {returned}{}",
+            clean(&g.api),
+            times(g.count)
+        )?;
         o.stack(&g.stack, "    ")?;
         writeln!(o.w)?;
     }
@@ -310,7 +318,7 @@ fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
             human_bytes(g.bytes),
             plural(g.allocations, "block", "blocks"),
             at,
-            g.api
+            clean(&g.api)
         )?;
     }
     writeln!(o.w)
@@ -343,7 +351,7 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
                     human_bytes(c.bytes),
                     plural(c.allocations, "allocation", "allocations"),
                     plural(c.processes, "process", "processes"),
-                    c.api
+                    clean(&c.api)
                 )?;
             }
             writeln!(o.w)?;
@@ -358,8 +366,8 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
                 "  {:>11} {:>12}  {} ({}:{})",
                 c.allocations,
                 human_bytes(c.bytes),
-                r.text(),
-                r.file.display(),
+                clean(&r.text()),
+                clean(&r.file.display().to_string()),
                 r.line
             )?;
         }
@@ -436,6 +444,18 @@ impl Reporter for Text {
         footer(&mut o, f)
     }
 
+    fn growth(&self, g: &GrowthFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
+        let mut o = Out {
+            w,
+            color: view.color,
+            root: view.source_root.as_deref(),
+        };
+        for s in &g.series {
+            growth_series(&mut o, s)?;
+        }
+        growth_footer(&mut o, g)
+    }
+
     fn diff(&self, d: &DiffFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let mut o = Out {
             w,
@@ -447,7 +467,7 @@ impl Reporter for Text {
             writeln!(
                 o.w,
                 "{name}: {} — {}, {} live",
-                side.source.display(),
+                clean(&side.source.display().to_string()),
                 process_label(&side.process),
                 counts_text(side.live)
             )?;
@@ -477,7 +497,7 @@ impl Reporter for Text {
                 "{head} {}, {:+} blocks via {} ({} → {})",
                 signed_human(r.delta_bytes()),
                 r.delta_blocks(),
-                r.api,
+                clean(&r.api),
                 blocks(r.old),
                 blocks(r.new)
             )?;
@@ -510,6 +530,154 @@ impl Reporter for Text {
             )
         )
     }
+}
+
+/// Live bytes at each dump: all of them up to 12, else the first six and the last five.
+pub fn series_text(r: &GrowthRow) -> String {
+    let v: Vec<String> = r.series.iter().map(|c| human_bytes(c.bytes)).collect();
+    if v.len() <= 12 {
+        return v.join(", ");
+    }
+    format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
+}
+
+/// `rose in 8 of 8 intervals` (and `, fell in 1` when it did).
+pub fn steps_text(r: &GrowthRow) -> String {
+    let mut s = format!(
+        "rose in {} of {}",
+        r.grew_intervals,
+        plural(r.intervals(), "interval", "intervals")
+    );
+    if r.shrank_intervals > 0 {
+        s.push_str(&format!(", fell in {}", r.shrank_intervals));
+    }
+    s
+}
+
+fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
+    writeln!(
+        o.w,
+        "{}",
+        o.paint(&format!("== {} ==", process_label(&s.process)), Style::Bold)
+    )?;
+    let labels: Vec<String> = s.points.iter().map(point_label).collect();
+    let labels = if labels.len() <= 6 {
+        labels.join(", ")
+    } else {
+        format!(
+            "{}, …, {}",
+            labels[..3].join(", "),
+            labels[labels.len() - 2..].join(", ")
+        )
+    };
+    let (first, last) = (s.points[0].live, s.points[s.points.len() - 1].live);
+    writeln!(
+        o.w,
+        "{} over {} ({labels}); live {} → {}",
+        plural(s.points.len() as u64, "dump", "dumps"),
+        human_duration(s.span_ms),
+        counts_text(first),
+        counts_text(last)
+    )?;
+    writeln!(o.w)?;
+    if s.suspects == 0 {
+        writeln!(o.w, "{}", o.paint("No growth suspects.", Style::Green))?;
+        writeln!(o.w)?;
+    }
+    let mut shown = 0;
+    for r in s.rows.iter().filter(|r| r.is_suspect()) {
+        shown += 1;
+        let head = o.paint(&format!("Suspect {shown} of {}:", s.suspects), Style::Red);
+        writeln!(
+            o.w,
+            "{head} {} ({:+} blocks) via {}, {}, {}",
+            signed_human(r.growth_bytes()),
+            r.growth_blocks(),
+            clean(&r.api),
+            rate_text(r.bytes_per_hour),
+            steps_text(r)
+        )?;
+        writeln!(o.w, "    live: {}", series_text(r))?;
+        o.stack(&r.stack, "    ")?;
+        writeln!(o.w)?;
+    }
+    if s.suspects_not_shown > 0 {
+        writeln!(
+            o.w,
+            "... {} not shown (--top)",
+            plural(s.suspects_not_shown, "more suspect", "more suspects")
+        )?;
+        writeln!(o.w)?;
+    }
+    let others: Vec<&GrowthRow> = s.rows.iter().filter(|r| !r.is_suspect()).collect();
+    if !others.is_empty() {
+        writeln!(o.w, "Grew, but not like a leak:")?;
+        for r in others {
+            let at = r
+                .stack
+                .frames
+                .first()
+                .map_or("(no frames)".into(), |f| frame_text_under(f, o.root));
+            writeln!(
+                o.w,
+                "  {} via {} at {at}: {} ({})",
+                signed_human(r.growth_bytes()),
+                clean(&r.api),
+                r.not_suspect.map_or("", |n| n.as_str()),
+                steps_text(r)
+            )?;
+        }
+        writeln!(o.w)?;
+    }
+    Ok(())
+}
+
+fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
+    for s in &g.skipped {
+        writeln!(
+            o.w,
+            "note: {} has only one dump ({}): nothing to compare",
+            process_label(&s.process),
+            clean(&s.source.display().to_string())
+        )?;
+    }
+    if !g.skipped.is_empty() {
+        writeln!(o.w)?;
+    }
+    if !g.rules.is_empty() {
+        writeln!(o.w, "Suppressions used (blocks summed over every dump):")?;
+        writeln!(o.w, "  {:>11} {:>12}  rule", "allocations", "bytes")?;
+        for (r, c) in g.rules.iter().zip(&g.suppressed) {
+            writeln!(
+                o.w,
+                "  {:>11} {:>12}  {} ({}:{})",
+                c.allocations,
+                human_bytes(c.bytes),
+                clean(&r.text()),
+                clean(&r.file.display().to_string()),
+                r.line
+            )?;
+        }
+        writeln!(o.w)?;
+    }
+    writeln!(o.w, "Suspect rule: {RULE_TEXT}.")?;
+    if g.tolerated {
+        writeln!(
+            o.w,
+            "The suspects' growth of {} is within --max-leaked-bytes {}: not failing.",
+            human_bytes(g.suspect_growth_bytes),
+            human_bytes(g.max_growth_bytes)
+        )?;
+    }
+    if g.exit_code != 0 {
+        writeln!(o.w, "Gate failed (growth): exit status {}.", g.exit_code)?;
+    }
+    let style = if g.suspects > 0 {
+        Style::Red
+    } else {
+        Style::Bold
+    };
+    writeln!(o.w, "{}", o.paint(&growth_summary_line(g), style))
 }
 
 /// `+4.00 KiB`, `-512 B`, `±0 B`.

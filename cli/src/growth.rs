@@ -1,0 +1,599 @@
+//! `report --growth`: a series of dumps of each process (snapshots, then the final dump) in,
+//! per-callsite live bytes over time and the leak suspects out.
+//!
+//! Pure like `analyze`: no I/O, no formatting. Dumps are added one at a time and reduced at
+//! once to per-callsite counts (a callsite's stack is kept once per process), so memory stays
+//! bounded by the largest dump plus callsites × dumps counters.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use cudaleak_format as format;
+
+use crate::analyze::{live_by_callsite, Config, Counts, StackView};
+
+/// The suspect rule, in words, for reports (docs/report-format.md explains it).
+pub const RULE_TEXT: &str = "live bytes rose from the first dump to the last, also over the \
+second half of the series, fell in at most a quarter of the intervals, and (with three or more \
+dumps) rose in at least two";
+
+/// One dump of a series, in series order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub source: PathBuf,
+    pub end: format::End,
+    pub snapshot: Option<u64>,
+    pub signal: Option<String>,
+    pub end_unix_ms: u64,
+    pub live: Counts,
+}
+
+impl Point {
+    /// Snapshots in number order first, then final dumps; time breaks ties.
+    fn order(&self) -> (bool, u64, u64) {
+        (
+            self.end != format::End::Snapshot,
+            self.snapshot.unwrap_or(0),
+            self.end_unix_ms,
+        )
+    }
+}
+
+/// Why a callsite that grew overall is not a suspect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSuspect {
+    /// It grew early and then stayed level or fell (a warm-up, a cache filled once).
+    LevelledOff,
+    /// It fell in more than a quarter of the intervals: it follows the workload.
+    Fluctuates,
+    /// It rose in only one interval of three or more: one jump is not a trend.
+    OneStep,
+    /// It grew by fewer bytes than `--min-bytes`.
+    BelowMinBytes,
+}
+
+impl NotSuspect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotSuspect::LevelledOff => "levelled off in the second half",
+            NotSuspect::Fluctuates => "fell in more than a quarter of the intervals",
+            NotSuspect::OneStep => "rose in only one interval",
+            NotSuspect::BelowMinBytes => "grew less than --min-bytes",
+        }
+    }
+}
+
+/// One callsite across a series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrowthRow {
+    pub api: String,
+    pub stack: StackView,
+    /// Live blocks in each dump of the series (zero where the callsite had none).
+    pub series: Vec<Counts>,
+    pub grew_intervals: u64,
+    pub shrank_intervals: u64,
+    /// Bytes per hour from the first dump to the last (`None` when they share a timestamp).
+    pub bytes_per_hour: Option<f64>,
+    /// `None` for a suspect.
+    pub not_suspect: Option<NotSuspect>,
+}
+
+impl GrowthRow {
+    pub fn first(&self) -> Counts {
+        self.series.first().copied().unwrap_or_default()
+    }
+    pub fn last(&self) -> Counts {
+        self.series.last().copied().unwrap_or_default()
+    }
+    pub fn intervals(&self) -> u64 {
+        self.series.len().saturating_sub(1) as u64
+    }
+    pub fn growth_bytes(&self) -> i128 {
+        i128::from(self.last().bytes) - i128::from(self.first().bytes)
+    }
+    pub fn growth_blocks(&self) -> i128 {
+        i128::from(self.last().allocations) - i128::from(self.first().allocations)
+    }
+    pub fn is_suspect(&self) -> bool {
+        self.not_suspect.is_none()
+    }
+}
+
+/// The series of one process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The process as its last dump describes it.
+    pub process: format::Process,
+    pub points: Vec<Point>,
+    /// Milliseconds from the first dump to the last.
+    pub span_ms: u64,
+    /// Suspects (largest growth first, cut to `--top`), then callsites that grew but are not
+    /// suspects (largest growth first). Callsites that did not grow are left out.
+    pub rows: Vec<GrowthRow>,
+    /// Suspects of this process, before `--top`.
+    pub suspects: u64,
+    /// Sum of the suspects' growth in bytes, before `--top`.
+    pub suspect_growth_bytes: u64,
+    pub suspects_not_shown: u64,
+}
+
+/// A process with a single dump: nothing to compare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    pub process: format::Process,
+    pub source: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrowthFindings {
+    /// Processes with at least two dumps, by pid.
+    pub series: Vec<Series>,
+    pub skipped: Vec<Skipped>,
+    pub rules: Vec<crate::suppressions::Rule>,
+    /// Per rule: blocks it suppressed, summed over every dump read.
+    pub suppressed: Vec<Counts>,
+    pub min_bytes: u64,
+    pub max_growth_bytes: u64,
+    pub suspects: u64,
+    pub suspect_growth_bytes: u64,
+    /// Suspects exist but their growth is within `--max-leaked-bytes`.
+    pub tolerated: bool,
+    /// 0, or the gate's exit code.
+    pub exit_code: u8,
+}
+
+/// Why a growth report cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooFewDumps(pub String);
+
+/// Collects dumps one at a time.
+pub struct Builder<'a> {
+    cfg: &'a Config,
+    processes: Vec<ProcessAcc>,
+    index: HashMap<(u32, u64), usize>,
+    suppressed: Vec<Counts>,
+}
+
+struct ProcessAcc {
+    process: format::Process,
+    /// The order key of the dump `process` came from.
+    process_order: (bool, u64, u64),
+    points: Vec<Point>,
+    rows: Vec<RowAcc>,
+    index: HashMap<String, usize>,
+}
+
+struct RowAcc {
+    api: String,
+    stack: StackView,
+    /// (index into `points`, live blocks)
+    seen: Vec<(usize, Counts)>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(cfg: &'a Config) -> Self {
+        Builder {
+            cfg,
+            processes: Vec::new(),
+            index: HashMap::new(),
+            suppressed: vec![Counts::default(); cfg.rules.len()],
+        }
+    }
+
+    /// Adds one dump. A process is its pid plus its start time, so a pid reused by a later
+    /// run starts a series of its own.
+    pub fn add(&mut self, dump: &format::Dump, source: &Path) {
+        let p = &dump.process;
+        let point = Point {
+            source: source.to_path_buf(),
+            end: p.end,
+            snapshot: p.snapshot,
+            signal: p.signal.clone(),
+            end_unix_ms: p.end_unix_ms,
+            live: Counts {
+                groups: 0,
+                allocations: dump.live.len() as u64,
+                bytes: dump.summary.live_bytes,
+            },
+        };
+        let order = point.order();
+        let key = (p.pid, p.start_unix_ms);
+        let slot = *self.index.entry(key).or_insert_with(|| {
+            self.processes.push(ProcessAcc {
+                process: p.clone(),
+                process_order: order,
+                points: Vec::new(),
+                rows: Vec::new(),
+                index: HashMap::new(),
+            });
+            self.processes.len() - 1
+        });
+        let acc = &mut self.processes[slot];
+        if order >= acc.process_order {
+            acc.process = p.clone();
+            acc.process_order = order;
+        }
+        let at = acc.points.len();
+        acc.points.push(point);
+        let (callsites, suppressed) = live_by_callsite(dump, &self.cfg.view, &self.cfg.rules);
+        for (total, c) in self.suppressed.iter_mut().zip(suppressed) {
+            total.add(c);
+        }
+        for c in callsites {
+            let row = match acc.index.get(&c.key) {
+                Some(&i) => i,
+                None => {
+                    acc.rows.push(RowAcc {
+                        api: c.api,
+                        stack: c.stack,
+                        seen: Vec::new(),
+                    });
+                    acc.index.insert(c.key, acc.rows.len() - 1);
+                    acc.rows.len() - 1
+                }
+            };
+            acc.rows[row].seen.push((at, c.live));
+        }
+    }
+
+    /// Orders each series, applies the suspect rule and decides the gate. At least one process
+    /// must have two dumps.
+    pub fn finish(self) -> Result<GrowthFindings, TooFewDumps> {
+        let cfg = self.cfg;
+        let mut series = Vec::new();
+        let mut skipped = Vec::new();
+        for acc in self.processes {
+            if acc.points.len() < 2 {
+                let source = acc.points[0].source.clone();
+                skipped.push(Skipped {
+                    process: acc.process,
+                    source,
+                });
+                continue;
+            }
+            series.push(build_series(acc, cfg));
+        }
+        if series.is_empty() {
+            let which: Vec<String> = skipped
+                .iter()
+                .map(|s| format!("pid {} ({})", s.process.pid, s.source.display()))
+                .collect();
+            return Err(TooFewDumps(format!(
+                "--growth needs at least two dumps of one process (snapshots: set \
+                 CUDALEAK_SNAPSHOT_INTERVAL=SECONDS or send SIGUSR1); found one dump each of {}",
+                which.join(", ")
+            )));
+        }
+        series.sort_by(|a, b| {
+            a.process
+                .pid
+                .cmp(&b.process.pid)
+                .then(a.process.start_unix_ms.cmp(&b.process.start_unix_ms))
+        });
+        skipped.sort_by_key(|s| s.process.pid);
+        let suspects = series.iter().map(|s| s.suspects).sum();
+        let suspect_growth_bytes = series
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(s.suspect_growth_bytes));
+        let gate = cfg.gate;
+        let tolerated = suspects > 0 && suspect_growth_bytes <= gate.max_leaked_bytes;
+        let exit_code = if suspects > 0 && !tolerated && gate.fail_on_leaks {
+            gate.exit_code
+        } else {
+            0
+        };
+        Ok(GrowthFindings {
+            series,
+            skipped,
+            rules: cfg.rules.clone(),
+            suppressed: self.suppressed,
+            min_bytes: cfg.min_bytes,
+            max_growth_bytes: gate.max_leaked_bytes,
+            suspects,
+            suspect_growth_bytes,
+            tolerated,
+            exit_code,
+        })
+    }
+}
+
+fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
+    // Series order, and where each added dump went in it.
+    let mut order: Vec<usize> = (0..acc.points.len()).collect();
+    order.sort_by(|&a, &b| {
+        acc.points[a]
+            .order()
+            .cmp(&acc.points[b].order())
+            .then_with(|| acc.points[a].source.cmp(&acc.points[b].source))
+    });
+    let mut position = vec![0; order.len()];
+    for (pos, &i) in order.iter().enumerate() {
+        position[i] = pos;
+    }
+    let points: Vec<Point> = order.iter().map(|&i| acc.points[i].clone()).collect();
+    let (first_ms, last_ms) = (points[0].end_unix_ms, points[points.len() - 1].end_unix_ms);
+    let span_ms = last_ms.saturating_sub(first_ms);
+
+    let mut rows: Vec<GrowthRow> = Vec::new();
+    for r in acc.rows.drain(..) {
+        let mut series = vec![Counts::default(); points.len()];
+        for (at, c) in r.seen {
+            series[position[at]].add(c);
+        }
+        let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
+        let Some(verdict) = judge(&bytes) else {
+            continue; // did not grow from first to last
+        };
+        let growth = bytes[bytes.len() - 1] - bytes[0];
+        let not_suspect = verdict.err().or(if growth < cfg.min_bytes {
+            Some(NotSuspect::BelowMinBytes)
+        } else {
+            None
+        });
+        let (grew, shrank) = steps(&bytes);
+        rows.push(GrowthRow {
+            api: r.api,
+            stack: r.stack,
+            series,
+            grew_intervals: grew,
+            shrank_intervals: shrank,
+            bytes_per_hour: (span_ms > 0).then(|| growth as f64 * 3_600_000.0 / span_ms as f64),
+            not_suspect,
+        });
+    }
+    rows.sort_by(|a, b| {
+        b.is_suspect()
+            .cmp(&a.is_suspect())
+            .then(b.growth_bytes().cmp(&a.growth_bytes()))
+            .then(b.growth_blocks().cmp(&a.growth_blocks()))
+            .then_with(|| a.api.cmp(&b.api))
+    });
+    let suspects = rows.iter().filter(|r| r.is_suspect()).count();
+    let suspect_growth_bytes = rows.iter().filter(|r| r.is_suspect()).fold(0u64, |a, r| {
+        a.saturating_add(u64::try_from(r.growth_bytes()).unwrap_or(u64::MAX))
+    });
+    let top = cfg.view.top.unwrap_or(usize::MAX);
+    let mut not_shown = 0;
+    if suspects > top {
+        not_shown = suspects - top;
+        rows.drain(top..suspects);
+    }
+    Series {
+        process: acc.process,
+        points,
+        span_ms,
+        rows,
+        suspects: suspects as u64,
+        suspect_growth_bytes,
+        suspects_not_shown: not_shown as u64,
+    }
+}
+
+/// Intervals in which live bytes rose, and in which they fell.
+fn steps(bytes: &[u64]) -> (u64, u64) {
+    let mut grew = 0;
+    let mut shrank = 0;
+    for w in bytes.windows(2) {
+        if w[1] > w[0] {
+            grew += 1;
+        } else if w[1] < w[0] {
+            shrank += 1;
+        }
+    }
+    (grew, shrank)
+}
+
+/// The suspect rule. `None`: the callsite did not grow from the first dump to the last (not
+/// listed). `Some(Ok)`: a suspect. `Some(Err(why))`: it grew, but not like a leak.
+///
+/// A suspect's live bytes (1) rose from the first dump to the last, (2) also rose over the
+/// second half of the series: the last dump has more than the middle one (index ⌊(n−1)/2⌋), so
+/// a warm-up that levelled off is not a suspect, and (3) fell in at most a quarter of the
+/// intervals, so memory that rises and falls with the workload is not one either, and (4) with
+/// three or more dumps, rose in at least two intervals: one jump is not a trend. With two dumps
+/// this is simply "more at the end".
+pub fn judge(bytes: &[u64]) -> Option<Result<(), NotSuspect>> {
+    let (&first, &last) = (bytes.first()?, bytes.last()?);
+    if bytes.len() < 2 || last <= first {
+        return None;
+    }
+    let middle = bytes[(bytes.len() - 1) / 2];
+    if last <= middle {
+        return Some(Err(NotSuspect::LevelledOff));
+    }
+    let (grew, shrank) = steps(bytes);
+    let intervals = bytes.len() as u64 - 1;
+    if shrank * 4 > intervals {
+        return Some(Err(NotSuspect::Fluctuates));
+    }
+    if intervals >= 2 && grew < 2 {
+        return Some(Err(NotSuspect::OneStep));
+    }
+    Some(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{Gate, View};
+
+    fn cfg() -> Config {
+        Config {
+            view: View {
+                top: None,
+                frames: None,
+                stats: false,
+                show_internal: false,
+                color: false,
+                source_root: None,
+            },
+            rules: Vec::new(),
+            min_bytes: 0,
+            gate: Gate::default(),
+        }
+    }
+
+    fn fixture_series(cfg: &Config) -> GrowthFindings {
+        crate::report::snapshots_test::growth_findings(cfg)
+    }
+
+    fn first_function(r: &GrowthRow) -> &str {
+        r.stack.frames[0].function.as_deref().unwrap_or("?")
+    }
+
+    #[test]
+    fn series_is_ordered_by_snapshot_number_then_the_final_dump() {
+        let g = fixture_series(&cfg());
+        assert_eq!(g.series.len(), 1);
+        let s = &g.series[0];
+        let order: Vec<Option<u64>> = s.points.iter().map(|p| p.snapshot).collect();
+        assert_eq!(order, [Some(1), Some(2), Some(3), Some(9), Some(10), None]);
+        assert_eq!(s.span_ms, 300_000);
+        assert_eq!(s.process.end, format::End::Exit);
+    }
+
+    #[test]
+    fn the_leak_per_iteration_is_the_one_suspect_matched_across_stack_orders() {
+        let g = fixture_series(&cfg());
+        let s = &g.series[0];
+        assert_eq!((g.suspects, s.suspects), (1, 1));
+        let r = &s.rows[0];
+        assert!(r.is_suspect());
+        assert_eq!(first_function(r), "train_step(int)");
+        let blocks: Vec<u64> = r.series.iter().map(|c| c.allocations).collect();
+        assert_eq!(blocks, [2, 4, 6, 8, 10, 12]);
+        assert_eq!((r.growth_bytes(), r.growth_blocks()), (40960, 10));
+        assert_eq!(
+            (r.grew_intervals, r.shrank_intervals, r.intervals()),
+            (5, 0, 5)
+        );
+        // 40 KiB in 5 minutes.
+        assert_eq!(r.bytes_per_hour, Some(40960.0 * 12.0));
+        let others: Vec<(&str, Option<NotSuspect>)> = s.rows[1..]
+            .iter()
+            .map(|r| (first_function(r), r.not_suspect))
+            .collect();
+        assert_eq!(
+            others,
+            [
+                ("load_model()", Some(NotSuspect::LevelledOff)),
+                ("forward(int)", Some(NotSuspect::Fluctuates)),
+            ]
+        );
+        assert_eq!(g.exit_code, 23);
+        assert_eq!(g.skipped.len(), 1);
+        assert_eq!(g.skipped[0].process.pid, 4002);
+    }
+
+    #[test]
+    fn gate_follows_exit_code_min_bytes_tolerance_and_suppressions() {
+        let mut c = cfg();
+        c.gate.exit_code = 7;
+        assert_eq!(fixture_series(&c).exit_code, 7);
+        c.gate.exit_code = 0;
+        assert_eq!(fixture_series(&c).exit_code, 0);
+
+        let mut c = cfg();
+        c.min_bytes = 40961;
+        let g = fixture_series(&c);
+        assert_eq!((g.suspects, g.exit_code), (0, 0));
+        let leak = g.series[0]
+            .rows
+            .iter()
+            .find(|r| first_function(r) == "train_step(int)")
+            .unwrap();
+        assert_eq!(leak.not_suspect, Some(NotSuspect::BelowMinBytes));
+
+        let mut c = cfg();
+        c.gate.max_leaked_bytes = 40960;
+        let g = fixture_series(&c);
+        assert!(g.tolerated);
+        assert_eq!(g.exit_code, 0);
+
+        let mut c = cfg();
+        c.gate.fail_on_leaks = false;
+        assert_eq!(fixture_series(&c).exit_code, 0);
+
+        let mut c = cfg();
+        c.rules = vec![crate::suppressions::Rule::new(
+            "train_step",
+            Path::new("s.supp"),
+            1,
+        )];
+        let g = fixture_series(&c);
+        assert_eq!(g.suspects, 0);
+        // Every dump counts, the forked child's single one too.
+        assert_eq!(g.suppressed[0].allocations, 2 + 4 + 6 + 8 + 10 + 12 + 1);
+    }
+
+    #[test]
+    fn top_cuts_suspects_shown_not_counted() {
+        let mut c = cfg();
+        c.view.top = Some(1);
+        let g = fixture_series(&c);
+        assert_eq!(g.series[0].suspects_not_shown, 0);
+        assert_eq!(g.series[0].rows.len(), 3);
+    }
+
+    #[test]
+    fn one_dump_per_process_is_an_error_that_names_it() {
+        let c = cfg();
+        let mut b = Builder::new(&c);
+        let d = format::read_file(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/leak_loop.json"),
+        )
+        .unwrap();
+        b.add(&d, Path::new("leak_loop.json"));
+        let e = b.finish().unwrap_err();
+        assert!(e.0.contains("at least two dumps"), "{}", e.0);
+        assert!(e.0.contains("pid 1001 (leak_loop.json)"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_steady_leak_is_a_suspect() {
+        assert_eq!(judge(&[0, 4, 8, 12, 16]), Some(Ok(())));
+        assert_eq!(judge(&[100, 200]), Some(Ok(())));
+        // A leak in steps, level in between, is still one.
+        assert_eq!(judge(&[0, 0, 4, 4, 8, 8, 12]), Some(Ok(())));
+        // One dip in eight intervals is tolerated.
+        assert_eq!(judge(&[0, 4, 8, 6, 10, 14, 18, 22, 26]), Some(Ok(())));
+    }
+
+    #[test]
+    fn flat_or_shrinking_callsites_are_not_listed() {
+        assert_eq!(judge(&[8, 8, 8]), None);
+        assert_eq!(judge(&[8, 16, 4]), None);
+        assert_eq!(judge(&[8]), None);
+        assert_eq!(judge(&[]), None);
+    }
+
+    #[test]
+    fn warm_up_that_levels_off_is_not_a_suspect() {
+        assert_eq!(
+            judge(&[0, 100, 200, 200, 200, 200]),
+            Some(Err(NotSuspect::LevelledOff))
+        );
+    }
+
+    #[test]
+    fn memory_that_follows_the_workload_is_not_a_suspect() {
+        assert_eq!(
+            judge(&[100, 200, 100, 200, 100, 200]),
+            Some(Err(NotSuspect::Fluctuates))
+        );
+        assert_eq!(
+            judge(&[100, 200, 100, 300, 150, 400]),
+            Some(Err(NotSuspect::Fluctuates))
+        );
+    }
+
+    #[test]
+    fn a_single_late_allocation_is_not_a_trend() {
+        assert_eq!(judge(&[0, 0, 0, 4096]), Some(Err(NotSuspect::OneStep)));
+    }
+
+    #[test]
+    fn steps_count_rises_and_falls() {
+        assert_eq!(steps(&[1, 2, 2, 1, 3]), (2, 1));
+    }
+}
