@@ -24,6 +24,8 @@ pub struct Dump {
     pub stacks: Vec<Stack>,
     pub live: Vec<LiveRecord>,
     pub events: Vec<Event>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shim: Option<ShimInfo>,
 }
 
 /// Why the dump was written.
@@ -95,6 +97,19 @@ pub struct Summary {
     /// Events not stored because the event list was full (they are still counted above).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_events: u64,
+}
+
+/// About the shim that wrote the dump: for judging its cost, not the program's memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShimInfo {
+    /// The shim's version (its crate version).
+    pub version: String,
+    /// Stack captures that walked the stack with the unwinder.
+    pub stack_walks: u64,
+    /// Stack captures answered by the walk cache (the stack proven unchanged since a walk);
+    /// counted per thread in batches of 256, so a running thread's last few may be missing.
+    pub stack_reuses: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -499,6 +514,11 @@ mod tests {
                 stack: 0,
                 alloc_stack: Some(0),
             }],
+            shim: Some(ShimInfo {
+                version: "0.1.0".into(),
+                stack_walks: 3,
+                stack_reuses: 1,
+            }),
         }
     }
 

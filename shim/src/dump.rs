@@ -9,9 +9,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 
-use cudaleak_format::{self as format, End, Event, Hex, LiveRecord, Process, Stack, Summary};
+use cudaleak_format::{
+    self as format, End, Event, Hex, LiveRecord, Process, ShimInfo, Stack, Summary,
+};
 
-use crate::stack::StackId;
+use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::symbolize::Symbolizer;
 
@@ -92,6 +94,11 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
         stacks,
         live,
         events,
+        shim: Some(ShimInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            stack_walks: stack::WALKS.load(Relaxed),
+            stack_reuses: stack::REUSES.load(Relaxed),
+        }),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -19,6 +19,10 @@ pub const MAX_DEPTH: usize = 256;
 
 const SHARD_BITS: u32 = 4;
 const SHARDS: usize = 1 << SHARD_BITS;
+
+/// Captures that walked, and captures the cache answered (for the dump's summary).
+pub static WALKS: AtomicU64 = AtomicU64::new(0);
+pub static REUSES: AtomicU64 = AtomicU64::new(0);
 
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
 static OWN_END: AtomicUsize = AtomicUsize::new(0);
@@ -157,6 +161,8 @@ struct Entry {
 struct WalkCache {
     /// This thread's stack bounds: cached slots are only ever read inside them.
     stack: std::ops::Range<usize>,
+    /// Hits, added to [`REUSES`] 256 at a time (and the rest when the thread ends).
+    reuses: u64,
     sets: Box<[[Option<Entry>; CACHE_WAYS]; CACHE_SETS]>,
     next_way: [u8; CACHE_SETS],
 }
@@ -165,6 +171,7 @@ impl WalkCache {
     fn new() -> WalkCache {
         WalkCache {
             stack: thread_stack(),
+            reuses: 0,
             sets: Box::new([[None; CACHE_WAYS]; CACHE_SETS]),
             next_way: [0; CACHE_SETS],
         }
@@ -215,6 +222,12 @@ impl WalkCache {
     }
 }
 
+impl Drop for WalkCache {
+    fn drop(&mut self) {
+        REUSES.fetch_add(self.reuses % 256, Ordering::Relaxed);
+    }
+}
+
 /// The current thread's stack as [low, high), or an empty range if unknown.
 fn thread_stack() -> std::ops::Range<usize> {
     // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
@@ -236,7 +249,7 @@ fn thread_stack() -> std::ops::Range<usize> {
 }
 
 thread_local! {
-    static WALKS: std::cell::RefCell<Option<WalkCache>> = const { std::cell::RefCell::new(None) };
+    static CACHE: std::cell::RefCell<Option<WalkCache>> = const { std::cell::RefCell::new(None) };
 }
 
 /// How stacks are taken: `Cached` reuses a walk when its stack slots prove it identical,
@@ -259,18 +272,24 @@ pub fn capture_interned(
 ) -> StackId {
     let mut buf = [0usize; MAX_DEPTH];
     if mode == Unwind::Precise || !cfg!(target_arch = "x86_64") {
+        WALKS.fetch_add(1, Ordering::Relaxed);
         let n = walk(depth, through_forward, &mut buf, None).0;
         return interner.intern(&buf[..n]);
     }
     let key = key | u8::from(through_forward) << 7;
     let sp = stack_pointer();
-    let cached = WALKS
+    let cached = CACHE
         .try_with(|w| {
             let mut w = w.try_borrow_mut().ok()?;
             let cache = w.get_or_insert_with(WalkCache::new);
             if let Some(id) = cache.lookup(sp, key) {
+                cache.reuses += 1;
+                if cache.reuses % 256 == 0 {
+                    REUSES.fetch_add(256, Ordering::Relaxed);
+                }
                 return Some(id);
             }
+            WALKS.fetch_add(1, Ordering::Relaxed);
             let mut checks = Checks {
                 n: 0,
                 slot: [0; MAX_CHECKS],
@@ -286,6 +305,7 @@ pub fn capture_interned(
         .ok()
         .flatten();
     cached.unwrap_or_else(|| {
+        WALKS.fetch_add(1, Ordering::Relaxed);
         let n = walk(depth, through_forward, &mut buf, None).0;
         interner.intern(&buf[..n])
     })
