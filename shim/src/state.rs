@@ -5,7 +5,7 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
 use crate::stack::Interner;
@@ -17,7 +17,8 @@ pub struct State {
     pub stacks: Interner,
     /// One sequence for allocations, frees and events, so their order can be told apart.
     pub seq: AtomicU64,
-    pub start: Instant,
+    /// `lifecycle::coarse_ms()` when the shim started.
+    pub start_ms: u64,
     pub start_unix_ms: AtomicU64,
     /// Snapshots written so far.
     pub snapshots: AtomicU64,
@@ -38,7 +39,7 @@ pub fn init(config: Config) -> &'static State {
         table: Table::default(),
         stacks: Interner::default(),
         seq: AtomicU64::new(0),
-        start: Instant::now(),
+        start_ms: crate::lifecycle::coarse_ms(),
         start_unix_ms: AtomicU64::new(unix_ms()),
         snapshots: AtomicU64::new(0),
         forked_from: AtomicU32::new(0),
@@ -116,7 +117,8 @@ impl State {
     }
 
     pub fn elapsed_ms(&self) -> u32 {
-        self.start.elapsed().as_millis().min(u128::from(u32::MAX)) as u32
+        let ms = crate::lifecycle::coarse_ms().saturating_sub(self.start_ms);
+        ms.min(u64::from(u32::MAX)) as u32
     }
 }
 
