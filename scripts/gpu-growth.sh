@@ -19,11 +19,11 @@ for name in slow_leak torch_slow_leak; do
         torch_slow_leak) cmd=(python3 "$repo/tests/gpu/torch_slow_leak.py" "$seconds") ;;
     esac
     echo "== $name"
-    CUDALEAK_SNAPSHOT_INTERVAL=1 "$bin_dir/cudaleak" run --out "$work/$name" --exit-code 0 -- "${cmd[@]}" | tail -5
-    run_dir="$(ls -d "$work/$name"/run-* | tail -1)"
+    CUDALEAK_SNAPSHOT_INTERVAL=1 "$bin_dir/cudaleak" run --out "$work/out/$name" --exit-code 0 -- "${cmd[@]}" | tail -5
+    run_dir="$(ls -d "$work/out/$name"/run-* | tail -1)"
     ls "$run_dir"
     "$bin_dir/cudaleak" report --growth "$run_dir" || true
 done
 if [[ -n "${OUT:-}" ]]; then
-    tar czf "$OUT/growth-dumps.tar.gz" -C "$work" slow_leak torch_slow_leak
+    tar czf "$OUT/growth-dumps.tar.gz" -C "$work/out" .
 fi
