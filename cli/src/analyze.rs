@@ -333,15 +333,77 @@ pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) 
     out
 }
 
+/// Longest program-supplied name kept (function, file, module, exe, each argv word): a longer
+/// one is cut to this many bytes plus `…[N more bytes]` in every format, so a hostile 100 MB
+/// name is not copied into every group, callsite and line of output.
+pub const MAX_NAME_BYTES: usize = 64 << 10;
+
+/// `s`, or its first [`MAX_NAME_BYTES`] (on a character boundary) and a note of the rest.
+pub fn cut(s: &str) -> String {
+    if s.len() <= MAX_NAME_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_NAME_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} more bytes]", &s[..end], s.len() - end)
+}
+
+/// The process, with its names cut to [`MAX_NAME_BYTES`] and at most 4096 argv words.
+pub fn process_view(p: &format::Process) -> format::Process {
+    let mut argv: Vec<String> = p.argv.iter().take(4096).map(|a| cut(a)).collect();
+    if p.argv.len() > 4096 {
+        argv.push(format!("…[{} more arguments]", p.argv.len() - 4096));
+    }
+    format::Process {
+        exe: cut(&p.exe),
+        argv,
+        signal: p.signal.as_deref().map(cut),
+        recording_stopped: p.recording_stopped.as_deref().map(cut),
+        pid: p.pid,
+        ppid: p.ppid,
+        rank: p.rank,
+        start_unix_ms: p.start_unix_ms,
+        end_unix_ms: p.end_unix_ms,
+        end: p.end,
+        snapshot: p.snapshot,
+        forked_from: p.forked_from,
+    }
+}
+
 fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
     FrameView {
         internal,
-        function: f.function.clone(),
-        file: f.file.clone(),
+        function: f.function.as_deref().map(cut),
+        file: f.file.as_deref().map(cut),
         line: f.line,
-        module: f.module.clone(),
+        module: f.module.as_deref().map(cut),
         offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
+    }
+}
+
+/// A name in a grouping key: itself, or for one over [`MAX_NAME_BYTES`] its first bytes, its
+/// length and a hash of the whole, so keys stay small and still tell long names apart.
+struct KeyName<'a>(&'a str);
+
+impl std::fmt::Display for KeyName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.0;
+        if s.len() <= MAX_NAME_BYTES {
+            return f.write_str(s);
+        }
+        let mut end = MAX_NAME_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in s.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        write!(f, "{}\u{1c}{}:{h:016x}", &s[..end], s.len())
     }
 }
 
@@ -352,10 +414,10 @@ fn push_frame_key(key: &mut String, f: &format::Frame) {
     let _ = write!(
         key,
         "{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        f.function.as_deref().unwrap_or(""),
-        f.file.as_deref().unwrap_or(""),
+        KeyName(f.function.as_deref().unwrap_or("")),
+        KeyName(f.file.as_deref().unwrap_or("")),
         f.line.map_or(String::new(), |l| l.to_string()),
-        f.module.as_deref().map(basename).unwrap_or(""),
+        KeyName(f.module.as_deref().map(basename).unwrap_or("")),
     );
     if f.function.is_none() {
         match f.offset {
@@ -405,11 +467,27 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
     }
 }
 
-/// Caches `prepare` per (stack index, API) for one dump.
+/// Caches `prepare` for one dump per (stack index, how many leading frames the API hides). The
+/// API matters only through that count, so a dump with many distinct API names over one big
+/// stack cannot multiply the work or the memory.
 struct Stacks<'a> {
     dump: &'a format::Dump,
     view: &'a View,
-    cache: HashMap<(usize, &'a str), Prepared>,
+    cache: HashMap<(usize, usize), Prepared>,
+}
+
+/// How many frames at the innermost end `visible_frames` drops as API entries for `api`
+/// (counting the internal frames among them).
+fn leading_entries(frames: &[format::Frame], api: &str, show_internal: bool) -> usize {
+    if show_internal {
+        return 0;
+    }
+    frames
+        .iter()
+        .take_while(|f| {
+            frame_is_internal(f) || f.function.as_deref().is_some_and(|n| is_api_entry(n, api))
+        })
+        .count()
 }
 
 impl<'a> Stacks<'a> {
@@ -420,14 +498,15 @@ impl<'a> Stacks<'a> {
             cache: HashMap::new(),
         }
     }
-    fn get(&mut self, stack: usize, api: &'a str) -> &Prepared {
+    fn get(&mut self, stack: usize, api: &str) -> &Prepared {
         let (dump, view) = (self.dump, self.view);
-        self.cache.entry((stack, api)).or_insert_with(|| {
-            // Indices were validated by cudaleak-format; an empty stack stands in regardless.
-            let empty = format::Stack::default();
-            let s = dump.stacks.get(stack).unwrap_or(&empty);
-            prepare(s, api, view)
-        })
+        // Indices were validated by cudaleak-format; an empty stack stands in regardless.
+        static EMPTY: format::Stack = format::Stack { frames: Vec::new() };
+        let s = dump.stacks.get(stack).unwrap_or(&EMPTY);
+        let lead = leading_entries(&s.frames, api, view.show_internal);
+        self.cache
+            .entry((stack, lead))
+            .or_insert_with(|| prepare(s, api, view))
     }
 }
 
@@ -472,7 +551,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
             .or_insert_with(|| {
                 groups.push(GroupAcc {
                     group: LeakGroup {
-                        api: r.api.clone(),
+                        api: cut(&r.api),
                         kind: r.kind,
                         device: r.device,
                         bytes: 0,
@@ -575,7 +654,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
 
     ProcessFindings {
         source: source.to_path_buf(),
-        process: dump.process.clone(),
+        process: process_view(&dump.process),
         summary: dump.summary.clone(),
         leaks: kept,
         leaked,
@@ -607,7 +686,7 @@ fn group_events<'a>(
             EventType::FailedAllocation => {
                 let slot = *failed_index.entry(key).or_insert_with(|| {
                     failed.push(FailedGroup {
-                        api: e.api.clone(),
+                        api: cut(&e.api),
                         count: 0,
                         bytes: 0,
                         errors: Vec::new(),
@@ -640,7 +719,7 @@ fn group_events<'a>(
                 let slot = *bad_index.entry(full_key).or_insert_with(|| {
                     bad.push(BadFreeGroup {
                         kind: e.kind,
-                        api: e.api.clone(),
+                        api: cut(&e.api),
                         count: 0,
                         address: e.address.map(|a| a.0),
                         stack: view,
@@ -848,7 +927,7 @@ pub fn live_by_callsite(
             None => {
                 out.push(CallsiteLive {
                     key: key.clone(),
-                    api: r.api.clone(),
+                    api: cut(&r.api),
                     stack: p.view.clone(),
                     live: Counts {
                         groups: 1,
@@ -911,12 +990,12 @@ pub fn diff(
     DiffFindings {
         old: DiffSide {
             source: old_source.to_path_buf(),
-            process: old.process.clone(),
+            process: process_view(&old.process),
             live: side_counts(old),
         },
         new: DiffSide {
             source: new_source.to_path_buf(),
-            process: new.process.clone(),
+            process: process_view(&new.process),
             live: side_counts(new),
         },
         rows_not_shown: (total - rows.len()) as u64,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use cudaleak_format as format;
 
-use crate::analyze::{live_by_callsite, Config, Counts, StackView};
+use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
 pub const RULE_TEXT: &str = "live bytes rose from the first dump to the last, also over the \
@@ -188,7 +188,7 @@ impl<'a> Builder<'a> {
             source: source.to_path_buf(),
             end: p.end,
             snapshot: p.snapshot,
-            signal: p.signal.clone(),
+            signal: p.signal.as_deref().map(cut),
             end_unix_ms: p.end_unix_ms,
             live: Counts {
                 groups: 0,
@@ -200,7 +200,7 @@ impl<'a> Builder<'a> {
         let key = (p.pid, p.start_unix_ms);
         let slot = *self.index.entry(key).or_insert_with(|| {
             self.processes.push(ProcessAcc {
-                process: p.clone(),
+                process: process_view(p),
                 process_order: order,
                 points: Vec::new(),
                 rows: Vec::new(),
@@ -210,7 +210,7 @@ impl<'a> Builder<'a> {
         });
         let acc = &mut self.processes[slot];
         if order >= acc.process_order {
-            acc.process = p.clone();
+            acc.process = process_view(p);
             acc.process_order = order;
         }
         let at = acc.points.len();

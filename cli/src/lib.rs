@@ -8,6 +8,7 @@
 pub mod analyze;
 pub mod args;
 pub mod commands;
+pub mod fuzz_target;
 pub mod growth;
 pub mod load;
 pub mod report;

@@ -239,51 +239,57 @@ fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
 /// `read` with another limit (tests use a small one).
 pub fn read_limited(path: &Path, limit: u64) -> Result<format::Dump, LoadError> {
     let mut input = open_limited(path, limit)?;
-    let parsed = {
-        let mut de = serde_json::Deserializer::from_reader(&mut input);
-        format::Dump::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
-    };
+    let parsed = parse(&mut input, || open_limited(path, limit).ok());
     if input.get_ref().n > limit {
         return Err(err(path, LoadErrorKind::TooLarge(None)));
     }
-    let read_err = |e| err(path, LoadErrorKind::Read(e));
+    parsed.map_err(|e| match e {
+        format::ReadError::Io(e) => err(path, LoadErrorKind::Io(e)),
+        e => err(path, LoadErrorKind::Read(e)),
+    })
+}
+
+/// Parses and validates a dump streamed from `input`, with the same verdicts as
+/// `cudaleak_format::from_slice`; `reopen` gives the input again from its start, for a second
+/// streaming pass that names the version of a dump whose shape does not fit.
+pub fn parse<R: Read, S: Read>(
+    input: R,
+    reopen: impl FnOnce() -> Option<S>,
+) -> Result<format::Dump, format::ReadError> {
+    let parsed = {
+        let mut de = serde_json::Deserializer::from_reader(input);
+        format::Dump::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
+    };
     match parsed {
         Ok(dump) => {
             if dump.cudaleak_dump != format::SCHEMA_VERSION {
-                return Err(read_err(format::ReadError::Version(Some(
-                    dump.cudaleak_dump.into(),
-                ))));
+                return Err(format::ReadError::Version(Some(dump.cudaleak_dump.into())));
             }
-            dump.validate()
-                .map_err(|m| read_err(format::ReadError::Inconsistent(m)))?;
+            dump.validate().map_err(format::ReadError::Inconsistent)?;
             Ok(dump)
         }
-        Err(e) if e.is_io() => Err(err(
-            path,
-            LoadErrorKind::Io(io::Error::other(e.to_string())),
-        )),
+        Err(e) if e.is_io() => Err(format::ReadError::Io(io::Error::other(strip_position(&e)))),
         Err(e) => {
-            // A dump of another version usually fails on its shape first: say "version" then
-            // (as `cudaleak_format::from_slice` does), peeking with a second streaming pass.
+            // A dump of another version usually fails on its shape first: say "version" then.
             if !e.is_syntax() && !e.is_eof() {
-                if let Some(v) = peek_version(path, limit) {
+                if let Some(v) = reopen().and_then(peek_version) {
                     if v != Some(u64::from(format::SCHEMA_VERSION)) {
-                        return Err(read_err(format::ReadError::Version(v)));
+                        return Err(format::ReadError::Version(v));
                     }
                 }
             }
-            Err(read_err(format::ReadError::Syntax {
+            Err(format::ReadError::Syntax {
                 line: e.line(),
                 column: e.column(),
                 message: strip_position(&e),
-            }))
+            })
         }
     }
 }
 
 /// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
-/// the file is not a JSON object. Streams, keeping nothing but the version.
-fn peek_version(path: &Path, limit: u64) -> Option<Option<u64>> {
+/// the input is not a JSON object. Streams, keeping nothing but the version.
+fn peek_version(input: impl Read) -> Option<Option<u64>> {
     #[derive(Deserialize)]
     struct Peek {
         cudaleak_dump: Option<NumberOrOther>,
@@ -294,7 +300,6 @@ fn peek_version(path: &Path, limit: u64) -> Option<Option<u64>> {
         Number(u64),
         Other(IgnoredAny),
     }
-    let input = open_limited(path, limit).ok()?;
     let p: Peek = serde_json::from_reader(input).ok()?;
     Some(match p.cudaleak_dump {
         Some(NumberOrOther::Number(v)) => Some(v),

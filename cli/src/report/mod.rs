@@ -57,21 +57,22 @@ pub fn human_bytes(n: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
-/// Longest program-supplied name shown (function, file, module, argv): longer ones are cut
-/// with a note, so a hostile 100 MB name cannot make a 100 MB line per frame.
-pub const MAX_NAME_BYTES: usize = 64 << 10;
+pub use crate::analyze::MAX_NAME_BYTES;
 
 /// Program-supplied text made safe to print anywhere, a terminal included: control characters
 /// (C0, DEL, C1, so no ANSI escape sequence survives) and bidirectional-override characters
-/// (which reorder what a terminal shows) are written as `\x1b` / `\u{202e}`; a name over
-/// [`MAX_NAME_BYTES`] is cut. Text that needs none of this is borrowed unchanged.
+/// (which reorder what a terminal shows) are written as `\x1b` / `\u{202e}`. Names arrive cut
+/// to [`MAX_NAME_BYTES`] by `analyze` (with a note of the rest, which must survive here); as a
+/// backstop anything longer than that plus room for the note is cut too. Text that needs none of
+/// this is borrowed unchanged.
 pub fn clean(s: &str) -> Cow<'_, str> {
+    const LIMIT: usize = MAX_NAME_BYTES + 64;
     let odd =
         |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    if s.len() <= MAX_NAME_BYTES && !s.chars().any(odd) {
+    if s.len() <= LIMIT && !s.chars().any(odd) {
         return Cow::Borrowed(s);
     }
-    let mut cut = s.len().min(MAX_NAME_BYTES);
+    let mut cut = s.len().min(LIMIT);
     while !s.is_char_boundary(cut) {
         cut -= 1;
     }
@@ -368,8 +369,10 @@ mod tests {
         assert_eq!(clean("abc\u{202e}fed"), "abc\\u{202e}fed");
         let long = "é".repeat(MAX_NAME_BYTES);
         let c = clean(&long);
-        assert!(c.len() < MAX_NAME_BYTES + 64, "{}", c.len());
-        assert!(c.ends_with(&format!("…[{} more bytes]", MAX_NAME_BYTES)));
+        assert!(c.len() < MAX_NAME_BYTES + 96, "{}", c.len());
+        assert!(c.ends_with(&format!("…[{} more bytes]", MAX_NAME_BYTES - 64)));
+        let noted = crate::analyze::cut(&long);
+        assert_eq!(clean(&noted), noted.as_str());
     }
 
     #[test]

@@ -120,7 +120,7 @@ fn location(f: &FrameView, root: Option<&str>) -> Value {
         loc["physicalLocation"] = p;
     }
     if let Some(func) = &f.function {
-        loc["logicalLocations"] = json!([{"fullyQualifiedName": func, "kind": "function"}]);
+        loc["logicalLocations"] = json!([{"fullyQualifiedName": clean(func), "kind": "function"}]);
     }
     loc
 }
@@ -230,12 +230,12 @@ impl Reporter for Sarif {
                         "{} in {} via {} {} never freed (pid {pid})",
                         human_bytes(g.bytes),
                         plural(g.allocations, "allocation", "allocations"),
-                        g.api,
+                        clean(&g.api),
                         placement(g.kind, g.device)
                     ),
                     &[&g.stack],
                     &g.callsite,
-                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": g.api, "kind": g.kind.as_str(), "pid": pid}),
+                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid}),
                 ));
             }
             for g in &p.bad_frees {
@@ -258,12 +258,12 @@ impl Reporter for Sarif {
                     "error",
                     format!(
                         "{}({addr}) {what}, {} (pid {pid})",
-                        g.api,
+                        clean(&g.api),
                         plural(g.count, "time", "times")
                     ),
                     &stacks,
                     &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
-                    json!({"count": g.count, "api": g.api, "pid": pid}),
+                    json!({"count": g.count, "api": clean(&g.api), "pid": pid}),
                 ));
             }
             for g in &p.failed {
@@ -274,7 +274,7 @@ impl Reporter for Sarif {
                     "warning",
                     format!(
                         "{} failed {} (returned {}) (pid {pid})",
-                        g.api,
+                        clean(&g.api),
                         plural(g.count, "time", "times"),
                         if errors.is_empty() {
                             "an error".into()
@@ -284,7 +284,7 @@ impl Reporter for Sarif {
                     ),
                     &[&g.stack],
                     &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
-                    json!({"count": g.count, "bytes": g.bytes, "api": g.api, "pid": pid}),
+                    json!({"count": g.count, "bytes": g.bytes, "api": clean(&g.api), "pid": pid}),
                 ));
             }
             for g in &p.managed {
@@ -296,11 +296,11 @@ impl Reporter for Sarif {
                         "{} of managed memory in {} via {} (pid {pid}): prefer device memory plus explicit copies when only the GPU touches it",
                         human_bytes(g.bytes),
                         plural(g.allocations, "allocation", "allocations"),
-                        g.api
+                        clean(&g.api)
                     ),
                     &[&g.stack],
                     &g.callsite,
-                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": g.api, "pid": pid}),
+                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "pid": pid}),
                 ));
             }
         }
@@ -337,7 +337,7 @@ impl Reporter for Sarif {
                         "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
                         "intervals": r.intervals(),
                         "grew_intervals": r.grew_intervals,
-                        "api": r.api,
+                        "api": clean(&r.api),
                         "pid": pid,
                     }),
                 ));
@@ -358,7 +358,7 @@ impl Reporter for Sarif {
                     "warning",
                     format!(
                         "live memory via {} grew by {} ({:+} blocks): {} → {}",
-                        r.api,
+                        clean(&r.api),
                         signed_human(r.delta_bytes()),
                         r.delta_blocks(),
                         human_bytes(r.old.bytes),
@@ -366,7 +366,7 @@ impl Reporter for Sarif {
                     ),
                     &[&r.stack],
                     &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
-                    json!({"old_bytes": r.old.bytes, "new_bytes": r.new.bytes, "api": r.api}),
+                    json!({"old_bytes": r.old.bytes, "new_bytes": r.new.bytes, "api": clean(&r.api)}),
                 )
             })
             .collect();

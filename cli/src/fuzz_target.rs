@@ -1,0 +1,83 @@
+//! The one fuzz target, shared by `fuzz/fuzz_targets/report.rs` (cargo-fuzz, nightly) and the
+//! stable smoke test `tests/fuzz_smoke.rs`: bytes → the dump readers → if a dump comes out,
+//! every report, diff and growth rendering in every format, into memory.
+//!
+//! It must panic only where the code under test is wrong: when the streaming reader
+//! (`load::parse`) and `cudaleak_format::from_slice` disagree, or when a renderer panics.
+
+use std::path::Path;
+
+use cudaleak_format as format;
+
+use crate::analyze::{self, Config};
+use crate::args::{Format, Gate, View};
+use crate::growth;
+use crate::load;
+use crate::report;
+
+const FORMATS: [Format; 4] = [Format::Text, Format::Json, Format::Markdown, Format::Sarif];
+
+fn views() -> [View; 2] {
+    let plain = View {
+        top: None,
+        frames: None,
+        stats: true,
+        show_internal: false,
+        color: false,
+        source_root: Some("/work/".into()),
+    };
+    let cut = View {
+        top: Some(1),
+        frames: Some(2),
+        stats: false,
+        show_internal: true,
+        color: true,
+        source_root: None,
+    };
+    [plain, cut]
+}
+
+/// Runs the readers and, on success, every renderer over `bytes`.
+pub fn render_all(bytes: &[u8]) {
+    let sliced = format::from_slice(bytes);
+    let streamed = load::parse(bytes, || Some(bytes));
+    match (&sliced, &streamed) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "the two readers read different dumps"),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!(
+            "the readers disagree: from_slice {:?}, load::parse {:?}",
+            a.as_ref().err(),
+            b.as_ref().err()
+        ),
+    }
+    let Ok(dump) = sliced else { return };
+    let source = Path::new("fuzz.json");
+    let mut sink = Vec::new();
+    for view in views() {
+        let cfg = Config {
+            view: view.clone(),
+            rules: vec![crate::suppressions::Rule::new(
+                "*leak*",
+                Path::new("fuzz.supp"),
+                1,
+            )],
+            min_bytes: 1,
+            gate: Gate::default(),
+        };
+        let findings = analyze::finish(vec![analyze::analyze_process(&dump, source, &cfg)], &cfg);
+        let d = analyze::diff(&dump, source, &dump, source, &view);
+        let mut b = growth::Builder::new(&cfg);
+        b.add(&dump, source);
+        b.add(&dump, source);
+        let g = b.finish();
+        for f in FORMATS {
+            let r = report::reporter(f);
+            sink.clear();
+            let _ = r.report(&findings, &view, &mut sink);
+            let _ = r.diff(&d, &view, &mut sink);
+            if let Ok(g) = &g {
+                let _ = r.growth(g, &view, &mut sink);
+            }
+        }
+    }
+}
