@@ -542,8 +542,17 @@ struct GroupAcc {
 /// Groups live records by API, kind, device and visible stack.
 fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
     let mut index: HashMap<(String, Kind, Option<i32>), usize> = HashMap::new();
+    // Records of one stack index, API, kind and device share a group: found without building
+    // the callsite key (a whole stack's worth of text) for every record.
+    let mut fast: HashMap<(usize, &'a str, Kind, Option<i32>), usize> = HashMap::new();
     let mut groups: Vec<GroupAcc> = Vec::new();
     for r in &dump.live {
+        if let Some(&slot) = fast.get(&(r.stack, r.api.as_str(), r.kind, r.device)) {
+            let acc = &mut groups[slot];
+            acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+            acc.group.allocations += 1;
+            continue;
+        }
         let p = stacks.get(r.stack, &r.api);
         let callsite = format!("{}\u{1d}{}", r.api, p.key);
         let slot = *index
@@ -563,6 +572,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
                 });
                 groups.len() - 1
             });
+        fast.insert((r.stack, r.api.as_str(), r.kind, r.device), slot);
         let acc = &mut groups[slot];
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
         acc.group.allocations += 1;
@@ -903,6 +913,8 @@ pub fn live_by_callsite(
     let mut index: HashMap<String, usize> = HashMap::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
+    // Records of one stack index and API share a callsite: found without building its key.
+    let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
     let mut stacks = Stacks::new(dump, view);
     for r in &dump.live {
         if !rules.is_empty() {
@@ -919,6 +931,12 @@ pub fn live_by_callsite(
                 });
                 continue;
             }
+        }
+        if let Some(&slot) = fast.get(&(r.stack, r.api.as_str())) {
+            let c = &mut out[slot].live;
+            c.allocations += 1;
+            c.bytes = c.bytes.saturating_add(r.size);
+            continue;
         }
         let p = stacks.get(r.stack, &r.api);
         let key = format!("{}\u{1d}{}", r.api, p.key);
@@ -938,6 +956,7 @@ pub fn live_by_callsite(
                 out.len() - 1
             }
         };
+        fast.insert((r.stack, r.api.as_str()), slot);
         let c = &mut out[slot].live;
         c.allocations += 1;
         c.bytes = c.bytes.saturating_add(r.size);
