@@ -378,6 +378,36 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_that_goes_on_past_the_limit_is_too_large_not_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("stream.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return; // no mkfifo here: nothing to test
+        }
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+                let _ = f.write_all(b"{\"cudaleak_dump\": 1, \"process\": {\"exe\": \"");
+                // An endless name; the reader stops after its limit and closes the pipe.
+                while f.write_all(&[b'A'; 4096]).is_ok() {}
+            })
+        };
+        let e = read_limited(&fifo, 100_000).unwrap_err();
+        assert!(matches!(e.kind, LoadErrorKind::TooLarge(None)), "{e}");
+        assert!(e.to_string().contains("and still going"), "{e}");
+        drop(e);
+        writer.join().unwrap();
+        // A regular file over the limit is refused by its size, before reading.
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; 2000]).unwrap();
+        let e = read_limited(&big, 1000).unwrap_err();
+        assert!(matches!(e.kind, LoadErrorKind::TooLarge(Some(2000))), "{e}");
+    }
+
+    #[test]
     fn missing_file_names_the_file_without_os_error_noise() {
         let e = read(Path::new("/nonexistent/cudaleak.1.json"))
             .unwrap_err()
