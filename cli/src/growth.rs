@@ -13,9 +13,10 @@ use cudaleak_format as format;
 use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
-pub const RULE_TEXT: &str = "live bytes rose from the first dump to the last, also over the \
-second half of the series, fell in at most a quarter of the intervals, and (with three or more \
-dumps) rose in at least two";
+pub const RULE_TEXT: &str = "up to its peak (its last maximum, in the second half of the \
+series), live bytes rose from the first dump, also over the second half of that stretch, fell in \
+at most a quarter of its intervals, and (with three or more dumps) rose in at least two; memory \
+released after the peak, as at interpreter shutdown, does not clear a suspect";
 
 /// One dump of a series, in series order.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +51,9 @@ pub enum NotSuspect {
     OneStep,
     /// It grew by fewer bytes than `--min-bytes`.
     BelowMinBytes,
+    /// It peaked in the first half of the series and was released: it followed a phase of
+    /// the program, not the run.
+    Released,
 }
 
 impl NotSuspect {
@@ -59,6 +63,7 @@ impl NotSuspect {
             NotSuspect::Fluctuates => "fell in more than a quarter of the intervals",
             NotSuspect::OneStep => "rose in only one interval",
             NotSuspect::BelowMinBytes => "grew less than --min-bytes",
+            NotSuspect::Released => "peaked in the first half and was released",
         }
     }
 }
@@ -72,7 +77,9 @@ pub struct GrowthRow {
     pub series: Vec<Counts>,
     pub grew_intervals: u64,
     pub shrank_intervals: u64,
-    /// Bytes per hour from the first dump to the last (`None` when they share a timestamp).
+    /// Index in `series` of the peak the growth is measured to (its last maximum).
+    pub peak: usize,
+    /// Bytes per hour from the first dump to the peak (`None` when they share a timestamp).
     pub bytes_per_hour: Option<f64>,
     /// `None` for a suspect.
     pub not_suspect: Option<NotSuspect>,
@@ -85,14 +92,23 @@ impl GrowthRow {
     pub fn last(&self) -> Counts {
         self.series.last().copied().unwrap_or_default()
     }
+    /// Intervals up to the peak: the stretch the verdict judged.
     pub fn intervals(&self) -> u64 {
-        self.series.len().saturating_sub(1) as u64
+        self.peak as u64
     }
+    pub fn at_peak(&self) -> Counts {
+        self.series.get(self.peak).copied().unwrap_or_default()
+    }
+    /// Growth from the first dump to the peak.
     pub fn growth_bytes(&self) -> i128 {
-        i128::from(self.last().bytes) - i128::from(self.first().bytes)
+        i128::from(self.at_peak().bytes) - i128::from(self.first().bytes)
     }
     pub fn growth_blocks(&self) -> i128 {
-        i128::from(self.last().allocations) - i128::from(self.first().allocations)
+        i128::from(self.at_peak().allocations) - i128::from(self.first().allocations)
+    }
+    /// Bytes freed between the peak and the last dump (the program's teardown, often).
+    pub fn released_bytes(&self) -> u64 {
+        self.at_peak().bytes.saturating_sub(self.last().bytes)
     }
     pub fn is_suspect(&self) -> bool {
         self.not_suspect.is_none()
@@ -321,23 +337,25 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             series[position[at]].add(c);
         }
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
-        let Some(verdict) = judge(&bytes) else {
-            continue; // did not grow from first to last
+        let Some((peak, verdict)) = judge(&bytes) else {
+            continue; // never rose above the first dump
         };
-        let growth = bytes[bytes.len() - 1] - bytes[0];
+        let growth = bytes[peak] - bytes[0];
+        let peak_ms = points[peak].end_unix_ms.saturating_sub(first_ms);
         let not_suspect = verdict.err().or(if growth < cfg.min_bytes {
             Some(NotSuspect::BelowMinBytes)
         } else {
             None
         });
-        let (grew, shrank) = steps(&bytes);
+        let (grew, shrank) = steps(&bytes[..=peak]);
         rows.push(GrowthRow {
             api: r.api,
             stack: r.stack,
             series,
             grew_intervals: grew,
             shrank_intervals: shrank,
-            bytes_per_hour: (span_ms > 0).then(|| growth as f64 * 3_600_000.0 / span_ms as f64),
+            peak,
+            bytes_per_hour: (peak_ms > 0).then(|| growth as f64 * 3_600_000.0 / peak_ms as f64),
             not_suspect,
         });
     }
@@ -383,33 +401,44 @@ fn steps(bytes: &[u64]) -> (u64, u64) {
     (grew, shrank)
 }
 
-/// The suspect rule. `None`: the callsite did not grow from the first dump to the last (not
-/// listed). `Some(Ok)`: a suspect. `Some(Err(why))`: it grew, but not like a leak.
+/// The suspect rule. `None`: the callsite never rose above its bytes in the first dump (not
+/// listed). Otherwise the index of its peak — the last dump holding its maximum — and the
+/// verdict: `Ok` a suspect, `Err(why)` it grew, but not like a leak.
 ///
-/// A suspect's live bytes (1) rose from the first dump to the last, (2) also rose over the
-/// second half of the series: the last dump has more than the middle one (index ⌊(n−1)/2⌋), so
-/// a warm-up that levelled off is not a suspect, and (3) fell in at most a quarter of the
-/// intervals, so memory that rises and falls with the workload is not one either, and (4) with
-/// three or more dumps, rose in at least two intervals: one jump is not a trend. With two dumps
-/// this is simply "more at the end".
-pub fn judge(bytes: &[u64]) -> Option<Result<(), NotSuspect>> {
-    let (&first, &last) = (bytes.first()?, bytes.last()?);
-    if bytes.len() < 2 || last <= first {
+/// The stretch up to the peak is judged, so memory the program releases at its very end
+/// (an interpreter freeing its globals before the exit dump) does not hide a leak of the run.
+/// A suspect's peak (1) lies in the second half of the series (index ≥ ⌊(n−1)/2⌋), else it
+/// followed a phase and was released; up to the peak its live bytes (2) also rose over the
+/// second half of that stretch, so a warm-up that levelled off is not a suspect, (3) fell in at
+/// most a quarter of the intervals, so memory that follows the workload is not one either, and
+/// (4) with three or more dumps, rose in at least two intervals: one jump is not a trend. With
+/// two dumps this is simply "more at the end".
+pub fn judge(bytes: &[u64]) -> Option<(usize, Result<(), NotSuspect>)> {
+    let first = *bytes.first()?;
+    let max = *bytes.iter().max()?;
+    if bytes.len() < 2 || max <= first {
         return None;
     }
-    let middle = bytes[(bytes.len() - 1) / 2];
-    if last <= middle {
-        return Some(Err(NotSuspect::LevelledOff));
-    }
-    let (grew, shrank) = steps(bytes);
-    let intervals = bytes.len() as u64 - 1;
-    if shrank * 4 > intervals {
-        return Some(Err(NotSuspect::Fluctuates));
-    }
-    if intervals >= 2 && grew < 2 {
-        return Some(Err(NotSuspect::OneStep));
-    }
-    Some(Ok(()))
+    let peak = bytes.iter().rposition(|&b| b == max)?;
+    let verdict = (|| {
+        if peak < (bytes.len() - 1) / 2 {
+            return Err(NotSuspect::Released);
+        }
+        let run = &bytes[..=peak];
+        if run[peak] <= run[(run.len() - 1) / 2] {
+            return Err(NotSuspect::LevelledOff);
+        }
+        let (grew, shrank) = steps(run);
+        let intervals = run.len() as u64 - 1;
+        if shrank * 4 > intervals {
+            return Err(NotSuspect::Fluctuates);
+        }
+        if intervals >= 2 && grew < 2 {
+            return Err(NotSuspect::OneStep);
+        }
+        Ok(())
+    })();
+    Some((peak, verdict))
 }
 
 #[cfg(test)]
@@ -453,10 +482,10 @@ mod tests {
     }
 
     #[test]
-    fn the_leak_per_iteration_is_the_one_suspect_matched_across_stack_orders() {
+    fn the_leak_per_iteration_and_the_cache_freed_at_exit_are_the_suspects() {
         let g = fixture_series(&cfg());
         let s = &g.series[0];
-        assert_eq!((g.suspects, s.suspects), (1, 1));
+        assert_eq!((g.suspects, s.suspects), (2, 2));
         let r = &s.rows[0];
         assert!(r.is_suspect());
         assert_eq!(first_function(r), "train_step(int)");
@@ -469,7 +498,14 @@ mod tests {
         );
         // 40 KiB in 5 minutes.
         assert_eq!(r.bytes_per_hour, Some(40960.0 * 12.0));
-        let others: Vec<(&str, Option<NotSuspect>)> = s.rows[1..]
+        assert_eq!(r.released_bytes(), 0);
+        // A cache that grew all run and was only emptied at exit still filled the GPU meanwhile.
+        let cache = &s.rows[1];
+        assert!(cache.is_suspect());
+        assert_eq!(first_function(cache), "Cache::fill()");
+        assert_eq!((cache.peak, cache.growth_bytes()), (4, 32768));
+        assert_eq!(cache.released_bytes(), 40960);
+        let others: Vec<(&str, Option<NotSuspect>)> = s.rows[2..]
             .iter()
             .map(|r| (first_function(r), r.not_suspect))
             .collect();
@@ -505,7 +541,7 @@ mod tests {
         assert_eq!(leak.not_suspect, Some(NotSuspect::BelowMinBytes));
 
         let mut c = cfg();
-        c.gate.max_leaked_bytes = 40960;
+        c.gate.max_leaked_bytes = 40960 + 32768;
         let g = fixture_series(&c);
         assert!(g.tolerated);
         assert_eq!(g.exit_code, 0);
@@ -521,7 +557,7 @@ mod tests {
             1,
         )];
         let g = fixture_series(&c);
-        assert_eq!(g.suspects, 0);
+        assert_eq!(g.suspects, 1, "only the cache is left");
         // Every dump counts, the forked child's single one too.
         assert_eq!(g.suppressed[0].allocations, 2 + 4 + 6 + 8 + 10 + 12 + 1);
     }
@@ -531,8 +567,13 @@ mod tests {
         let mut c = cfg();
         c.view.top = Some(1);
         let g = fixture_series(&c);
-        assert_eq!(g.series[0].suspects_not_shown, 0);
-        assert_eq!(g.series[0].rows.len(), 3);
+        assert_eq!(g.series[0].suspects, 2);
+        assert_eq!(g.series[0].suspects_not_shown, 1);
+        assert_eq!(
+            g.series[0].rows.len(),
+            3,
+            "one suspect shown and the two others"
+        );
     }
 
     #[test]
@@ -551,18 +592,18 @@ mod tests {
 
     #[test]
     fn a_steady_leak_is_a_suspect() {
-        assert_eq!(judge(&[0, 4, 8, 12, 16]), Some(Ok(())));
-        assert_eq!(judge(&[100, 200]), Some(Ok(())));
+        assert_eq!(judge(&[0, 4, 8, 12, 16]), Some((4, Ok(()))));
+        assert_eq!(judge(&[100, 200]), Some((1, Ok(()))));
         // A leak in steps, level in between, is still one.
-        assert_eq!(judge(&[0, 0, 4, 4, 8, 8, 12]), Some(Ok(())));
+        assert_eq!(judge(&[0, 0, 4, 4, 8, 8, 12]), Some((6, Ok(()))));
         // One dip in eight intervals is tolerated.
-        assert_eq!(judge(&[0, 4, 8, 6, 10, 14, 18, 22, 26]), Some(Ok(())));
+        assert_eq!(judge(&[0, 4, 8, 6, 10, 14, 18, 22, 26]), Some((8, Ok(()))));
     }
 
     #[test]
     fn flat_or_shrinking_callsites_are_not_listed() {
         assert_eq!(judge(&[8, 8, 8]), None);
-        assert_eq!(judge(&[8, 16, 4]), None);
+        assert_eq!(judge(&[8, 4, 2]), None);
         assert_eq!(judge(&[8]), None);
         assert_eq!(judge(&[]), None);
     }
@@ -571,7 +612,7 @@ mod tests {
     fn warm_up_that_levels_off_is_not_a_suspect() {
         assert_eq!(
             judge(&[0, 100, 200, 200, 200, 200]),
-            Some(Err(NotSuspect::LevelledOff))
+            Some((5, Err(NotSuspect::LevelledOff)))
         );
     }
 
@@ -579,17 +620,33 @@ mod tests {
     fn memory_that_follows_the_workload_is_not_a_suspect() {
         assert_eq!(
             judge(&[100, 200, 100, 200, 100, 200]),
-            Some(Err(NotSuspect::Fluctuates))
+            Some((5, Err(NotSuspect::Fluctuates)))
         );
         assert_eq!(
             judge(&[100, 200, 100, 300, 150, 400]),
-            Some(Err(NotSuspect::Fluctuates))
+            Some((5, Err(NotSuspect::Fluctuates)))
         );
     }
 
     #[test]
     fn a_single_late_allocation_is_not_a_trend() {
-        assert_eq!(judge(&[0, 0, 0, 4096]), Some(Err(NotSuspect::OneStep)));
+        assert_eq!(judge(&[0, 0, 0, 4096]), Some((3, Err(NotSuspect::OneStep))));
+    }
+
+    #[test]
+    fn a_leak_released_at_exit_is_still_a_suspect() {
+        // PyTorch: one tensor kept per step, freed when the interpreter shuts down.
+        assert_eq!(judge(&[1, 14, 33, 51, 70, 89, 1, 1]), Some((5, Ok(()))));
+    }
+
+    #[test]
+    fn a_phase_that_peaks_early_and_is_released_is_not_a_suspect() {
+        assert_eq!(
+            judge(&[0, 10, 20, 30, 0, 0, 0, 0, 0, 0]),
+            Some((3, Err(NotSuspect::Released)))
+        );
+        // Three dumps, the peak in the second half: judged like a leak freed at exit.
+        assert_eq!(judge(&[8, 16, 4]), Some((1, Ok(()))));
     }
 
     #[test]

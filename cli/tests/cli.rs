@@ -647,14 +647,17 @@ fn growth_names_the_leak_per_iteration_with_its_rate_and_fails_the_gate() {
     report(&["--growth", &fx("growth")])
         .code(23)
         .stdout(predicate::str::contains(
-            "Suspect 1 of 1: +40.00 KiB (+10 blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
+            "Suspect 1 of 2: +40.00 KiB (+10 blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
+        ))
+        .stdout(predicate::str::contains(
+            "rose in 4 of 4 intervals up to its peak, then 40.00 KiB released\n",
         ))
         .stdout(predicate::str::contains(
             "    #0 train_step(int) at cuda-samples/leak_per_iteration.cu:31",
         ))
         .stdout(predicate::str::contains("levelled off in the second half"))
         .stdout(predicate::str::ends_with(
-            "SUMMARY: 1 growth suspect (+40.00 KiB) in 1 process (6 dumps)\n",
+            "SUMMARY: 2 growth suspects (+72.00 KiB) in 1 process (6 dumps)\n",
         ));
     report(&["--growth", "--exit-code", "0", &fx("growth")]).code(0);
     report(&["--growth", "--min-bytes", "41K", &fx("growth")])
@@ -682,21 +685,30 @@ fn growth_in_every_format_parses_or_reads_as_documented() {
     let out = report(&["--growth", "--format", "json", &fx("growth")]).code(23);
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(v["cudaleak_growth"], 1);
-    assert_eq!(v["suspects"], 1);
+    assert_eq!(v["suspects"], 2);
     let c = &v["processes"][0]["callsites"][0];
     assert_eq!(c["suspect"], true);
     assert_eq!(c["bytes_per_hour"], 491520.0);
     assert_eq!(c["series"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        (c["peak"].as_u64(), c["released_bytes"].as_u64()),
+        (Some(5), Some(0))
+    );
+    let cache = &v["processes"][0]["callsites"][1];
+    assert_eq!(
+        (cache["peak"].as_u64(), cache["released_bytes"].as_u64()),
+        (Some(4), Some(40960))
+    );
     assert_eq!(v["gate"]["exit_code"], 23);
     let out = report(&["--growth", "--format", "sarif", &fx("growth")]).code(23);
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     let results = v["runs"][0]["results"].as_array().unwrap();
-    assert_eq!(results.len(), 1);
+    assert_eq!(results.len(), 2);
     assert_eq!(results[0]["ruleId"], "cudaleak/growth");
     report(&["--growth", "--format", "markdown", &fx("growth")])
         .code(23)
         .stdout(predicate::str::starts_with(
-            "### cudaleak growth: 1 growth suspect",
+            "### cudaleak growth: 2 growth suspects",
         ));
 }
 

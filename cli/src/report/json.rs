@@ -442,6 +442,10 @@ struct GrowthRowDoc<'a> {
     last_allocations: u64,
     growth_bytes: i128,
     growth_allocations: i128,
+    /// Index in `series` of the peak the growth is measured to.
+    peak: usize,
+    /// Bytes freed between the peak and the last dump.
+    released_bytes: u64,
     bytes_per_hour: Option<f64>,
     intervals: u64,
     grew_intervals: u64,
@@ -554,6 +558,8 @@ fn growth_doc(g: &GrowthFindings) -> GrowthDoc<'_> {
                         last_allocations: r.last().allocations,
                         growth_bytes: r.growth_bytes(),
                         growth_allocations: r.growth_blocks(),
+                        peak: r.peak,
+                        released_bytes: r.released_bytes(),
                         // JSON has no infinity: an absurd rate is written as null.
                         bytes_per_hour: r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
                         intervals: r.intervals(),

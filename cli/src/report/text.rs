@@ -541,7 +541,8 @@ pub fn series_text(r: &GrowthRow) -> String {
     format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
 }
 
-/// `rose in 8 of 8 intervals` (and `, fell in 1` when it did).
+/// `rose in 8 of 8 intervals` (and `, fell in 1` when it did; `, then 2.00 MiB released`
+/// when memory was freed after the peak).
 pub fn steps_text(r: &GrowthRow) -> String {
     let mut s = format!(
         "rose in {} of {}",
@@ -550,6 +551,12 @@ pub fn steps_text(r: &GrowthRow) -> String {
     );
     if r.shrank_intervals > 0 {
         s.push_str(&format!(", fell in {}", r.shrank_intervals));
+    }
+    if r.released_bytes() > 0 {
+        s.push_str(&format!(
+            " up to its peak, then {} released",
+            super::human_bytes(r.released_bytes())
+        ));
     }
     s
 }
