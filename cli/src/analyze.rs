@@ -310,8 +310,18 @@ fn frame_is_internal(f: &format::Frame) -> bool {
             .is_some_and(|n| is_internal_function(n) || is_startup_function(n))
 }
 
+/// A frame of the C library that its symbol table does not name: start-up and thread entry
+/// code on distributions whose libc carries no local symbols (Ubuntu's `__libc_start_call_main`).
+fn is_unnamed_libc(f: &format::Frame) -> bool {
+    f.function.is_none()
+        && f.module
+            .as_deref()
+            .is_some_and(|m| basename(m).starts_with("libc.so"))
+}
+
 /// Indices of the frames a user sees: internal frames anywhere are dropped, and so are API
-/// entry frames at the innermost end. If nothing is left, every frame is shown.
+/// entry frames at the innermost end, everything below `main`, and unnamed C library frames at
+/// the outermost end. If nothing is left, every frame is shown.
 pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) -> Vec<usize> {
     if show_internal {
         return (0..frames.len()).collect();
@@ -326,6 +336,12 @@ pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) 
             continue;
         }
         out.push(i);
+        if f.function.as_deref() == Some("main") {
+            break; // what calls main is the C start-up code
+        }
+    }
+    while out.len() > 1 && out.last().is_some_and(|&i| is_unnamed_libc(&frames[i])) {
+        out.pop();
     }
     if out.is_empty() {
         return (0..frames.len()).collect();
@@ -1078,6 +1094,37 @@ mod tests {
             file: Some("app.cu".into()),
             line: Some(7),
         }
+    }
+
+    fn unnamed_libc() -> Frame {
+        Frame {
+            function: None,
+            file: None,
+            line: None,
+            ..frame("", "/usr/lib/x86_64-linux-gnu/libc.so.6")
+        }
+    }
+
+    #[test]
+    fn nothing_below_main_and_no_unnamed_libc_entry_frames_are_shown() {
+        // Ubuntu's libc names neither __libc_start_call_main nor start_thread.
+        let frames = [
+            frame("process_data(float*)", "/bin/app"),
+            frame("main", "/bin/app"),
+            unnamed_libc(),
+            frame("__libc_start_main", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            frame("_start", "/bin/app"),
+        ];
+        assert_eq!(visible_frames(&frames, "cudaMalloc", false), [0, 1]);
+        let thread = [
+            frame("worker(void*)", "/bin/app"),
+            unnamed_libc(),
+            unnamed_libc(),
+        ];
+        assert_eq!(visible_frames(&thread, "cudaMalloc", false), [0]);
+        assert_eq!(visible_frames(&thread, "cudaMalloc", true), [0, 1, 2]);
+        // A stack of nothing but unnamed libc frames is still shown.
+        assert_eq!(visible_frames(&[unnamed_libc()], "cudaMalloc", false), [0]);
     }
 
     fn record(size: u64, stack: usize, device: Option<i32>) -> LiveRecord {
