@@ -73,19 +73,19 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             alloc_stack: e.alloc_stack.map(&mut stack_index),
         })
         .collect();
-    let c = &s.table.counters;
+    let c = s.table.totals();
     let summary = Summary {
-        allocations: c.allocations.load(Relaxed),
-        frees: c.frees.load(Relaxed),
-        untracked_frees: c.untracked_frees.load(Relaxed),
-        failed_allocations: c.failed_allocations.load(Relaxed),
-        invalid_frees: c.invalid_frees.load(Relaxed),
+        allocations: c.allocations,
+        frees: c.frees,
+        untracked_frees: c.untracked_frees,
+        failed_allocations: c.failed_allocations,
+        invalid_frees: c.invalid_frees,
         // From the list itself, so the dump is consistent even while other threads allocate.
         live_allocations: live.len() as u64,
         live_bytes: live.iter().map(|r| r.size).sum(),
-        peak_live_bytes: c.peak_live_bytes.load(Relaxed),
-        bytes_allocated: c.bytes_allocated.load(Relaxed),
-        dropped_events: c.dropped_events.load(Relaxed),
+        peak_live_bytes: c.peak_live_bytes,
+        bytes_allocated: c.bytes_allocated,
+        dropped_events: c.dropped_events,
     };
     format::Dump {
         cudaleak_dump: format::SCHEMA_VERSION,

@@ -66,25 +66,43 @@ pub enum FreeOutcome {
 struct Shard {
     live: [HashMap<u64, Block, AddrHash>; SPACES],
     freed: [HashMap<u64, StackId, AddrHash>; SPACES],
+    /// This shard's share of the counters: kept under the lock the call holds anyway, so
+    /// threads allocating at once do not fight over shared cache lines.
+    counts: Totals,
 }
 
-#[derive(Default)]
-pub struct Counters {
-    pub allocations: AtomicU64,
-    pub frees: AtomicU64,
-    pub untracked_frees: AtomicU64,
-    pub failed_allocations: AtomicU64,
-    pub invalid_frees: AtomicU64,
-    pub live_bytes: AtomicU64,
-    pub peak_live_bytes: AtomicU64,
-    pub bytes_allocated: AtomicU64,
-    pub dropped_events: AtomicU64,
+/// The summary's counters (see docs/dump-format.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub allocations: u64,
+    pub frees: u64,
+    pub untracked_frees: u64,
+    pub failed_allocations: u64,
+    pub invalid_frees: u64,
+    pub bytes_allocated: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+    pub dropped_events: u64,
+}
+
+impl Totals {
+    fn add(&mut self, o: &Totals) {
+        self.allocations += o.allocations;
+        self.frees += o.frees;
+        self.untracked_frees += o.untracked_frees;
+        self.invalid_frees += o.invalid_frees;
+        self.bytes_allocated += o.bytes_allocated;
+    }
 }
 
 pub struct Table {
     shards: Box<[Mutex<Shard>]>,
     events: Mutex<Vec<EventRecord>>,
-    pub counters: Counters,
+    /// The only counters all threads share: the peak needs the running total.
+    live_bytes: AtomicU64,
+    peak_live_bytes: AtomicU64,
+    failed_allocations: AtomicU64,
+    dropped_events: AtomicU64,
 }
 
 /// A consistent-enough copy for a dump: each shard is copied under its own lock.
@@ -98,7 +116,10 @@ impl Default for Table {
         Table {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             events: Mutex::new(Vec::new()),
-            counters: Counters::default(),
+            live_bytes: AtomicU64::new(0),
+            peak_live_bytes: AtomicU64::new(0),
+            failed_allocations: AtomicU64::new(0),
+            dropped_events: AtomicU64::new(0),
         }
     }
 }
@@ -135,17 +156,23 @@ impl Table {
         let replaced = {
             let mut shard = self.shard(addr).lock();
             shard.freed[s].remove(&addr);
+            shard.counts.allocations += 1;
+            shard.counts.bytes_allocated += block.size;
             shard.live[s].insert(addr, block)
         };
-        let c = &self.counters;
-        c.allocations.fetch_add(1, Relaxed);
-        c.bytes_allocated.fetch_add(block.size, Relaxed);
         if let Some(old) = replaced {
             // The address came back without us seeing it freed: the old block is gone.
-            c.live_bytes.fetch_sub(old.size, Relaxed);
+            self.live_bytes.fetch_sub(old.size, Relaxed);
         }
-        let live = c.live_bytes.fetch_add(block.size, Relaxed) + block.size;
-        c.peak_live_bytes.fetch_max(live, Relaxed);
+        self.add_live(block.size);
+    }
+
+    fn add_live(&self, size: u64) {
+        let live = self.live_bytes.fetch_add(size, Relaxed) + size;
+        // Read first: the read-modify-write is needed only when this is a new peak.
+        if live > self.peak_live_bytes.load(Relaxed) {
+            self.peak_live_bytes.fetch_max(live, Relaxed);
+        }
     }
 
     /// Forgets `addr` before the real free runs, so a racing allocation that reuses the address
@@ -153,7 +180,7 @@ impl Table {
     pub fn take(&self, space: Space, addr: u64) -> Option<Block> {
         let block = self.shard(addr).lock().live[space_index(space)].remove(&addr);
         if let Some(b) = block {
-            self.counters.live_bytes.fetch_sub(b.size, Relaxed);
+            self.live_bytes.fetch_sub(b.size, Relaxed);
         }
         block
     }
@@ -167,36 +194,32 @@ impl Table {
         succeeded: bool,
     ) -> FreeOutcome {
         let s = space_index(space);
-        let c = &self.counters;
+        let mut shard = self.shard(addr).lock();
         match (taken, succeeded) {
             (Some(block), true) => {
-                let mut shard = self.shard(addr).lock();
                 let freed = &mut shard.freed[s];
                 if freed.len() >= FREED_PER_SHARD {
                     freed.clear();
                 }
                 freed.insert(addr, block.stack);
-                drop(shard);
-                c.frees.fetch_add(1, Relaxed);
+                shard.counts.frees += 1;
                 FreeOutcome::Freed
             }
             (Some(block), false) => {
                 // Still allocated as far as the driver is concerned: put it back.
-                let mut shard = self.shard(addr).lock();
                 shard.live[s].entry(addr).or_insert(block);
                 drop(shard);
-                let live = c.live_bytes.fetch_add(block.size, Relaxed) + block.size;
-                c.peak_live_bytes.fetch_max(live, Relaxed);
+                self.add_live(block.size);
                 FreeOutcome::Failed
             }
             (None, true) => {
-                self.shard(addr).lock().freed[s].remove(&addr);
-                c.untracked_frees.fetch_add(1, Relaxed);
+                shard.freed[s].remove(&addr);
+                shard.counts.untracked_frees += 1;
                 FreeOutcome::Untracked
             }
             (None, false) => {
-                c.invalid_frees.fetch_add(1, Relaxed);
-                match self.shard(addr).lock().freed[s].get(&addr) {
+                shard.counts.invalid_frees += 1;
+                match shard.freed[s].get(&addr) {
                     Some(&stack) => FreeOutcome::DoubleFree(stack),
                     None => FreeOutcome::InvalidFree,
                 }
@@ -205,15 +228,18 @@ impl Table {
     }
 
     pub fn failed_allocation(&self) {
-        self.counters.failed_allocations.fetch_add(1, Relaxed);
+        self.failed_allocations.fetch_add(1, Relaxed);
     }
 
     /// Removes a tracked block without a driver free (the runtime refused the free because it
     /// is unloading: the context's teardown reclaims the memory).
     pub fn forget(&self, space: Space, addr: u64) -> bool {
-        match self.take(space, addr) {
-            Some(_) => {
-                self.counters.frees.fetch_add(1, Relaxed);
+        let mut shard = self.shard(addr).lock();
+        match shard.live[space_index(space)].remove(&addr) {
+            Some(b) => {
+                shard.counts.frees += 1;
+                drop(shard);
+                self.live_bytes.fetch_sub(b.size, Relaxed);
                 true
             }
             None => false,
@@ -231,7 +257,7 @@ impl Table {
             events.push(event);
         } else {
             drop(events);
-            self.counters.dropped_events.fetch_add(1, Relaxed);
+            self.dropped_events.fetch_add(1, Relaxed);
         }
     }
 
@@ -263,20 +289,27 @@ impl Table {
             *shard.lock() = Shard::default();
         }
         self.events.lock().clear();
-        let c = &self.counters;
         for counter in [
-            &c.allocations,
-            &c.frees,
-            &c.untracked_frees,
-            &c.failed_allocations,
-            &c.invalid_frees,
-            &c.live_bytes,
-            &c.peak_live_bytes,
-            &c.bytes_allocated,
-            &c.dropped_events,
+            &self.live_bytes,
+            &self.peak_live_bytes,
+            &self.failed_allocations,
+            &self.dropped_events,
         ] {
             counter.store(0, Relaxed);
         }
+    }
+
+    /// The counters, summed over the shards.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for shard in self.shards.iter() {
+            t.add(&shard.lock().counts);
+        }
+        t.failed_allocations = self.failed_allocations.load(Relaxed);
+        t.dropped_events = self.dropped_events.load(Relaxed);
+        t.live_bytes = self.live_bytes.load(Relaxed);
+        t.peak_live_bytes = self.peak_live_bytes.load(Relaxed);
+        t
     }
 
     /// Copies the live blocks (ordered by sequence number) and events.
@@ -319,7 +352,6 @@ type AddrHash = BuildHasherDefault<AddrHasher>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering::Relaxed;
 
     fn block(size: u64, seq: u64) -> Block {
         Block {
@@ -347,11 +379,11 @@ mod tests {
         let snap = t.snapshot();
         assert_eq!(snap.live.len(), 1);
         assert_eq!(snap.live[0].1, 0x2000);
-        let c = &t.counters;
-        assert_eq!(c.live_bytes.load(Relaxed), 512);
-        assert_eq!(c.peak_live_bytes.load(Relaxed), 768);
-        assert_eq!(c.bytes_allocated.load(Relaxed), 768);
-        assert_eq!(c.frees.load(Relaxed), 1);
+        let c = t.totals();
+        assert_eq!(c.live_bytes, 512);
+        assert_eq!(c.peak_live_bytes, 768);
+        assert_eq!(c.bytes_allocated, 768);
+        assert_eq!((c.allocations, c.frees), (2, 1));
     }
 
     #[test]
@@ -361,7 +393,7 @@ mod tests {
         assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
         assert_eq!(free(&t, 0x1000, false), FreeOutcome::DoubleFree(StackId(7)));
         assert_eq!(free(&t, 0x9000, false), FreeOutcome::InvalidFree);
-        assert_eq!(t.counters.invalid_frees.load(Relaxed), 2);
+        assert_eq!(t.totals().invalid_frees, 2);
     }
 
     #[test]
@@ -382,16 +414,16 @@ mod tests {
         t.allocated(Space::Device, 0x1000, block(256, 1));
         assert_eq!(free(&t, 0x1000, false), FreeOutcome::Failed);
         assert!(t.is_live(Space::Device, 0x1000));
-        assert_eq!(t.counters.live_bytes.load(Relaxed), 256);
-        assert_eq!(t.counters.frees.load(Relaxed), 0);
+        assert_eq!(t.totals().live_bytes, 256);
+        assert_eq!(t.totals().frees, 0);
     }
 
     #[test]
     fn successful_free_of_unknown_address_is_untracked() {
         let t = Table::default();
         assert_eq!(free(&t, 0x4000, true), FreeOutcome::Untracked);
-        assert_eq!(t.counters.untracked_frees.load(Relaxed), 1);
-        assert_eq!(t.counters.frees.load(Relaxed), 0);
+        assert_eq!(t.totals().untracked_frees, 1);
+        assert_eq!(t.totals().frees, 0);
     }
 
     #[test]
@@ -420,7 +452,7 @@ mod tests {
             t.event(e.clone());
         }
         assert_eq!(t.snapshot().events.len(), MAX_EVENTS);
-        assert_eq!(t.counters.dropped_events.load(Relaxed), 5);
+        assert_eq!(t.totals().dropped_events, 5);
     }
 
     #[test]
@@ -440,10 +472,10 @@ mod tests {
                 });
             }
         });
-        let c = &t.counters;
-        assert_eq!(c.allocations.load(Relaxed), 80_000);
-        assert_eq!(c.frees.load(Relaxed), 72_000);
+        let c = t.totals();
+        assert_eq!((c.allocations, c.frees), (80_000, 72_000));
         assert_eq!(t.snapshot().live.len(), 8_000);
-        assert_eq!(c.live_bytes.load(Relaxed), 8_000 * 16);
+        assert_eq!(c.live_bytes, 8_000 * 16);
+        assert_eq!(c.bytes_allocated, 80_000 * 16);
     }
 }
