@@ -52,7 +52,7 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             size: b.size,
             api: b.api.name().to_string(),
             kind: b.api.op().kind(),
-            device: (b.device >= 0).then_some(b.device),
+            device: (b.device >= 0).then_some(i32::from(b.device)),
             thread: u64::from(b.thread),
             seq: b.seq,
             time_ms: u64::from(b.time_ms),

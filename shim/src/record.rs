@@ -35,7 +35,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
             stack,
             time_ms: s.elapsed_ms(),
             thread: guard::thread_id(),
-            device: device.unwrap_or(-1),
+            device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
             api,
         };
         s.table.allocated(op.space(), addr, block);

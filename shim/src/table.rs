@@ -22,7 +22,7 @@ const FREED_PER_SHARD: usize = 1024;
 /// Events kept; later ones are only counted.
 pub const MAX_EVENTS: usize = 10_000;
 
-/// One live block. Kept small: there may be millions.
+/// One live block. Kept to 32 bytes (40 with its key): there may be millions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
     pub size: u64,
@@ -30,8 +30,8 @@ pub struct Block {
     pub stack: StackId,
     pub time_ms: u32,
     pub thread: u32,
-    /// Device ordinal, or -1 when unknown.
-    pub device: i32,
+    /// Device ordinal, or -1 when unknown (or beyond i16).
+    pub device: i16,
     pub api: Api,
 }
 
@@ -348,6 +348,8 @@ impl Hasher for AddrHasher {
 }
 
 type AddrHash = BuildHasherDefault<AddrHasher>;
+
+const _: () = assert!(std::mem::size_of::<Block>() == 32);
 
 #[cfg(test)]
 mod tests {
