@@ -2,19 +2,22 @@
 # scripts/gpu-bench.sh — GPU overhead of the shim against bare runs of the same binaries, with
 # compute-sanitizer's leak check beside them, in one run (run it through the device tool).
 #
-#   CUDALEAK_BIN_DIR=DIR scripts/gpu-bench.sh [REPS]
+#   CUDALEAK_BIN_DIR=DIR [SANITIZER_REPS=N] scripts/gpu-bench.sh [REPS]
 #
 # DIR holds libcudaleak.so (default target/release). Builds tests/bench/gpu/*.cu with nvcc
 # (CUDA_HOME or /usr/local/cuda; the default static runtime), runs each workload REPS times
 # (default 3) bare, under the shim and under `compute-sanitizer --leak-check full`, alternating,
 # and prints the medians of each program's own timed loop (`loop_s`) and their ratios to bare,
-# as a Markdown table. Writes the table and logs under $OUT when OUT is set. Asserts nothing.
+# as a Markdown table, with the min–max of the bare and cudaleak runs (GPU timings are noisy;
+# the spread says how far a ratio can be trusted). compute-sanitizer, being slow, runs only in
+# the first SANITIZER_REPS rounds (default: all). Writes the table and logs under $OUT when OUT is set. Asserts nothing.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin_dir="${CUDALEAK_BIN_DIR:-$repo/target/release}"
 shim="$bin_dir/libcudaleak.so"
 reps="${1:-3}"
+sanitizer_reps="${SANITIZER_REPS:-$reps}"
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 nvcc="$cuda/bin/nvcc"
 sanitizer="$(command -v compute-sanitizer || echo "$cuda/bin/compute-sanitizer")"
@@ -52,6 +55,7 @@ run() {
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else print a[int((NR + 1) / 2)]}'; }
+spread() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR > 0) printf "%s–%s", a[1], a[NR]}'; }
 
 {
     echo "# cudaleak GPU benchmarks — $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -60,9 +64,9 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR ==
     echo "- nvcc: $("$nvcc" --version | sed -n 's/.*release //p')"
     echo "- compute-sanitizer: $("$sanitizer" --version 2>/dev/null | sed -n 's/.*Version //p' | head -1)"
     echo "- PyTorch: $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-    echo "- medians of $reps runs of each program's own timed loop (seconds), alternating modes"
+    echo "- medians of $reps runs (compute-sanitizer: $sanitizer_reps) of each program's own timed loop (seconds), alternating modes"
     echo
-    echo "| workload | bare | cudaleak | ratio | compute-sanitizer | ratio |"
+    echo "| workload | bare (min–max) | cudaleak (min–max) | ratio | compute-sanitizer | ratio |"
     echo "|---|---:|---:|---:|---:|---:|"
 } | tee "$logs/gpu-bench.md"
 
@@ -72,7 +76,7 @@ for spec in "${workloads[@]}"; do
     failed_sanitizer=""
     for ((r = 0; r < reps; r++)); do
         for mode in bare cudaleak sanitizer; do
-            [[ "$mode" == sanitizer && -n "$failed_sanitizer" ]] && continue
+            [[ "$mode" == sanitizer && ( -n "$failed_sanitizer" || $r -ge $sanitizer_reps ) ]] && continue
             v="$(run "$mode" "$name" "$cmd" "$arg")"
             if [[ "$v" == failed* ]]; then
                 [[ "$mode" == sanitizer ]] && failed_sanitizer="$v" || seen[$mode]+=" $v"
@@ -89,6 +93,6 @@ for spec in "${workloads[@]}"; do
     else
         s="$(median <<<"${seen[sanitizer]}")"; sr="$(ratio "$b" "$s")"
     fi
-    echo "| $name | $b | $c | $(ratio "$b" "$c") | $s | $sr |" | tee -a "$logs/gpu-bench.md"
+    echo "| $name | $b ($(spread <<<"${seen[bare]}")) | $c ($(spread <<<"${seen[cudaleak]}")) | $(ratio "$b" "$c") | $s | $sr |" | tee -a "$logs/gpu-bench.md"
     unset seen
 done
