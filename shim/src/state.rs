@@ -3,7 +3,7 @@
 #![deny(unsafe_code)]
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,7 +29,12 @@ pub struct State {
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
-static RECORDING: AtomicBool = AtomicBool::new(false);
+/// OFF until initialised, and for good once stopped or disabled; ON and PAUSED switch back and
+/// forth through [`set_paused`].
+static RECORDING: AtomicU8 = AtomicU8::new(OFF);
+const OFF: u8 = 0;
+const ON: u8 = 1;
+const PAUSED: u8 = 2;
 
 /// Builds the state from the environment. Called once, from the constructor.
 pub fn init(config: Config) -> &'static State {
@@ -45,14 +50,14 @@ pub fn init(config: Config) -> &'static State {
         forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
     });
-    RECORDING.store(enabled, Ordering::Release);
+    RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state
 }
 
 /// The state, while the shim is recording.
 #[inline]
 pub fn recording() -> Option<&'static State> {
-    if RECORDING.load(Ordering::Acquire) {
+    if RECORDING.load(Ordering::Acquire) == ON {
         STATE.get()
     } else {
         None
@@ -77,9 +82,18 @@ pub fn shield<R>(f: impl FnOnce() -> R) -> Option<R> {
 
 /// Stops recording for the rest of the process; the dump will say why.
 pub fn stop(reason: &str) {
-    RECORDING.store(false, Ordering::Release);
+    RECORDING.store(OFF, Ordering::Release);
     if let Some(s) = STATE.get() {
         let _ = s.stopped.set(reason.to_string());
+    }
+}
+
+/// Pauses or resumes recording; never turns on a shim that is off (stopped, disabled, not yet
+/// initialised). Returns whether it was recording before.
+pub fn set_paused(paused: bool) -> bool {
+    let (from, to) = if paused { (ON, PAUSED) } else { (PAUSED, ON) };
+    match RECORDING.compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(previous) | Err(previous) => previous == ON,
     }
 }
 

@@ -17,8 +17,8 @@ use crate::stack::StackId;
 
 const SHARDS: usize = 64;
 const SPACES: usize = 4;
-/// Freed addresses remembered per shard and space, for telling double frees from invalid ones.
-const FREED_PER_SHARD: usize = 1024;
+/// Frees of tracked blocks remembered per shard, for telling double frees from invalid ones.
+const FREED_PER_SHARD: usize = 256;
 /// Events kept; later ones are only counted.
 pub const MAX_EVENTS: usize = 10_000;
 
@@ -65,10 +65,64 @@ pub enum FreeOutcome {
 #[derive(Default)]
 struct Shard {
     live: [HashMap<u64, Block, AddrHash>; SPACES],
-    freed: [HashMap<u64, StackId, AddrHash>; SPACES],
+    freed: FreedRing,
     /// This shard's share of the counters: kept under the lock the call holds anyway, so
     /// threads allocating at once do not fight over shared cache lines.
     counts: Totals,
+}
+
+/// The last [`FREED_PER_SHARD`] frees of tracked blocks in a shard, oldest overwritten first.
+/// Written once per free (one slot, no hashing), searched only when a free fails.
+#[derive(Default)]
+struct FreedRing {
+    entries: Vec<Freed>,
+    next: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Freed {
+    addr: u64,
+    stack: StackId,
+    space: u8,
+}
+
+impl FreedRing {
+    fn push(&mut self, space: usize, addr: u64, stack: StackId) {
+        let e = Freed {
+            addr,
+            stack,
+            space: space as u8,
+        };
+        if self.entries.len() < FREED_PER_SHARD {
+            self.entries.push(e);
+        } else {
+            self.entries[self.next] = e;
+        }
+        self.next = (self.next + 1) % FREED_PER_SHARD;
+    }
+
+    /// Newest first: the slots before `next` (this lap) backwards, then the rest (the last lap).
+    fn newest_first(&mut self) -> impl Iterator<Item = &mut Freed> {
+        let split = self.next.min(self.entries.len());
+        let (this_lap, last_lap) = self.entries.split_at_mut(split);
+        this_lap.iter_mut().rev().chain(last_lap.iter_mut().rev())
+    }
+
+    /// Where the last tracked block freed at `addr` had been allocated.
+    fn find(&mut self, space: usize, addr: u64) -> Option<StackId> {
+        self.newest_first()
+            .find(|e| e.addr == addr && usize::from(e.space) == space)
+            .map(|e| e.stack)
+    }
+
+    /// Forgets `addr`: a block we did not track was freed there since.
+    fn forget(&mut self, space: usize, addr: u64) {
+        for e in self.newest_first() {
+            if e.addr == addr && usize::from(e.space) == space {
+                e.addr = 0;
+            }
+        }
+    }
 }
 
 /// The summary's counters (see docs/dump-format.md).
@@ -155,7 +209,6 @@ impl Table {
         let s = space_index(space);
         let replaced = {
             let mut shard = self.shard(addr).lock();
-            shard.freed[s].remove(&addr);
             shard.counts.allocations += 1;
             shard.counts.bytes_allocated += block.size;
             shard.live[s].insert(addr, block)
@@ -197,11 +250,7 @@ impl Table {
         let mut shard = self.shard(addr).lock();
         match (taken, succeeded) {
             (Some(block), true) => {
-                let freed = &mut shard.freed[s];
-                if freed.len() >= FREED_PER_SHARD {
-                    freed.clear();
-                }
-                freed.insert(addr, block.stack);
+                shard.freed.push(s, addr, block.stack);
                 shard.counts.frees += 1;
                 FreeOutcome::Freed
             }
@@ -213,14 +262,14 @@ impl Table {
                 FreeOutcome::Failed
             }
             (None, true) => {
-                shard.freed[s].remove(&addr);
+                shard.freed.forget(s, addr);
                 shard.counts.untracked_frees += 1;
                 FreeOutcome::Untracked
             }
             (None, false) => {
                 shard.counts.invalid_frees += 1;
-                match shard.freed[s].get(&addr) {
-                    Some(&stack) => FreeOutcome::DoubleFree(stack),
+                match shard.freed.find(s, addr) {
+                    Some(stack) => FreeOutcome::DoubleFree(stack),
                     None => FreeOutcome::InvalidFree,
                 }
             }
@@ -399,7 +448,7 @@ mod tests {
     }
 
     #[test]
-    fn reallocating_an_address_clears_its_freed_history() {
+    fn a_double_free_names_the_latest_allocation_at_that_address() {
         let t = Table::default();
         t.allocated(Space::Device, 0x1000, block(256, 1));
         free(&t, 0x1000, true);
@@ -408,6 +457,34 @@ mod tests {
         t.allocated(Space::Device, 0x1000, block(256, 3));
         assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
         assert_eq!(free(&t, 0x1000, false), FreeOutcome::DoubleFree(StackId(3)));
+    }
+
+    #[test]
+    fn freed_history_keeps_the_newest_and_forgets_the_oldest() {
+        let t = Table::default();
+        // Far more frees than any shard remembers; addresses spread over every shard.
+        for i in 0..(SHARDS * FREED_PER_SHARD * 4) as u64 {
+            let addr = 0x1000 + i * 256;
+            t.allocated(Space::Device, addr, block(256, i));
+            assert_eq!(free(&t, addr, true), FreeOutcome::Freed);
+        }
+        let last = 0x1000 + (SHARDS * FREED_PER_SHARD * 4 - 1) as u64 * 256;
+        let n = (SHARDS * FREED_PER_SHARD * 4 - 1) as u32;
+        assert_eq!(free(&t, last, false), FreeOutcome::DoubleFree(StackId(n)));
+        assert_eq!(
+            free(&t, 0x1000, false),
+            FreeOutcome::InvalidFree,
+            "long forgotten"
+        );
+    }
+
+    #[test]
+    fn an_untracked_free_clears_the_history_of_its_address() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        free(&t, 0x1000, true);
+        assert_eq!(free(&t, 0x1000, true), FreeOutcome::Untracked);
+        assert_eq!(free(&t, 0x1000, false), FreeOutcome::InvalidFree);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! the real result unchanged. No I/O, no formatting, no symbol lookup beyond the first call,
 //! no lock held across the real call. errno is restored after recording.
 
+pub mod control;
 pub mod dlsym;
 pub mod driver;
 pub mod runtime;
