@@ -25,7 +25,7 @@ work="$(mktemp -d)"
 logs="${OUT:-$work}"
 [[ -f "$shim" ]] || { echo "gpu-bench: no $shim (set CUDALEAK_BIN_DIR)" >&2; exit 2; }
 
-for w in alloc_batch alloc_sync kernel_loop; do
+for w in alloc_batch alloc_sync kernel_loop ab; do
     "$nvcc" -O2 -arch=sm_90 -o "$work/$w" "$repo/tests/bench/gpu/$w.cu" || exit 2
 done
 
@@ -95,4 +95,25 @@ for spec in "${workloads[@]}"; do
     fi
     echo "| $name | $b ($(spread <<<"${seen[bare]}")) | $c ($(spread <<<"${seen[cudaleak]}")) | $(ratio "$b" "$c") | $s | $sr |" | tee -a "$logs/gpu-bench.md"
     unset seen
+done
+
+# In one process, rounds alternating with recording on and off (cudaleak_set_recording): the
+# recording's own cost, free of the drift between separate runs. Three runs of each, medians.
+{
+    echo
+    echo "In-process A/B under the shim (tests/bench/gpu/ab.cu: 40 rounds alternating recording on/off; ratio of median rounds; three runs):"
+    echo
+    echo "| workload | round, recording off | round, recording on | ratio (three runs) |"
+    echo "|---|---:|---:|---|"
+} | tee -a "$logs/gpu-bench.md"
+for mode in batch sync kernel; do
+    ratios="" ons="" offs=""
+    for r in 1 2 3; do
+        out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 "$work/ab" "$mode" 40 2>>"$logs/ab.$mode.log")"
+        echo "$out" >>"$logs/ab.$mode.log"
+        ratios+=" $(sed -n 's/^ratio //p' <<<"$out")"
+        ons+=" $(sed -n 's/^round_on_s //p' <<<"$out")"
+        offs+=" $(sed -n 's/^round_off_s //p' <<<"$out")"
+    done
+    echo "| $mode | $(spread <<<"$offs") s | $(spread <<<"$ons") s | $(median <<<"$ratios") (${ratios# }) |" | tee -a "$logs/gpu-bench.md"
 done
