@@ -280,6 +280,28 @@ unsafe fn read(p: *const u64) -> Option<u64> {
     (!p.is_null()).then(|| unsafe { *p })
 }
 
+/// The body shared by allocations that write one address or handle to `out` and whose size is
+/// known before the call: forward, then record the block or the failure.
+///
+/// # Safety
+/// `out` is the caller's out-parameter: null, or valid for reads once `real` has succeeded.
+#[inline]
+unsafe fn alloc_with(
+    api: Api,
+    out: *const u64,
+    size: u64,
+    device: impl FnOnce() -> Option<i32>,
+    real: impl FnOnce() -> CuResult,
+) -> CuResult {
+    let Some(_guard) = Guard::enter() else {
+        return real();
+    };
+    let rc = real();
+    // SAFETY: per the function's contract; read only after success.
+    after_alloc(api, rc, || unsafe { read(out) }, size, device);
+    rc
+}
+
 /// The body shared by every free: forget, forward, settle.
 #[inline]
 fn free_with(api: Api, addr: u64, real: impl FnOnce() -> CuResult) -> CuResult {
@@ -312,17 +334,16 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytesize: usize) -> Cu
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemAlloc_v2) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(dptr, bytesize));
-    // SAFETY: passed through unchanged; dptr is read only after success.
-    let rc = unsafe { real(dptr, bytesize) };
-    after_alloc(
-        Api::cuMemAlloc_v2,
-        rc,
-        || unsafe { read(dptr) },
-        bytesize as u64,
-        current_device,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuMemAlloc_v2,
+            dptr,
+            bytesize as u64,
+            current_device,
+            || real(dptr, bytesize),
+        )
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -377,17 +398,16 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocManaged) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(dptr, bytesize, flags));
-    // SAFETY: passed through unchanged.
-    let rc = unsafe { real(dptr, bytesize, flags) };
-    after_alloc(
-        Api::cuMemAllocManaged,
-        rc,
-        || unsafe { read(dptr) },
-        bytesize as u64,
-        current_device,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuMemAllocManaged,
+            dptr,
+            bytesize as u64,
+            current_device,
+            || real(dptr, bytesize, flags),
+        )
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -397,17 +417,16 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocHost_v2) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(pp, bytesize));
-    // SAFETY: passed through unchanged.
-    let rc = unsafe { real(pp, bytesize) };
-    after_alloc(
-        Api::cuMemAllocHost_v2,
-        rc,
-        || unsafe { read(pp as *const u64) },
-        bytesize as u64,
-        || None,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuMemAllocHost_v2,
+            pp as *const u64,
+            bytesize as u64,
+            || None,
+            || real(pp, bytesize),
+        )
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -421,17 +440,16 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemHostAlloc) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(pp, bytesize, flags));
-    // SAFETY: passed through unchanged.
-    let rc = unsafe { real(pp, bytesize, flags) };
-    after_alloc(
-        Api::cuMemHostAlloc,
-        rc,
-        || unsafe { read(pp as *const u64) },
-        bytesize as u64,
-        || None,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuMemHostAlloc,
+            pp as *const u64,
+            bytesize as u64,
+            || None,
+            || real(pp, bytesize, flags),
+        )
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -458,17 +476,12 @@ macro_rules! alloc_async {
             let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
-            let _g = forward_unrecorded!(real(dptr, bytesize, stream));
-            // SAFETY: passed through unchanged.
-            let rc = unsafe { real(dptr, bytesize, stream) };
-            after_alloc(
-                Api::$name,
-                rc,
-                || unsafe { read(dptr) },
-                bytesize as u64,
-                current_device,
-            );
-            rc
+            // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+            unsafe {
+                alloc_with(Api::$name, dptr, bytesize as u64, current_device, || {
+                    real(dptr, bytesize, stream)
+                })
+            }
         }
     };
 }
@@ -487,17 +500,12 @@ macro_rules! alloc_from_pool {
             let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
-            let _g = forward_unrecorded!(real(dptr, bytesize, pool, stream));
-            // SAFETY: passed through unchanged.
-            let rc = unsafe { real(dptr, bytesize, pool, stream) };
-            after_alloc(
-                Api::$name,
-                rc,
-                || unsafe { read(dptr) },
-                bytesize as u64,
-                current_device,
-            );
-            rc
+            // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+            unsafe {
+                alloc_with(Api::$name, dptr, bytesize as u64, current_device, || {
+                    real(dptr, bytesize, pool, stream)
+                })
+            }
         }
     };
 }
@@ -548,22 +556,17 @@ pub unsafe extern "C" fn cuMemCreate(
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemCreate) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(handle, size, prop, flags));
-    // SAFETY: passed through unchanged.
-    let rc = unsafe { real(handle, size, prop, flags) };
     let device = || {
         // SAFETY: the real call accepted prop, so it points at a CUmemAllocationProp.
         let head = unsafe { (prop as *const AllocationPropHead).as_ref() }?;
         (head.location_type == LOCATION_DEVICE).then_some(head.location_id)
     };
-    after_alloc(
-        Api::cuMemCreate,
-        rc,
-        || unsafe { read(handle) },
-        size as u64,
-        device,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(Api::cuMemCreate, handle, size as u64, device, || {
+            real(handle, size, prop, flags)
+        })
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -624,21 +627,20 @@ pub unsafe extern "C" fn cuArrayCreate_v2(
     let Some(real) = (unsafe { real_fn::<F>(H::cuArrayCreate_v2) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(array, desc));
-    // SAFETY: passed through unchanged.
-    let rc = unsafe { real(array, desc) };
     // SAFETY: desc is the caller's descriptor, null or valid.
     let size = unsafe { desc.as_ref() }.map_or(0, |d| {
         array_bytes(d.width, d.height, 1, d.format, d.channels)
     });
-    after_alloc(
-        Api::cuArrayCreate_v2,
-        rc,
-        || unsafe { read(array as *const u64) },
-        size,
-        current_device,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuArrayCreate_v2,
+            array as *const u64,
+            size,
+            current_device,
+            || real(array, desc),
+        )
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -651,21 +653,20 @@ pub unsafe extern "C" fn cuArray3DCreate_v2(
     let Some(real) = (unsafe { real_fn::<F>(H::cuArray3DCreate_v2) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(array, desc));
-    // SAFETY: passed through unchanged.
-    let rc = unsafe { real(array, desc) };
     // SAFETY: desc is the caller's descriptor, null or valid.
     let size = unsafe { desc.as_ref() }.map_or(0, |d| {
         array_bytes(d.width, d.height, d.depth, d.format, d.channels)
     });
-    after_alloc(
-        Api::cuArray3DCreate_v2,
-        rc,
-        || unsafe { read(array as *const u64) },
-        size,
-        current_device,
-    );
-    rc
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuArray3DCreate_v2,
+            array as *const u64,
+            size,
+            current_device,
+            || real(array, desc),
+        )
+    }
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
