@@ -180,7 +180,18 @@ fn expand_with(
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| err(p, LoadErrorKind::Io(e)))?;
         if meta.is_dir() {
-            let found = in_dir(p)?;
+            let mut found = in_dir(p)?;
+            if found.is_empty() {
+                // `cudaleak run --out DIR` makes DIR/run-<time>-<pid>/: stand for the latest.
+                if let Some(run) = latest_run_dir(p) {
+                    eprintln!(
+                        "cudaleak: {} holds no dumps; reading its latest run, {}",
+                        p.display(),
+                        run.display()
+                    );
+                    found = in_dir(&run)?;
+                }
+            }
             if found.is_empty() && !allow_empty_dirs {
                 return Err(err(p, LoadErrorKind::NoDumps));
             }
@@ -190,6 +201,22 @@ fn expand_with(
         }
     }
     Ok(out)
+}
+
+/// The newest `run-<unix seconds>-<pid>` subdirectory `cudaleak run` made in `dir`, if any.
+fn latest_run_dir(dir: &Path) -> Option<PathBuf> {
+    let runs = std::fs::read_dir(dir).ok()?.filter_map(|e| {
+        let e = e.ok()?;
+        let name = e.file_name().into_string().ok()?;
+        let mut parts = name.strip_prefix("run-")?.splitn(2, '-');
+        let secs: u64 = parts.next()?.parse().ok()?;
+        let pid: u32 = parts.next()?.parse().ok()?;
+        e.file_type()
+            .ok()?
+            .is_dir()
+            .then(|| ((secs, pid), e.path()))
+    });
+    runs.max_by_key(|(key, _)| *key).map(|(_, path)| path)
 }
 
 /// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the parser.
@@ -356,6 +383,28 @@ mod tests {
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(got, ["cudaleak.10.json", "cudaleak.20.snapshot-12.json"]);
+    }
+
+    #[test]
+    fn a_run_output_directory_stands_for_its_latest_run() {
+        let out = tempfile::tempdir().unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/leak_loop.json");
+        for (run, pid) in [("run-1796220000-17", 101), ("run-1796229999-5", 202)] {
+            std::fs::create_dir(out.path().join(run)).unwrap();
+            std::fs::copy(
+                &fixture,
+                out.path().join(run).join(format!("cudaleak.{pid}.json")),
+            )
+            .unwrap();
+        }
+        std::fs::create_dir(out.path().join("run-x-1")).unwrap();
+        let found = expand(&[out.path().to_path_buf()], false).unwrap();
+        assert_eq!(
+            found,
+            [out.path()
+                .join("run-1796229999-5")
+                .join("cudaleak.202.json")]
+        );
     }
 
     #[test]
