@@ -111,3 +111,207 @@ fn sigusr1_writes_a_snapshot_and_the_program_runs_on() {
     assert_eq!(last.summary, summary(2, 0, 0, 0, 0, 2, 8000, 8000, 8000));
     assert_live(&last, "wait_signal", &[FIRST, SECOND]);
 }
+
+/// Waits for the child, killing it and failing if it has not ended within 30 s.
+fn wait_or_fail(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the program did not end within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `sp`'s program, reads its first line (must be `first`), and returns the child with
+/// stdout still open.
+fn started(
+    sp: &mut cudaleak_tests::Spawned,
+    first: &str,
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
+    let mut child = sp.child.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, first);
+    (child, out)
+}
+
+fn rest_of(out: &mut BufReader<std::process::ChildStdout>) -> String {
+    let mut rest = String::new();
+    std::io::Read::read_to_string(out, &mut rest).unwrap();
+    rest
+}
+
+fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+    }
+    err
+}
+
+/// wait_signal, sent `signal` while it waits: a dump with end=signal naming it, then death by
+/// that signal (number `number`).
+fn default_action_signal_dumps_and_kills(signal: &str, number: i32) {
+    let mut sp = Scenario::new("wait_signal").spawn_shim();
+    let (mut child, _out) = started(&mut sp, "ready\n");
+    kill(signal, sp.pid);
+    let status = wait_or_fail(&mut child);
+    let stderr = stderr_of(&mut child);
+    assert_eq!(
+        status.signal(),
+        Some(number),
+        "dies of SIG{signal} as without the shim: {status}\nstderr:\n{stderr}"
+    );
+    let path = sp.dir.path().join(format!("cudaleak.{}.json", sp.pid));
+    assert_eq!(files_in(sp.dir.path()), vec![path.clone()], "{stderr}");
+    let dump = read_dump(&path);
+    assert_eq!(dump.process.end, End::Signal);
+    let name = format!("SIG{signal}");
+    assert_eq!(dump.process.signal.as_deref(), Some(name.as_str()));
+    assert_eq!(dump.summary, summary(1, 0, 0, 0, 0, 1, 3000, 3000, 3000));
+    assert_live(&dump, "wait_signal", &[FIRST]);
+}
+
+#[test]
+fn sigint_writes_a_signal_dump_and_still_kills() {
+    default_action_signal_dumps_and_kills("INT", 2);
+}
+
+#[test]
+fn sighup_writes_a_signal_dump_and_still_kills() {
+    default_action_signal_dumps_and_kills("HUP", 1);
+}
+
+#[test]
+fn abort_writes_a_sigabrt_dump_and_still_dies_of_sigabrt() {
+    let mut sp = Scenario::new("abort_default").spawn_shim();
+    let (mut child, mut out) = started(&mut sp, "aborting\n");
+    let status = wait_or_fail(&mut child);
+    let stderr = stderr_of(&mut child);
+    assert_eq!(rest_of(&mut out), "");
+    assert_eq!(
+        status.signal(),
+        Some(6),
+        "dies of SIGABRT as without the shim: {status}\nstderr:\n{stderr}"
+    );
+    let path = sp.dir.path().join(format!("cudaleak.{}.json", sp.pid));
+    assert_eq!(files_in(sp.dir.path()), vec![path.clone()], "{stderr}");
+    let dump = read_dump(&path);
+    assert_eq!(dump.process.end, End::Signal);
+    assert_eq!(dump.process.signal.as_deref(), Some("SIGABRT"));
+    assert_eq!(dump.summary, summary(1, 0, 0, 0, 0, 1, 6000, 6000, 6000));
+    assert_live(
+        &dump,
+        "abort_default",
+        &[Expect {
+            size: 6000,
+            api: "cuMemAlloc_v2",
+            kind: Kind::Device,
+            function: "alloc_block",
+            marker: "abort_alloc",
+        }],
+    );
+}
+
+const HANDLERS_BLOCK: Expect = Expect {
+    size: 7000,
+    api: "cuMemAlloc_v2",
+    kind: Kind::Device,
+    function: "alloc_block",
+    marker: "handlers_alloc",
+};
+
+#[test]
+fn the_programs_own_sigterm_handler_runs_and_its_exit_writes_the_exit_dump() {
+    let mut sp = Scenario::new("own_handlers").spawn_shim();
+    let (mut child, mut out) = started(&mut sp, "ready\n");
+    kill("TERM", sp.pid);
+    let status = wait_or_fail(&mut child);
+    let stderr = stderr_of(&mut child);
+    assert_eq!(rest_of(&mut out), "handled\n", "the program's handler ran");
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "the handler's exit(3) decides: {status}\nstderr:\n{stderr}"
+    );
+    let path = sp.dir.path().join(format!("cudaleak.{}.json", sp.pid));
+    assert_eq!(files_in(sp.dir.path()), vec![path.clone()], "{stderr}");
+    let dump = read_dump(&path);
+    assert_eq!(
+        dump.process.end,
+        End::Exit,
+        "exit() in the handler: an exit dump"
+    );
+    assert_eq!(dump.process.signal, None);
+    assert_eq!(dump.summary, summary(1, 0, 0, 0, 0, 1, 7000, 7000, 7000));
+    assert_live(&dump, "own_handlers", &[HANDLERS_BLOCK]);
+}
+
+#[test]
+fn the_programs_own_sigusr1_handler_runs_and_no_snapshot_is_written() {
+    let mut sp = Scenario::new("own_handlers").spawn_shim();
+    let (mut child, mut out) = started(&mut sp, "ready\n");
+    kill("USR1", sp.pid);
+    let status = wait_or_fail(&mut child);
+    let stderr = stderr_of(&mut child);
+    assert_eq!(
+        rest_of(&mut out),
+        "usr1\ndone\n",
+        "the program's handler ran"
+    );
+    assert_eq!(status.code(), Some(0), "{status}\nstderr:\n{stderr}");
+    let path = sp.dir.path().join(format!("cudaleak.{}.json", sp.pid));
+    assert_eq!(
+        files_in(sp.dir.path()),
+        vec![path.clone()],
+        "the exit dump and no snapshot\nstderr:\n{stderr}"
+    );
+    let dump = read_dump(&path);
+    assert_eq!(dump.process.end, End::Exit);
+    assert_eq!(dump.summary, summary(1, 0, 0, 0, 0, 1, 7000, 7000, 7000));
+    assert_live(&dump, "own_handlers", &[HANDLERS_BLOCK]);
+}
+
+/// With CUDALEAK_SIGNAL=0, `signal` (number `number`) has its default action untouched: the
+/// program dies of it and nothing is written.
+fn signal_off_leaves_the_default_action(signal: &str, number: i32) {
+    let mut sp = Scenario::new("wait_signal")
+        .env("CUDALEAK_SIGNAL", "0")
+        .spawn_shim();
+    let (mut child, _out) = started(&mut sp, "ready\n");
+    kill(signal, sp.pid);
+    let status = wait_or_fail(&mut child);
+    let stderr = stderr_of(&mut child);
+    assert_eq!(
+        status.signal(),
+        Some(number),
+        "dies of SIG{signal}: {status}\nstderr:\n{stderr}"
+    );
+    // Give a stray writer (a snapshot thread) a moment to show itself.
+    std::thread::sleep(Duration::from_millis(200));
+    let names: Vec<String> = std::fs::read_dir(sp.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.is_empty(),
+        "CUDALEAK_SIGNAL=0: nothing written at SIG{signal}, found {names:?}\nstderr:\n{stderr}"
+    );
+}
+
+#[test]
+fn signal_off_sigterm_kills_without_a_dump() {
+    signal_off_leaves_the_default_action("TERM", 15);
+}
+
+#[test]
+fn signal_off_sigusr1_kills_without_a_snapshot() {
+    signal_off_leaves_the_default_action("USR1", 10);
+}
