@@ -73,7 +73,7 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             alloc_stack: e.alloc_stack.map(&mut stack_index),
         })
         .collect();
-    let c = s.table.totals();
+    let c = snap.totals;
     let summary = Summary {
         allocations: c.allocations,
         frees: c.frees,

@@ -159,10 +159,13 @@ pub struct Table {
     dropped_events: AtomicU64,
 }
 
-/// A consistent-enough copy for a dump: each shard is copied under its own lock.
+/// A copy for a dump. Each shard's blocks and counters are copied under one hold of its lock,
+/// and a block is always counted in the shard of its address, so the copy is consistent:
+/// `allocations - frees` is the number of live blocks, even while other threads allocate.
 pub struct Snapshot {
     pub live: Vec<(Space, u64, Block)>,
     pub events: Vec<EventRecord>,
+    pub totals: Totals,
 }
 
 impl Default for Table {
@@ -230,9 +233,15 @@ impl Table {
 
     /// Forgets `addr` before the real free runs, so a racing allocation that reuses the address
     /// cannot be the one dropped. Returns the block to hand to [`Table::free_finished`].
+    ///
+    /// The free is counted now, with the removal, so that a snapshot taken while the real call
+    /// runs still has `allocations - frees` equal to its live blocks; a failed call uncounts it.
     pub fn take(&self, space: Space, addr: u64) -> Option<Block> {
-        let block = self.shard(addr).lock().live[space_index(space)].remove(&addr);
+        let mut shard = self.shard(addr).lock();
+        let block = shard.live[space_index(space)].remove(&addr);
         if let Some(b) = block {
+            shard.counts.frees += 1;
+            drop(shard);
             self.live_bytes.fetch_sub(b.size, Relaxed);
         }
         block
@@ -251,12 +260,12 @@ impl Table {
         match (taken, succeeded) {
             (Some(block), true) => {
                 shard.freed.push(s, addr, block.stack);
-                shard.counts.frees += 1;
                 FreeOutcome::Freed
             }
             (Some(block), false) => {
                 // Still allocated as far as the driver is concerned: put it back.
                 shard.live[s].entry(addr).or_insert(block);
+                shard.counts.frees -= 1;
                 drop(shard);
                 self.add_live(block.size);
                 FreeOutcome::Failed
@@ -349,31 +358,40 @@ impl Table {
     }
 
     /// The counters, summed over the shards.
+    #[cfg(test)]
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
         for shard in self.shards.iter() {
             t.add(&shard.lock().counts);
         }
+        self.shared_totals(&mut t);
+        t
+    }
+
+    fn shared_totals(&self, t: &mut Totals) {
         t.failed_allocations = self.failed_allocations.load(Relaxed);
         t.dropped_events = self.dropped_events.load(Relaxed);
         t.live_bytes = self.live_bytes.load(Relaxed);
         t.peak_live_bytes = self.peak_live_bytes.load(Relaxed);
-        t
     }
 
     /// Copies the live blocks (ordered by sequence number) and events.
     pub fn snapshot(&self) -> Snapshot {
         let mut live = Vec::new();
+        let mut totals = Totals::default();
         for shard in self.shards.iter() {
             let shard = shard.lock();
             for (s, map) in shard.live.iter().enumerate() {
                 live.extend(map.iter().map(|(&a, &b)| (ALL_SPACES[s], a, b)));
             }
+            totals.add(&shard.counts);
         }
         live.sort_unstable_by_key(|(_, _, b)| b.seq);
+        self.shared_totals(&mut totals);
         Snapshot {
             live,
             events: self.events.lock().clone(),
+            totals,
         }
     }
 }
@@ -485,6 +503,27 @@ mod tests {
         free(&t, 0x1000, true);
         assert_eq!(free(&t, 0x1000, true), FreeOutcome::Untracked);
         assert_eq!(free(&t, 0x1000, false), FreeOutcome::InvalidFree);
+    }
+
+    #[test]
+    fn a_free_in_flight_is_already_counted_so_snapshots_stay_consistent() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        t.allocated(Space::Device, 0x2000, block(256, 2));
+        let taken = t.take(Space::Device, 0x1000);
+        let snap = t.snapshot();
+        assert_eq!(
+            snap.totals.allocations - snap.totals.frees,
+            snap.live.len() as u64
+        );
+        assert_eq!(snap.live.len(), 1);
+        t.free_finished(Space::Device, 0x1000, taken, false);
+        let snap = t.snapshot();
+        assert_eq!(
+            (snap.totals.frees, snap.live.len()),
+            (0, 2),
+            "a failed free is uncounted"
+        );
     }
 
     #[test]
