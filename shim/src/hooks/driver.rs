@@ -317,16 +317,6 @@ fn free_with(api: Api, addr: u64, real: impl FnOnce() -> CuResult) -> CuResult {
     rc
 }
 
-macro_rules! forward_unrecorded {
-    ($real:ident($($arg:expr),*)) => {
-        match Guard::enter() {
-            // SAFETY: arguments are the caller's, passed through unchanged.
-            None => return unsafe { $real($($arg),*) },
-            Some(g) => g,
-        }
-    };
-}
-
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut DevPtr, bytesize: usize) -> CuResult {
     type F = unsafe extern "C" fn(*mut DevPtr, usize) -> CuResult;
@@ -359,7 +349,10 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocPitch_v2) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let _g = forward_unrecorded!(real(dptr, pitch, width, height, element_size));
+    let Some(_guard) = Guard::enter() else {
+        // SAFETY: arguments are the caller's, passed through unchanged.
+        return unsafe { real(dptr, pitch, width, height, element_size) };
+    };
     // SAFETY: passed through unchanged.
     let rc = unsafe { real(dptr, pitch, width, height, element_size) };
     let size = match (rc, unsafe { read(pitch as *const u64) }) {
