@@ -357,22 +357,8 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
             writeln!(o.w)?;
         }
     }
-    if !f.rules.is_empty() {
-        writeln!(o.w, "Suppressions used:")?;
-        writeln!(o.w, "  {:>11} {:>12}  rule", "allocations", "bytes")?;
-        for (r, c) in f.rules.iter().zip(suppressed_per_rule(f)) {
-            writeln!(
-                o.w,
-                "  {:>11} {:>12}  {} ({}:{})",
-                c.allocations,
-                human_bytes(c.bytes),
-                clean(&r.text()),
-                clean(&r.file.display().to_string()),
-                r.line
-            )?;
-        }
-        writeln!(o.w)?;
-    }
+    let per_rule = suppressed_per_rule(f);
+    suppressions_table(o, "Suppressions used:", &f.rules, &per_rule)?;
     let b = f.totals.below_min_bytes;
     if b.groups > 0 {
         writeln!(
@@ -639,6 +625,32 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
     Ok(())
 }
 
+/// What each suppression rule matched, one line per rule (nothing without rules).
+fn suppressions_table(
+    o: &mut Out<'_>,
+    title: &str,
+    rules: &[crate::suppressions::Rule],
+    counts: &[crate::analyze::Counts],
+) -> io::Result<()> {
+    if rules.is_empty() {
+        return Ok(());
+    }
+    writeln!(o.w, "{title}")?;
+    writeln!(o.w, "  {:>11} {:>12}  rule", "allocations", "bytes")?;
+    for (r, c) in rules.iter().zip(counts) {
+        writeln!(
+            o.w,
+            "  {:>11} {:>12}  {} ({}:{})",
+            c.allocations,
+            human_bytes(c.bytes),
+            clean(&r.text()),
+            clean(&r.file.display().to_string()),
+            r.line
+        )?;
+    }
+    writeln!(o.w)
+}
+
 fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
     for s in &g.skipped {
         writeln!(
@@ -651,22 +663,12 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
     if !g.skipped.is_empty() {
         writeln!(o.w)?;
     }
-    if !g.rules.is_empty() {
-        writeln!(o.w, "Suppressions used (blocks summed over every dump):")?;
-        writeln!(o.w, "  {:>11} {:>12}  rule", "allocations", "bytes")?;
-        for (r, c) in g.rules.iter().zip(&g.suppressed) {
-            writeln!(
-                o.w,
-                "  {:>11} {:>12}  {} ({}:{})",
-                c.allocations,
-                human_bytes(c.bytes),
-                clean(&r.text()),
-                clean(&r.file.display().to_string()),
-                r.line
-            )?;
-        }
-        writeln!(o.w)?;
-    }
+    suppressions_table(
+        o,
+        "Suppressions used (blocks summed over every dump):",
+        &g.rules,
+        &g.suppressed,
+    )?;
     writeln!(o.w, "Suspect rule: {RULE_TEXT}.")?;
     if g.tolerated {
         writeln!(
