@@ -173,12 +173,19 @@ EXPORT CUresult cuDriverGetVersion(int *version) {
     return CUDA_SUCCESS;
 }
 
+/* NULLCUDA_DEVICES (default 1) devices; the current context is on NULLCUDA_CURRENT_DEVICE
+ * (default 0). Nothing else differs between them. */
+static int env_int(const char *name, int fallback) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : fallback;
+}
+
 EXPORT CUresult cuDeviceGetCount(int *count) {
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (!count)
         return fail(CUDA_ERROR_INVALID_VALUE);
-    *count = 1;
+    *count = env_int("NULLCUDA_DEVICES", 1);
     return CUDA_SUCCESS;
 }
 
@@ -285,7 +292,7 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (!device)
         return fail(CUDA_ERROR_INVALID_VALUE);
-    *device = 0;
+    *device = env_int("NULLCUDA_CURRENT_DEVICE", 0);
     return CUDA_SUCCESS;
 }
 

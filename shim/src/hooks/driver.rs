@@ -7,7 +7,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
 use super::{keeping_errno, CuResult, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::api::Api;
@@ -236,9 +236,16 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 }
 
 static CTX_GET_DEVICE: Slot = Slot::new(c"cuCtxGetDevice");
+static DEVICE_GET_COUNT: Slot = Slot::new(c"cuDeviceGetCount");
+/// Devices the process sees: 0 not asked yet, -1 unknown (the driver would not say).
+static DEVICE_COUNT: AtomicI32 = AtomicI32::new(0);
 
-/// The current context's device ordinal, if there is one.
+/// The current context's device ordinal, if there is one. With a single visible device that is
+/// 0 without asking the driver: one call less per allocation in the common case.
 fn current_device() -> Option<i32> {
+    if device_count() == 1 {
+        return Some(0);
+    }
     type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
     let p = CTX_GET_DEVICE.get(ptr::null_mut(), real::driver);
     if p.is_null() {
@@ -249,6 +256,24 @@ fn current_device() -> Option<i32> {
     let mut device: c_int = -1;
     // SAFETY: device is a valid out-parameter.
     (unsafe { f(&mut device) } == CUDA_SUCCESS).then_some(device)
+}
+
+/// How many devices the process sees, asked once (the count cannot change in a process).
+fn device_count() -> i32 {
+    let known = DEVICE_COUNT.load(Ordering::Relaxed);
+    if known != 0 {
+        return known;
+    }
+    type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
+    let p = DEVICE_GET_COUNT.get(ptr::null_mut(), real::driver);
+    let mut count: c_int = 0;
+    // SAFETY: p is the driver's cuDeviceGetCount; count is a valid out-parameter.
+    let ok = !p.is_null()
+        && unsafe { std::mem::transmute::<*mut c_void, F>(p)(&mut count) } == CUDA_SUCCESS
+        && count > 0;
+    let count = if ok { count } else { -1 };
+    DEVICE_COUNT.store(count, Ordering::Relaxed);
+    count
 }
 
 /// Records the result of an allocation whose address the real call wrote to `out`.
