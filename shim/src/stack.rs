@@ -163,7 +163,9 @@ struct WalkCache {
     stack: std::ops::Range<usize>,
     /// Hits, added to [`REUSES`] 256 at a time (and the rest when the thread ends).
     reuses: u64,
-    sets: Box<[[Option<Entry>; CACHE_WAYS]; CACHE_SETS]>,
+    /// Grown as walks are made: a thread that allocates from two places holds two entries
+    /// (about 1.2 KiB each), not the whole cache.
+    sets: [Vec<Entry>; CACHE_SETS],
     next_way: [u8; CACHE_SETS],
 }
 
@@ -172,7 +174,7 @@ impl WalkCache {
         WalkCache {
             stack: thread_stack(),
             reuses: 0,
-            sets: Box::new([[None; CACHE_WAYS]; CACHE_SETS]),
+            sets: Default::default(),
             next_way: [0; CACHE_SETS],
         }
     }
@@ -183,7 +185,7 @@ impl WalkCache {
 
     fn lookup(&self, sp: usize, key: u8) -> Option<StackId> {
         let set = &self.sets[Self::set_of(sp, key)];
-        set.iter().flatten().find_map(|e| {
+        set.iter().find_map(|e| {
             if e.sp != sp || e.key != key {
                 return None;
             }
@@ -216,9 +218,14 @@ impl WalkCache {
             checks: *checks,
         };
         let set = Self::set_of(sp, key);
-        let way = usize::from(self.next_way[set]) % CACHE_WAYS;
-        self.next_way[set] = self.next_way[set].wrapping_add(1);
-        self.sets[set][way] = Some(entry);
+        let ways = &mut self.sets[set];
+        if ways.len() < CACHE_WAYS {
+            ways.push(entry);
+        } else {
+            let way = usize::from(self.next_way[set]) % CACHE_WAYS;
+            self.next_way[set] = self.next_way[set].wrapping_add(1);
+            ways[way] = entry;
+        }
     }
 }
 
