@@ -232,6 +232,13 @@ pub fn human_bytes(n: u64) -> String {
 /// Writes a dump and, at the end of the process, prints the one-line summary. Failure costs
 /// one stderr line; the program carries on either way.
 pub fn write(s: &State, moment: Moment) {
+    let mut ending = s.dumping.lock();
+    if *ending {
+        return; // the final dump is written: the process is ending
+    }
+    if moment != Moment::Snapshot {
+        *ending = true;
+    }
     let pid = std::process::id();
     let is_dir = |p: &PathBuf| p.is_dir();
     let (path, snapshot) = match moment {

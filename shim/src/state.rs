@@ -26,6 +26,10 @@ pub struct State {
     pub forked_from: AtomicU32,
     /// Why recording stopped early, if it did.
     pub stopped: OnceLock<String>,
+    /// Held while a dump is written, so a snapshot and the final dump never overlap; true once
+    /// the final dump (exit or signal) has begun: no snapshot starts after it, so none can be cut
+    /// off half-written by the process ending.
+    pub dumping: parking_lot::Mutex<bool>,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -49,6 +53,7 @@ pub fn init(config: Config) -> &'static State {
         snapshots: AtomicU64::new(0),
         forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
+        dumping: parking_lot::Mutex::new(false),
     });
     RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state
@@ -99,7 +104,10 @@ pub fn set_paused(paused: bool) -> bool {
 
 impl State {
     /// Takes every lock of the state and keeps it (before fork).
+    ///
+    /// The dump lock first: a dump holds it while it takes the table's locks.
     pub fn lock_all(&self) {
+        std::mem::forget(self.dumping.lock());
         self.table.lock_all();
         self.stacks.lock_all();
     }
@@ -114,11 +122,13 @@ impl State {
         unsafe {
             self.stacks.unlock_all();
             self.table.unlock_all();
+            self.dumping.force_unlock();
         }
     }
 
     /// In a forked child: an empty table, a new start, the parent remembered.
     pub fn reset_for_child(&self) {
+        *self.dumping.lock() = false;
         self.table.clear();
         self.snapshots.store(0, Ordering::Relaxed);
         self.start_unix_ms.store(unix_ms(), Ordering::Relaxed);
