@@ -1047,22 +1047,10 @@ mod tests {
     use crate::suppressions::Rule;
     use format::{Frame, Hex, LiveRecord, Stack};
 
-    fn fixture(name: &str) -> format::Dump {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name);
-        format::read_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
-    }
+    use crate::fixture;
 
     fn view() -> View {
-        View {
-            top: None,
-            frames: None,
-            stats: false,
-            show_internal: false,
-            color: false,
-            source_root: None,
-        }
+        View::default()
     }
 
     fn cfg() -> Config {

@@ -178,7 +178,8 @@ pub enum FailOn {
 }
 
 /// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The default is the plain view: everything shown, no colour, paths as the dump has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
     pub top: Option<usize>,
     pub frames: Option<usize>,

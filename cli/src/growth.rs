@@ -448,14 +448,7 @@ mod tests {
 
     fn cfg() -> Config {
         Config {
-            view: View {
-                top: None,
-                frames: None,
-                stats: false,
-                show_internal: false,
-                color: false,
-                source_root: None,
-            },
+            view: View::default(),
             rules: Vec::new(),
             min_bytes: 0,
             gate: Gate::default(),

@@ -14,3 +14,12 @@ pub mod load;
 pub mod report;
 pub mod run;
 pub mod suppressions;
+
+/// A dump from `tests/fixtures`, for unit tests.
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> cudaleak_format::Dump {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    cudaleak_format::read_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}

@@ -3,29 +3,15 @@
 
 use std::path::Path;
 
-use cudaleak_format as format;
-
 use super::reporter;
 use crate::analyze::{self, Config, Findings};
 use crate::args::{Format, Gate, View};
 use crate::suppressions::Rule;
 
-fn dump(name: &str) -> format::Dump {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    format::read_file(&p).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
+use crate::fixture as dump;
 
 fn view() -> View {
-    View {
-        top: None,
-        frames: None,
-        stats: false,
-        show_internal: false,
-        color: false,
-        source_root: None,
-    }
+    View::default()
 }
 
 fn cfg_with(view: View, rules: Vec<Rule>, min_bytes: u64) -> Config {

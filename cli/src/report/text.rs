@@ -49,6 +49,13 @@ impl Out<'_> {
         format!("\x1b[{code}m{s}\x1b[0m")
     }
 
+    /// A stack's innermost visible frame, for one-line listings.
+    fn where_text(&self, s: &StackView) -> String {
+        s.frames
+            .first()
+            .map_or("(no frames)".into(), |f| frame_text_under(f, self.root))
+    }
+
     fn stack(&mut self, s: &StackView, indent: &str) -> io::Result<()> {
         for (i, f) in s.frames.iter().enumerate() {
             writeln!(self.w, "{indent}#{i} {}", frame_text_under(f, self.root))?;
@@ -307,11 +314,7 @@ fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
         writeln!(o.w, "    (nothing live)")?;
     }
     for g in &p.stats.top_callsites {
-        let at = g
-            .stack
-            .frames
-            .first()
-            .map_or("(no frames)".into(), |f| frame_text_under(f, o.root));
+        let at = o.where_text(&g.stack);
         writeln!(
             o.w,
             "    {:>12} in {:<14} {} via {}",
@@ -340,11 +343,7 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
         if !f.callsites.is_empty() {
             writeln!(o.w, "Leaks by callsite, all processes:")?;
             for c in &f.callsites {
-                let at = c
-                    .stack
-                    .frames
-                    .first()
-                    .map_or("(no frames)".into(), |fr| frame_text_under(fr, o.root));
+                let at = o.where_text(&c.stack);
                 writeln!(
                     o.w,
                     "  {:>12} in {} ({}) via {}: {at}",
@@ -606,11 +605,7 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
     if !others.is_empty() {
         writeln!(o.w, "Grew, but not like a leak:")?;
         for r in others {
-            let at = r
-                .stack
-                .frames
-                .first()
-                .map_or("(no frames)".into(), |f| frame_text_under(f, o.root));
+            let at = o.where_text(&r.stack);
             writeln!(
                 o.w,
                 "  {} via {} at {at}: {} ({})",
