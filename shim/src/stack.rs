@@ -278,14 +278,28 @@ pub fn capture_interned(
     mode: Unwind,
 ) -> StackId {
     let mut buf = [0usize; MAX_DEPTH];
-    if mode == Unwind::Precise || !cfg!(target_arch = "x86_64") {
-        WALKS.fetch_add(1, Ordering::Relaxed);
-        let n = walk(depth, through_forward, &mut buf, None).0;
-        return interner.intern(&buf[..n]);
+    if mode == Unwind::Cached && cfg!(target_arch = "x86_64") {
+        if let Some(id) = capture_cached(interner, depth, key, through_forward, &mut buf) {
+            return id;
+        }
     }
+    WALKS.fetch_add(1, Ordering::Relaxed);
+    let n = walk(depth, through_forward, &mut buf, None).0;
+    interner.intern(&buf[..n])
+}
+
+/// The walk cache's answer, walking (and remembering the walk) on a miss. `None` when this
+/// thread's cache cannot be used (its thread-local storage is being torn down).
+fn capture_cached(
+    interner: &Interner,
+    depth: usize,
+    key: u8,
+    through_forward: bool,
+    buf: &mut [usize; MAX_DEPTH],
+) -> Option<StackId> {
     let key = key | u8::from(through_forward) << 7;
     let sp = stack_pointer();
-    let cached = CACHE
+    CACHE
         .try_with(|w| {
             let mut w = w.try_borrow_mut().ok()?;
             let cache = w.get_or_insert_with(WalkCache::new);
@@ -302,7 +316,7 @@ pub fn capture_interned(
                 slot: [0; MAX_CHECKS],
                 value: [0; MAX_CHECKS],
             };
-            let (n, cacheable) = walk(depth, through_forward, &mut buf, Some(&mut checks));
+            let (n, cacheable) = walk(depth, through_forward, buf, Some(&mut checks));
             let id = interner.intern(&buf[..n]);
             if cacheable {
                 cache.insert(sp, key, &checks, id);
@@ -310,12 +324,7 @@ pub fn capture_interned(
             Some(id)
         })
         .ok()
-        .flatten();
-    cached.unwrap_or_else(|| {
-        WALKS.fetch_add(1, Ordering::Relaxed);
-        let n = walk(depth, through_forward, &mut buf, None).0;
-        interner.intern(&buf[..n])
-    })
+        .flatten()
 }
 
 #[inline(always)]
