@@ -222,6 +222,10 @@ pub struct Event {
     pub stack: usize,
     /// Index into `Dump::stacks`: where the block was allocated (double frees).
     pub alloc_stack: Option<usize>,
+    /// The call was made after the program had begun to exit (the shim's late exit handler had
+    /// run), when runtimes and drivers tear down. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub during_exit: bool,
 }
 
 /// A 64-bit value written as a `"0x…"` string (JSON numbers lose precision past 2^53).
@@ -513,6 +517,7 @@ mod tests {
                 seq: 3,
                 stack: 0,
                 alloc_stack: Some(0),
+                during_exit: false,
             }],
             shim: Some(ShimInfo {
                 version: "0.1.0".into(),

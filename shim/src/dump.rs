@@ -71,6 +71,7 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             seq: e.seq,
             stack: stack_index(e.stack),
             alloc_stack: e.alloc_stack.map(&mut stack_index),
+            during_exit: e.during_exit,
         })
         .collect();
     let c = snap.totals;

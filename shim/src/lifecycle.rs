@@ -61,16 +61,13 @@ extern "C" fn constructor() {
             return;
         }
         stack::init_own_range();
-        let (disabled, signals) = (config.disabled, config.signals);
+        let disabled = config.disabled;
         state::init(config);
         if disabled {
             return;
         }
         // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
         unsafe { libc::atexit(at_exit) };
-        if signals {
-            install_signal_handlers();
-        }
         // SAFETY: the three handlers are extern "C" fns that never unwind.
         unsafe {
             libc::pthread_atfork(
@@ -175,26 +172,44 @@ fn wait_done() {
     unsafe { libc::poll(&mut pfd, 1, SIGNAL_DUMP_TIMEOUT_MS) };
 }
 
-/// Called at each recorded allocation: starts the worker the first time, if anything needs it.
+/// Called at each recorded allocation. The first one arms the shim: the late exit handler, the
+/// signal handlers (where the disposition is still the default: by now a program or runtime that
+/// installs its own, such as CPython's SIGINT handler, has done so) and the worker.
 #[inline]
-pub fn worker_needed(s: &'static state::State) {
-    if WORKER.load(Ordering::Relaxed) != WORKER_NONE {
-        return;
+pub fn allocation_recorded(s: &'static state::State) {
+    if !ARMED.load(Ordering::Relaxed) && !ARMED.swap(true, Ordering::AcqRel) {
+        arm(s);
     }
-    if s.config.snapshot_interval.is_none() && !s.config.signals {
-        return;
+}
+
+fn arm(s: &'static state::State) {
+    // Registered after the CUDA runtime's and the frameworks' own exit handlers (they register
+    // theirs when they load or initialise, before the first allocation returns), so it runs
+    // before theirs: from then on, failures are teardown's.
+    // SAFETY: mark_exiting is an extern "C" fn with no arguments that never unwinds.
+    unsafe { libc::atexit(mark_exiting) };
+    if s.config.signals {
+        install_signal_handlers();
     }
-    if WORKER
-        .compare_exchange(
-            WORKER_NONE,
-            WORKER_STARTING,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        )
-        .is_ok()
-    {
+    if s.config.snapshot_interval.is_some() || s.config.signals {
+        WORKER.store(WORKER_STARTING, Ordering::Release);
         start_worker(s);
     }
+}
+
+/// The first allocation has been recorded and [`arm`] has run (in this process: a forked child
+/// arms again).
+static ARMED: AtomicBool = AtomicBool::new(false);
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn mark_exiting() {
+    EXITING.store(true, Ordering::Release);
+}
+
+/// True once the program has begun to exit, with the CUDA runtime and the frameworks still to
+/// tear down (their exit handlers run after this point).
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::Acquire)
 }
 
 fn pipe() -> Option<(c_int, c_int)> {
@@ -319,4 +334,6 @@ extern "C" fn after_fork_child() {
     }
     WORKER.store(WORKER_NONE, Ordering::Release);
     HANDLING_FATAL.store(false, Ordering::Release);
+    ARMED.store(false, Ordering::Release);
+    EXITING.store(false, Ordering::Release);
 }

@@ -39,7 +39,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
             api,
         };
         s.table.allocated(op.space(), addr, block);
-        lifecycle::worker_needed(s);
+        lifecycle::allocation_recorded(s);
     });
 }
 
@@ -59,6 +59,7 @@ pub fn allocation_failed(driver: Api, size: u64, error: i32) {
             seq: s.next_seq(),
             stack,
             alloc_stack: None,
+            during_exit: lifecycle::exiting(),
         });
     });
 }
@@ -95,6 +96,7 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
             seq: s.next_seq(),
             stack,
             alloc_stack,
+            during_exit: lifecycle::exiting(),
         });
     });
 }

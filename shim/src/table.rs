@@ -45,6 +45,8 @@ pub struct EventRecord {
     pub seq: u64,
     pub stack: StackId,
     pub alloc_stack: Option<StackId>,
+    /// Made after the program had begun to exit ([`crate::lifecycle::exiting`]).
+    pub during_exit: bool,
 }
 
 /// What a free turned out to be, once the real call has answered.
@@ -565,6 +567,7 @@ mod tests {
             seq: 0,
             stack: StackId(0),
             alloc_stack: None,
+            during_exit: false,
         };
         for _ in 0..MAX_EVENTS + 5 {
             t.event(e.clone());
