@@ -1,5 +1,7 @@
-//! Pure analysis: dumps plus a configuration in, findings out. Grouping of leaks by stack,
-//! hiding of internal frames, suppressions and size filters, the gate's verdict, and `diff`.
+//! Pure analysis: dumps plus a configuration in, findings out. Grouping of live blocks by stack,
+//! hiding of internal frames, the split of live blocks into leaks and blocks held by caches,
+//! teardown errors set apart from real ones, suppressions and size filters, the gate's verdict,
+//! and `diff`.
 //!
 //! No I/O and no formatting of output here (reporters do that), and nothing may panic on a
 //! dump that `cudaleak-format` accepted. Findings own their strings so a dump can be dropped
@@ -12,6 +14,7 @@ use cudaleak_format as format;
 use format::{EventType, Kind};
 
 use crate::args::{Gate, View};
+use crate::caches::{self, CacheRule};
 use crate::suppressions::Rule;
 
 /// One frame as reporters show it.
@@ -85,6 +88,8 @@ pub struct LeakGroup {
     pub stack: StackView,
     /// The callsite's identity across processes and dumps: API plus visible frames.
     pub callsite: String,
+    /// The cache that holds these blocks (an index into [`Findings::caches`]); `None` for a leak.
+    pub held_by: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +113,33 @@ pub struct BadFreeGroup {
     pub stack: StackView,
     /// Where the block was allocated (double frees whose allocation the shim saw).
     pub alloc_stack: Option<StackView>,
+}
+
+/// Failed allocations and frees that failed because the CUDA runtime or driver was shutting
+/// down: notes, not errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeardownGroup {
+    /// `FailedAllocation`, `DoubleFree` or `InvalidFree`, as the shim recorded the call.
+    pub kind: EventType,
+    pub api: String,
+    pub count: u64,
+    /// Distinct return codes, ascending.
+    pub errors: Vec<i64>,
+    /// Calls made after the program had begun to exit.
+    pub during_exit: u64,
+    pub stack: StackView,
+}
+
+/// Whether a failed call failed because CUDA was shutting down: error 4
+/// (cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED) always; 3 (cudaErrorInitializationError
+/// / CUDA_ERROR_NOT_INITIALIZED) and 201 (cudaErrorDeviceUninitialized /
+/// CUDA_ERROR_INVALID_CONTEXT) only when the call was made after the program had begun to exit.
+pub fn is_teardown(e: &format::Event) -> bool {
+    match e.error {
+        Some(4) => true,
+        Some(3) | Some(201) => e.during_exit,
+        _ => false,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -139,21 +171,66 @@ pub struct ProcessFindings {
     pub bad_frees: Vec<BadFreeGroup>,
     /// Live managed-memory groups (before filters): a performance risk, whether leaked or not.
     pub managed: Vec<LeakGroup>,
+    /// Groups held by a cache or library handle, largest first, cut to `--top`.
+    pub cached: Vec<LeakGroup>,
+    /// Everything held by caches (not cut by `--top`).
+    pub cached_total: Counts,
+    /// Per cache rule, parallel to [`Config::caches`].
+    pub cached_per_rule: Vec<Counts>,
+    /// Double and invalid frees that were not teardown.
     pub double_frees: u64,
     pub invalid_frees: u64,
+    /// Failed calls that failed because CUDA was shutting down, in order of first occurrence.
+    pub teardown: Vec<TeardownGroup>,
+    pub teardown_failed_allocations: u64,
+    pub teardown_bad_frees: u64,
     pub stats: Stats,
 }
 
 impl ProcessFindings {
-    /// Double and invalid frees; the summary counter also covers events the shim had to drop.
+    /// Double and invalid frees that were not teardown; the summary counter also covers events
+    /// the shim had to drop.
     pub fn bad_free_count(&self) -> u64 {
         self.summary
             .invalid_frees
+            .saturating_sub(self.teardown_bad_frees)
             .max(self.double_frees + self.invalid_frees)
+    }
+    /// Failed allocations that were not teardown (the counter covers dropped events too).
+    pub fn failed_allocation_count(&self) -> u64 {
+        self.summary
+            .failed_allocations
+            .saturating_sub(self.teardown_failed_allocations)
     }
     pub fn leaks_not_shown(&self) -> u64 {
         self.leaked.groups.saturating_sub(self.leaks.len() as u64)
     }
+    pub fn cached_not_shown(&self) -> u64 {
+        self.cached_total
+            .groups
+            .saturating_sub(self.cached.len() as u64)
+    }
+    /// The process made no CUDA allocation and no failed call: nothing to report on it.
+    pub fn is_quiet(&self) -> bool {
+        let s = &self.summary;
+        s.allocations == 0
+            && s.failed_allocations == 0
+            && s.invalid_frees == 0
+            && s.untracked_frees == 0
+            && s.live_allocations == 0
+            && self.failed.is_empty()
+            && self.bad_frees.is_empty()
+            && self.teardown.is_empty()
+            && self.process.recording_stopped.is_none()
+    }
+}
+
+/// A process left out of the report because it made no CUDA allocation (`cudaleak run`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuietProcess {
+    pub pid: u32,
+    pub exe: String,
+    pub source: PathBuf,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -169,6 +246,12 @@ pub struct Totals {
     pub invalid_frees: u64,
     pub bad_frees: u64,
     pub managed: Counts,
+    /// Live blocks held by caches and library handles.
+    pub cached: Counts,
+    /// Failed calls set apart as teardown.
+    pub teardown: u64,
+    /// Processes left out because they made no CUDA allocation.
+    pub quiet_processes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +261,8 @@ pub struct Verdict {
     /// Leaks remain but are within `--max-leaked-bytes`.
     pub tolerated: bool,
     pub fails_on_leaks: bool,
+    /// `--fail-on strict` and blocks held by caches are part of what fails the gate.
+    pub fails_on_cached: bool,
     pub fails_on_errors: bool,
     /// 0, or the gate's exit code.
     pub exit_code: u8,
@@ -189,6 +274,12 @@ pub struct Findings {
     /// Leaks merged by callsite across processes, largest first, cut to `--top`.
     pub callsites: Vec<CallsiteTotal>,
     pub rules: Vec<Rule>,
+    /// The cache rules in use (`cache:` lines, then the built-in ones); `held_by` indexes here.
+    pub caches: Vec<CacheRule>,
+    /// Blocks held per cache rule over all processes, parallel to `caches`.
+    pub cached_per_rule: Vec<Counts>,
+    /// Processes left out because they made no CUDA allocation, by pid.
+    pub quiet: Vec<QuietProcess>,
     pub min_bytes: u64,
     pub gate: Gate,
     pub totals: Totals,
@@ -209,9 +300,14 @@ pub struct CallsiteTotal {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub view: View,
+    /// `leak:` suppressions.
     pub rules: Vec<Rule>,
+    /// Cache rules, in the order they are tried ([`caches::rules`]).
+    pub caches: Vec<CacheRule>,
     pub min_bytes: u64,
     pub gate: Gate,
+    /// Leave processes that made no CUDA allocation out of the report (`cudaleak run`).
+    pub hide_quiet: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -448,13 +544,18 @@ fn push_frame_key(key: &mut String, f: &format::Frame) {
     key.push('\u{1e}');
 }
 
-/// A stack prepared once per (stack index, API): its grouping key and what is shown.
+/// A stack prepared once per (stack index, API): its grouping key, what is shown, and the cache
+/// that holds what it allocated.
 struct Prepared {
     key: String,
     view: StackView,
+    held_by: Option<usize>,
 }
 
-fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
+fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> Prepared {
+    // The allocating end: past the runtime's, driver's and API entry frames, whatever is shown.
+    let start = leading_entries(&stack.frames, api, false);
+    let held_by = caches::classify(caches, &stack.frames, start);
     let idx = visible_frames(&stack.frames, api, view.show_internal);
     // With --show-internal every frame is shown; remember which ones a user would have seen.
     let mut user = vec![!view.show_internal; stack.frames.len()];
@@ -480,6 +581,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
             hidden: stack.frames.len() - idx.len(),
             frames: shown,
         },
+        held_by,
     }
 }
 
@@ -489,6 +591,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
 struct Stacks<'a> {
     dump: &'a format::Dump,
     view: &'a View,
+    caches: &'a [CacheRule],
     cache: HashMap<(usize, usize), Prepared>,
 }
 
@@ -507,22 +610,25 @@ fn leading_entries(frames: &[format::Frame], api: &str, show_internal: bool) -> 
 }
 
 impl<'a> Stacks<'a> {
-    fn new(dump: &'a format::Dump, view: &'a View) -> Self {
+    fn new(dump: &'a format::Dump, view: &'a View, caches: &'a [CacheRule]) -> Self {
         Stacks {
             dump,
             view,
+            caches,
             cache: HashMap::new(),
         }
     }
     fn get(&mut self, stack: usize, api: &str) -> &Prepared {
-        let (dump, view) = (self.dump, self.view);
+        let (dump, view, caches) = (self.dump, self.view, self.caches);
         // Indices were validated by cudaleak-format; an empty stack stands in regardless.
         static EMPTY: format::Stack = format::Stack { frames: Vec::new() };
         let s = dump.stacks.get(stack).unwrap_or(&EMPTY);
-        let lead = leading_entries(&s.frames, api, view.show_internal);
+        // What is shown and which cache holds the blocks depend on the API only through this
+        // count (with --show-internal nothing shown depends on it at all).
+        let lead = leading_entries(&s.frames, api, false);
         self.cache
             .entry((stack, lead))
-            .or_insert_with(|| prepare(s, api, view))
+            .or_insert_with(|| prepare(s, api, view, caches))
     }
 }
 
@@ -555,9 +661,10 @@ struct GroupAcc {
     stacks: Vec<usize>,
 }
 
-/// Groups live records by API, kind, device and visible stack.
+/// Groups live records by API, kind, device, visible stack and the cache that holds them.
 fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
-    let mut index: HashMap<(String, Kind, Option<i32>), usize> = HashMap::new();
+    type Key = (String, Option<usize>, Kind, Option<i32>);
+    let mut index: HashMap<Key, usize> = HashMap::new();
     // Records of one stack index, API, kind and device share a group: found without building
     // the callsite key (a whole stack's worth of text) for every record.
     let mut fast: HashMap<(usize, &'a str, Kind, Option<i32>), usize> = HashMap::new();
@@ -572,7 +679,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
         let p = stacks.get(r.stack, &r.api);
         let callsite = format!("{}\u{1d}{}", r.api, p.key);
         let slot = *index
-            .entry((callsite.clone(), r.kind, r.device))
+            .entry((callsite.clone(), p.held_by, r.kind, r.device))
             .or_insert_with(|| {
                 groups.push(GroupAcc {
                     group: LeakGroup {
@@ -583,6 +690,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
                         allocations: 0,
                         stack: p.view.clone(),
                         callsite,
+                        held_by: p.held_by,
                     },
                     stacks: Vec::new(),
                 });
@@ -623,7 +731,7 @@ fn sorted_tally(map: BTreeMap<String, Counts>) -> Vec<(String, Counts)> {
 
 /// Analyses one dump.
 pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
-    let mut stacks = Stacks::new(dump, &cfg.view);
+    let mut stacks = Stacks::new(dump, &cfg.view, &cfg.caches);
     let mut groups = group_live(dump, &mut stacks);
     groups.sort_by(|a, b| by_size(&a.group, &b.group));
 
@@ -659,7 +767,17 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let mut suppressed = vec![Counts::default(); cfg.rules.len()];
     let mut below_min_bytes = Counts::default();
     let mut kept: Vec<LeakGroup> = Vec::new();
+    let mut cached: Vec<LeakGroup> = Vec::new();
+    let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
     for acc in groups {
+        // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply.
+        if let Some(c) = acc.group.held_by {
+            if let Some(n) = cached_per_rule.get_mut(c) {
+                n.add(group_counts(&acc.group));
+            }
+            cached.push(acc.group);
+            continue;
+        }
         let rule = acc
             .stacks
             .iter()
@@ -674,9 +792,21 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         }
     }
     let leaked = sum_groups(&kept);
+    let cached_total = sum_groups(&cached);
 
-    let (failed, bad_frees) = group_events(dump, &mut stacks);
-    let count = |t: EventType| dump.events.iter().filter(|e| e.kind == t).count() as u64;
+    let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
+    let count = |t: EventType| {
+        dump.events
+            .iter()
+            .filter(|e| e.kind == t && !is_teardown(e))
+            .count() as u64
+    };
+    let teardown_count = |bad: bool| {
+        dump.events
+            .iter()
+            .filter(|e| is_teardown(e) && (e.kind != EventType::FailedAllocation) == bad)
+            .count() as u64
+    };
 
     ProcessFindings {
         source: source.to_path_buf(),
@@ -689,25 +819,62 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         failed,
         bad_frees,
         managed,
+        cached,
+        cached_total,
+        cached_per_rule,
         double_frees: count(EventType::DoubleFree),
         invalid_frees: count(EventType::InvalidFree),
+        teardown,
+        teardown_failed_allocations: teardown_count(false),
+        teardown_bad_frees: teardown_count(true),
         stats,
     }
 }
 
-/// Groups failed allocations by (API, stack) and bad frees by (type, API, free stack, alloc
-/// stack), in order of first occurrence.
+/// Adds `code` to a sorted list of at most 16 distinct codes.
+fn add_code(codes: &mut Vec<i64>, code: Option<i64>) {
+    if let Some(code) = code {
+        if let Err(at) = codes.binary_search(&code) {
+            if codes.len() < 16 {
+                codes.insert(at, code);
+            }
+        }
+    }
+}
+
+/// Groups failed allocations by (API, stack), bad frees by (type, API, free stack, alloc
+/// stack) and teardown failures by (type, API, stack), in order of first occurrence.
 fn group_events<'a>(
     dump: &'a format::Dump,
     stacks: &mut Stacks<'a>,
-) -> (Vec<FailedGroup>, Vec<BadFreeGroup>) {
+) -> (Vec<FailedGroup>, Vec<BadFreeGroup>, Vec<TeardownGroup>) {
     let mut failed: Vec<FailedGroup> = Vec::new();
     let mut failed_index: HashMap<String, usize> = HashMap::new();
     let mut bad: Vec<BadFreeGroup> = Vec::new();
     let mut bad_index: HashMap<String, usize> = HashMap::new();
+    let mut teardown: Vec<TeardownGroup> = Vec::new();
+    let mut teardown_index: HashMap<(EventType, String), usize> = HashMap::new();
     for e in &dump.events {
         let p = stacks.get(e.stack, &e.api);
         let (key, view) = (format!("{}\u{1d}{}", e.api, p.key), p.view.clone());
+        if is_teardown(e) {
+            let slot = *teardown_index.entry((e.kind, key)).or_insert_with(|| {
+                teardown.push(TeardownGroup {
+                    kind: e.kind,
+                    api: cut(&e.api),
+                    count: 0,
+                    errors: Vec::new(),
+                    during_exit: 0,
+                    stack: view,
+                });
+                teardown.len() - 1
+            });
+            let g = &mut teardown[slot];
+            g.count += 1;
+            g.during_exit += u64::from(e.during_exit);
+            add_code(&mut g.errors, e.error);
+            continue;
+        }
         match e.kind {
             EventType::FailedAllocation => {
                 let slot = *failed_index.entry(key).or_insert_with(|| {
@@ -723,13 +890,7 @@ fn group_events<'a>(
                 let g = &mut failed[slot];
                 g.count += 1;
                 g.bytes = g.bytes.saturating_add(e.size.unwrap_or(0));
-                if let Some(code) = e.error {
-                    if let Err(at) = g.errors.binary_search(&code) {
-                        if g.errors.len() < 16 {
-                            g.errors.insert(at, code);
-                        }
-                    }
-                }
+                add_code(&mut g.errors, e.error);
             }
             EventType::DoubleFree | EventType::InvalidFree => {
                 let alloc = e.alloc_stack.map(|s| {
@@ -757,7 +918,7 @@ fn group_events<'a>(
             }
         }
     }
-    (failed, bad)
+    (failed, bad, teardown)
 }
 
 /// Sums leak groups by callsite over all processes.
@@ -802,33 +963,62 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
             .cmp(&b.process.pid)
             .then_with(|| a.source.cmp(&b.source))
     });
-    let mut t = Totals {
-        processes: processes.len() as u64,
-        ..Totals::default()
-    };
+    let mut t = Totals::default();
+    let mut quiet = Vec::new();
+    if cfg.hide_quiet {
+        processes.retain(|p| {
+            if !p.is_quiet() {
+                return true;
+            }
+            quiet.push(QuietProcess {
+                pid: p.process.pid,
+                exe: p.process.exe.clone(),
+                source: p.source.clone(),
+            });
+            false
+        });
+    }
+    t.processes = processes.len() as u64;
+    t.quiet_processes = quiet.len() as u64;
     let mut callsites = merge_callsites(&processes);
     t.callsites = callsites.len() as u64;
     let top = cfg.view.top.unwrap_or(usize::MAX);
     callsites.truncate(top);
     for p in &mut processes {
         p.leaks.truncate(top);
+        p.cached.truncate(top);
     }
+    let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
     for p in &processes {
         t.leaked.add(p.leaked);
         for c in &p.suppressed {
             t.suppressed.add(*c);
         }
         t.below_min_bytes.add(p.below_min_bytes);
-        t.failed_allocations += p.summary.failed_allocations;
+        t.failed_allocations += p.failed_allocation_count();
         t.double_frees += p.double_frees;
         t.invalid_frees += p.invalid_frees;
         t.bad_frees += p.bad_free_count();
         t.managed.add(sum_groups(&p.managed));
+        t.cached.add(p.cached_total);
+        t.teardown += p.teardown.iter().map(|g| g.count).sum::<u64>();
+        for (all, c) in cached_per_rule.iter_mut().zip(&p.cached_per_rule) {
+            all.add(*c);
+        }
     }
 
     let leaks = t.leaked.allocations > 0;
-    let tolerated = leaks && t.leaked.bytes <= cfg.gate.max_leaked_bytes;
-    let fails_on_leaks = cfg.gate.fail_on_leaks && leaks && !tolerated;
+    // What the gate counts as leaked: leaks, and with --fail-on strict what caches hold.
+    let count_cached = cfg.gate.count_cached && t.cached.allocations > 0;
+    let counted_bytes = if count_cached {
+        t.leaked.bytes.saturating_add(t.cached.bytes)
+    } else {
+        t.leaked.bytes
+    };
+    let counted = leaks || count_cached;
+    let tolerated = counted && counted_bytes <= cfg.gate.max_leaked_bytes;
+    let fails_on_leaks = cfg.gate.fail_on_leaks && counted && !tolerated;
+    let fails_on_cached = fails_on_leaks && count_cached;
     let fails_on_errors = cfg.gate.fail_on_errors && t.bad_frees > 0;
     let exit_code = if fails_on_leaks || fails_on_errors {
         cfg.gate.exit_code
@@ -839,6 +1029,9 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         processes,
         callsites,
         rules: cfg.rules.clone(),
+        caches: cfg.caches.clone(),
+        cached_per_rule,
+        quiet,
         min_bytes: cfg.min_bytes,
         gate: cfg.gate,
         totals: t,
@@ -846,6 +1039,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
             leaks,
             tolerated,
             fails_on_leaks,
+            fails_on_cached,
             fails_on_errors,
             exit_code,
         },
@@ -931,7 +1125,7 @@ pub fn live_by_callsite(
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
     let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
-    let mut stacks = Stacks::new(dump, view);
+    let mut stacks = Stacks::new(dump, view, &[]);
     for r in &dump.live {
         if !rules.is_empty() {
             let rule = *rule_of.entry(r.stack).or_insert_with(|| {
@@ -1057,8 +1251,10 @@ mod tests {
         Config {
             view: view(),
             rules: Vec::new(),
+            caches: caches::builtin().unwrap(),
             min_bytes: 0,
             gate: Gate::default(),
+            hide_quiet: false,
         }
     }
 

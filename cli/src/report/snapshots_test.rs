@@ -18,8 +18,10 @@ fn cfg_with(view: View, rules: Vec<Rule>, min_bytes: u64) -> Config {
     Config {
         view,
         rules,
+        caches: crate::caches::builtin().unwrap(),
         min_bytes,
         gate: Gate::default(),
+        hide_quiet: false,
     }
 }
 
