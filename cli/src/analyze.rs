@@ -1655,6 +1655,206 @@ mod tests {
         assert_eq!(f.callsites[1].processes, 1);
     }
 
+    fn framework() -> Findings {
+        one(&fixture("framework.json"), &cfg())
+    }
+
+    #[test]
+    fn cache_and_handle_blocks_are_held_not_leaked_and_do_not_fail_the_gate() {
+        let f = framework();
+        let p = &f.processes[0];
+        let held: Vec<(&str, u64, u64)> = p
+            .cached
+            .iter()
+            .map(|g| {
+                (
+                    f.caches[g.held_by.unwrap()].id.as_str(),
+                    g.bytes,
+                    g.allocations,
+                )
+            })
+            .collect();
+        assert_eq!(
+            held,
+            [("cublas", 64 << 20, 1), ("pytorch-native", 22 << 20, 2)]
+        );
+        assert_eq!(p.cached_total.bytes, 86 << 20);
+        assert_eq!(f.totals.cached.allocations, 3);
+        let per_rule: Vec<(&str, u64)> = f
+            .caches
+            .iter()
+            .zip(&f.cached_per_rule)
+            .filter(|(_, c)| c.allocations > 0)
+            .map(|(r, c)| (r.id.as_str(), c.bytes))
+            .collect();
+        assert_eq!(
+            per_rule,
+            [("pytorch-native", 22 << 20), ("cublas", 64 << 20)]
+        );
+        // The extension's own cudaMalloc is a leak although alloc_block is above it.
+        assert_eq!(p.leaks.len(), 1);
+        assert_eq!(
+            functions(&p.leaks[0].stack)[..2],
+            [
+                "my_ext::scratch(unsigned long)",
+                "my_ext::on_alloc_hook(void*)"
+            ]
+        );
+        assert_eq!(p.leaks[0].held_by, None);
+        assert_eq!(f.verdict.exit_code, 23);
+        assert!(f.verdict.fails_on_leaks && !f.verdict.fails_on_cached);
+    }
+
+    #[test]
+    fn without_the_user_leak_the_gate_passes_and_strict_counts_what_caches_hold() {
+        let mut d = fixture("framework.json");
+        d.live.retain(|r| r.stack != 2);
+        d.summary.live_allocations = d.live.len() as u64;
+        d.summary.live_bytes = d.live.iter().map(|r| r.size).sum();
+        let f = one(&d, &cfg());
+        assert_eq!(f.totals.leaked, Counts::default());
+        assert_eq!(f.verdict.exit_code, 0);
+        let mut c = cfg();
+        c.gate.count_cached = true;
+        let f = one(&d, &c);
+        assert!(f.verdict.fails_on_cached && f.verdict.fails_on_leaks);
+        assert_eq!(f.verdict.exit_code, 23);
+        // --max-leaked-bytes applies to what strict counts.
+        c.gate.max_leaked_bytes = 86 << 20;
+        assert_eq!(one(&d, &c).verdict.exit_code, 0);
+        // Suppressions never apply to what caches hold.
+        let mut c = cfg();
+        c.rules = vec![Rule::new("libc10_cuda", Path::new("s"), 1)];
+        let f = one(&d, &c);
+        assert_eq!(f.totals.suppressed, Counts::default());
+        assert_eq!(f.totals.cached.allocations, 3);
+    }
+
+    #[test]
+    fn a_cache_line_holds_the_user_s_own_pool_and_comes_before_the_builtin_rules() {
+        use crate::suppressions::RuleKind;
+        let mut c = cfg();
+        c.caches = caches::rules(&[Rule::with_kind(
+            RuleKind::Cache,
+            "my_ext::scratch",
+            Path::new("ci.supp"),
+            3,
+        )])
+        .unwrap();
+        let f = one(&fixture("framework.json"), &c);
+        let p = &f.processes[0];
+        assert!(p.leaks.is_empty());
+        assert_eq!(f.caches[0].id, "cache:my_ext::scratch");
+        assert_eq!(f.cached_per_rule[0].bytes, 4096);
+        assert_eq!(f.verdict.exit_code, 0);
+        // Anchored: a pattern that matches only a frame higher up holds nothing.
+        c.caches = caches::rules(&[Rule::with_kind(
+            RuleKind::Cache,
+            "on_alloc_hook",
+            Path::new("ci.supp"),
+            3,
+        )])
+        .unwrap();
+        let f = one(&fixture("framework.json"), &c);
+        assert_eq!(f.cached_per_rule[0], Counts::default());
+        assert_eq!(f.processes[0].leaks.len(), 1);
+    }
+
+    #[test]
+    fn teardown_failures_are_notes_not_failed_allocations_or_bad_frees() {
+        let f = framework();
+        let p = &f.processes[0];
+        assert_eq!(p.failed.len(), 1);
+        assert_eq!(p.failed[0].errors, [2]);
+        assert!(p.bad_frees.is_empty());
+        let notes: Vec<(EventType, &str, &[i64], u64)> = p
+            .teardown
+            .iter()
+            .map(|g| (g.kind, g.api.as_str(), g.errors.as_slice(), g.during_exit))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                (
+                    EventType::FailedAllocation,
+                    "cudaMallocAsync",
+                    &[201][..],
+                    1
+                ),
+                (EventType::InvalidFree, "cudaFree", &[4][..], 1)
+            ]
+        );
+        assert_eq!(
+            (
+                f.totals.failed_allocations,
+                f.totals.bad_frees,
+                f.totals.teardown
+            ),
+            (1, 0, 2)
+        );
+        // No bad free fails the gate: only the extension's leak does.
+        let mut c = cfg();
+        c.gate.fail_on_leaks = false;
+        assert_eq!(one(&fixture("framework.json"), &c).verdict.exit_code, 0);
+    }
+
+    #[test]
+    fn error_201_or_3_before_exit_began_is_a_real_failure_but_4_never_is() {
+        let e = |error, during_exit| format::Event {
+            kind: EventType::FailedAllocation,
+            api: "cudaMalloc".into(),
+            address: None,
+            size: Some(1),
+            error: Some(error),
+            seq: 1,
+            stack: 0,
+            alloc_stack: None,
+            during_exit,
+        };
+        assert!(is_teardown(&e(4, false)) && is_teardown(&e(4, true)));
+        assert!(!is_teardown(&e(201, false)) && is_teardown(&e(201, true)));
+        assert!(!is_teardown(&e(3, false)) && is_teardown(&e(3, true)));
+        assert!(!is_teardown(&e(2, true)));
+        let mut d = fixture("framework.json");
+        for ev in &mut d.events {
+            ev.during_exit = false;
+        }
+        let f = one(&d, &cfg());
+        let p = &f.processes[0];
+        assert_eq!(p.failed.len(), 2, "201 before exit is a failed allocation");
+        assert_eq!(p.teardown.len(), 1, "4 is teardown whenever it comes");
+        assert_eq!(f.totals.failed_allocations, 2);
+    }
+
+    #[test]
+    fn quiet_processes_are_left_out_only_when_asked_and_counted() {
+        let mut c = cfg();
+        let f = finish(
+            vec![
+                analyze_process(&fixture("quiet.json"), Path::new("q"), &c),
+                analyze_process(&fixture("leak_loop.json"), Path::new("l"), &c),
+            ],
+            &c,
+        );
+        assert_eq!(f.processes.len(), 2);
+        assert!(f.quiet.is_empty());
+        c.hide_quiet = true;
+        let f = finish(
+            vec![
+                analyze_process(&fixture("quiet.json"), Path::new("q"), &c),
+                analyze_process(&fixture("clean.json"), Path::new("c"), &c),
+                analyze_process(&fixture("failed_alloc.json"), Path::new("f"), &c),
+            ],
+            &c,
+        );
+        // clean.json allocated (and freed); failed_alloc.json has a failed call: both shown.
+        let pids: Vec<u32> = f.processes.iter().map(|p| p.process.pid).collect();
+        assert_eq!(pids, [7007, 8008]);
+        assert_eq!(f.quiet.len(), 1);
+        assert_eq!(f.quiet[0].pid, 10011);
+        assert_eq!((f.totals.processes, f.totals.quiet_processes), (2, 1));
+    }
+
     #[test]
     fn diff_matches_callsites_across_stack_indices_and_puts_growth_first() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/snapshots");
