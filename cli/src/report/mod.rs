@@ -10,7 +10,7 @@ use cudaleak_format as format;
 
 use std::borrow::Cow;
 
-use crate::analyze::{DiffFindings, Findings, FrameView};
+use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings, QuietProcess};
 use crate::args::{Format, View};
 use crate::growth::{GrowthFindings, Point};
 
@@ -261,8 +261,11 @@ pub fn error_text(api: &str, code: i64) -> String {
 /// Why the gate fails, in words; empty when it passes.
 pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
     let mut r = Vec::new();
-    if f.verdict.fails_on_leaks {
+    if f.verdict.fails_on_leaks && f.verdict.leaks {
         r.push("leaks");
+    }
+    if f.verdict.fails_on_cached {
+        r.push("cached memory (--fail-on strict)");
     }
     if f.verdict.fails_on_errors {
         r.push("bad frees");
@@ -281,6 +284,94 @@ prefer device memory (cudaMalloc) plus explicit cudaMemcpy.";
 pub const FAILED_ADVICE: &str = "Check the result of every allocation: after a failure the \
 pointer is not set, and code that goes on uses garbage.";
 
+/// What the cached-memory sections say about the gate.
+pub fn cached_gate_text(f: &Findings) -> &'static str {
+    if f.gate.count_cached {
+        "counted as leaked by the gate (--fail-on strict)"
+    } else {
+        "not leaks, not counted by the gate (--fail-on strict counts them)"
+    }
+}
+
+/// The help attached to teardown notes.
+pub const TEARDOWN_NOTE_HELP: &str = "At exit the CUDA runtime and driver tear down; calls made \
+then fail with cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED (4), or after exit began with \
+cudaErrorDeviceUninitialized / CUDA_ERROR_INVALID_CONTEXT (201) or CUDA_ERROR_NOT_INITIALIZED (3). \
+The memory is reclaimed with the context; nothing to fix.";
+
+/// What the teardown sections say, after "N calls".
+pub const TEARDOWN_TEXT: &str = "failed because the CUDA runtime or driver was shutting down";
+
+/// A process's cached groups by cache, in order of the cache's first group (largest first):
+/// (rule index, total, the groups).
+pub fn cached_by_rule(
+    p: &ProcessFindings,
+) -> Vec<(usize, Counts, Vec<&crate::analyze::LeakGroup>)> {
+    let mut out: Vec<(usize, Counts, Vec<&crate::analyze::LeakGroup>)> = Vec::new();
+    for g in &p.cached {
+        let Some(rule) = g.held_by else { continue };
+        let slot = match out.iter().position(|(r, _, _)| *r == rule) {
+            Some(i) => i,
+            None => {
+                let total = p.cached_per_rule.get(rule).copied().unwrap_or_default();
+                out.push((rule, total, Vec::new()));
+                out.len() - 1
+            }
+        };
+        out[slot].2.push(g);
+    }
+    out
+}
+
+/// The caches that hold something over all processes, largest first: (rule index, total).
+pub fn cached_totals(f: &Findings) -> Vec<(usize, Counts)> {
+    let mut v: Vec<(usize, Counts)> = f
+        .cached_per_rule
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, c)| c.allocations > 0)
+        .collect();
+    v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// `ptxas (11), nvlink (2)`: the quiet processes by program name, most first.
+pub fn quiet_programs(quiet: &[QuietProcess]) -> String {
+    let mut names: Vec<(String, u64)> = Vec::new();
+    for q in quiet {
+        let name = clean(crate::analyze::basename(&q.exe)).into_owned();
+        match names.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 += 1,
+            None => names.push((name, 1)),
+        }
+    }
+    names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let shown: Vec<String> = names
+        .iter()
+        .take(8)
+        .map(|(n, c)| format!("{n} ({c})"))
+        .collect();
+    let mut s = shown.join(", ");
+    if names.len() > 8 {
+        s.push_str(&format!(", {} more programs", names.len() - 8));
+    }
+    s
+}
+
+/// `11 processes made no CUDA allocation and are not shown: ptxas (11)`; empty without any.
+pub fn quiet_line(f: &Findings) -> String {
+    if f.quiet.is_empty() {
+        return String::new();
+    }
+    format!(
+        "{} no CUDA allocation and {} not shown: {}",
+        plural(f.quiet.len() as u64, "process made", "processes made"),
+        if f.quiet.len() == 1 { "is" } else { "are" },
+        quiet_programs(&f.quiet)
+    )
+}
+
 /// Sum of the per-rule counts over all processes.
 pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
     let mut out = vec![crate::analyze::Counts::default(); f.rules.len()];
@@ -294,16 +385,21 @@ pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
     out
 }
 
-/// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`.
+/// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`, then
+/// `; 86.00 MiB held by caches` when caches hold anything.
 pub fn summary_line(f: &Findings) -> String {
     let t = &f.totals;
-    format!(
+    let mut s = format!(
         "SUMMARY: {} leaked in {} from {} ({})",
         human_bytes(t.leaked.bytes),
         plural(t.leaked.allocations, "allocation", "allocations"),
         plural(t.callsites, "callsite", "callsites"),
         plural(t.processes, "process", "processes"),
-    )
+    );
+    if t.cached.allocations > 0 {
+        s.push_str(&format!("; {} held by caches", human_bytes(t.cached.bytes)));
+    }
+    s
 }
 
 #[cfg(test)]
