@@ -57,6 +57,15 @@ static CUresult fail(CUresult r) {
     return r;
 }
 
+/* Test hook: while non-zero, every allocation and free fails with this code, as the real driver
+ * answers once it is tearing down (4 CUDA_ERROR_DEINITIALIZED, 201 CUDA_ERROR_INVALID_CONTEXT,
+ * 3 CUDA_ERROR_NOT_INITIALIZED). Not a CUDA API: scenarios call it by name. */
+static int shutdown_code;
+
+EXPORT void nullcuda_shutdown(int code) { __atomic_store_n(&shutdown_code, code, __ATOMIC_RELEASE); }
+
+static int shutting_down(void) { return __atomic_load_n(&shutdown_code, __ATOMIC_ACQUIRE); }
+
 static int is_initialized(void) { return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE); }
 
 /* Records a block; 0 on success, -1 when no table node could be allocated. */
@@ -115,6 +124,8 @@ static void *heap_alloc(size_t size) {
 /* The common allocation path: limit check, heap, table. */
 static CUresult alloc_block(CUdeviceptr *out, size_t size, enum block_class cls) {
     pthread_once(&config_once, read_config);
+    if (shutting_down())
+        return fail(shutting_down());
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (!out || size == 0)
@@ -135,6 +146,8 @@ static CUresult alloc_block(CUdeviceptr *out, size_t size, enum block_class cls)
 }
 
 static CUresult free_block(CUdeviceptr key, enum block_class cls) {
+    if (shutting_down())
+        return fail(shutting_down());
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (key == 0)

@@ -66,6 +66,8 @@ static cudaError_t translate(CUresult r) {
         return cudaErrorNoDevice;
     case CUDA_ERROR_INVALID_DEVICE:
         return cudaErrorInvalidDevice;
+    case CUDA_ERROR_INVALID_CONTEXT:
+        return cudaErrorDeviceUninitialized;
     case CUDA_ERROR_INVALID_HANDLE:
         return cudaErrorInvalidResourceHandle;
     case CUDA_ERROR_NOT_FOUND:

@@ -21,6 +21,9 @@ pub const NULLCUDA_DIR: &str = env!("NULLCUDA_DIR");
 pub const SCENARIO_DIR: &str = env!("SCENARIO_DIR");
 /// The call spy: an LD_PRELOAD library that logs how a program reaches the driver.
 pub const SPY_LIB: &str = env!("SPY_LIB");
+/// Directory with the framework stand-ins (libcublas.so.13, libc10_cuda.so); scenarios that link
+/// them need it on LD_LIBRARY_PATH beside [`NULLCUDA_DIR`].
+pub const FRAMEWORKS_DIR: &str = env!("FRAMEWORKS_DIR");
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -119,6 +122,104 @@ fn build_shim() -> Result<PathBuf, String> {
         Ok(lib)
     } else {
         Err(format!("the shim built but {} is missing", lib.display()))
+    }
+}
+
+/// LD_LIBRARY_PATH for programs that load the framework stand-ins.
+pub fn frameworks_library_path() -> String {
+    format!("{NULLCUDA_DIR}:{FRAMEWORKS_DIR}")
+}
+
+/// The `cudaleak` binary built beside the shim (`cargo build --release` builds both).
+pub fn cudaleak_cli() -> PathBuf {
+    let cli = shim().with_file_name("cudaleak");
+    assert!(
+        cli.is_file(),
+        "{} is missing: cargo build --release -p cudaleak-cli",
+        cli.display()
+    );
+    cli
+}
+
+/// What `cudaleak run` printed and returned, and the directory its run directories went to.
+#[derive(Debug)]
+pub struct CliRun {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    /// `--out`; removed when dropped.
+    pub out: tempfile::TempDir,
+}
+
+impl CliRun {
+    /// Panics unless cudaleak exited with `code`.
+    pub fn assert_exit(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "cudaleak exited with {}\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// The dumps of the one run directory under `--out`.
+    pub fn dumps(&self) -> Vec<PathBuf> {
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.out.path())
+            .expect("read --out")
+            .map(|e| e.expect("an entry").path())
+            .collect();
+        assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+        files_in(&runs[0])
+    }
+}
+
+/// `cudaleak run --shim <shim> --out <fresh dir> OPTIONS -- <scenario> ARGS` with the null
+/// libraries and the framework stand-ins on LD_LIBRARY_PATH, `env` set, and nothing from the
+/// developer's environment steering the shim.
+pub fn cudaleak_run(
+    options: &[&str],
+    scenario: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> CliRun {
+    let out = tempfile::Builder::new()
+        .prefix("cudaleak-run-")
+        .tempdir()
+        .expect("create a temporary directory");
+    let mut cmd = Command::new(cudaleak_cli());
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CUDALEAK_")
+            || k.starts_with("NULLCUDA_")
+            || k.starts_with("PYTORCH_")
+            || k.starts_with("XLA_PYTHON_CLIENT_")
+            || RANK_VARIABLES.contains(&&*k)
+            || k == "LD_PRELOAD"
+        {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd.arg("run")
+        .arg("--shim")
+        .arg(shim())
+        .arg("--out")
+        .arg(out.path())
+        .args(options)
+        .arg("--")
+        .arg(scenario_program(scenario))
+        .args(args)
+        .env("LD_LIBRARY_PATH", frameworks_library_path())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    let output = cmd.output().expect("run cudaleak");
+    CliRun {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        out,
     }
 }
 

@@ -31,6 +31,7 @@ enum {
     CUDA_ERROR_DEINITIALIZED = 4,
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
 };
@@ -88,6 +89,9 @@ typedef struct {
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CU_MEM_ATTACH_GLOBAL 0x1
 #define CU_MEM_ATTACH_HOST 0x2
+
+/* Test hook of the null driver (not CUDA): while code is non-zero, allocations and frees fail with it. */
+void nullcuda_shutdown(int code);
 
 CUresult cuInit(unsigned int flags);
 CUresult cuDriverGetVersion(int *version);

@@ -22,6 +22,7 @@ enum {
     cudaErrorInsufficientDriver = 35,
     cudaErrorInvalidDevice = 101,
     cudaErrorNoDevice = 100,
+    cudaErrorDeviceUninitialized = 201,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotFound = 500,
     cudaErrorUnknown = 999,
