@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tests/gpu/frameworks/run.sh — on a machine with an NVIDIA GPU, PyTorch, JAX and CuPy: runs each
+# tests/gpu/verdicts/run.sh — on a machine with an NVIDIA GPU, PyTorch, JAX and CuPy: runs each
 # program here under `cudaleak run` (and PyTorch and JAX once more with --exact-pools) and prints
 # per run the exit status, what was held by caches, the leaks' first frames, teardown notes and
 # quiet processes. Reports go to $OUT (default ./frameworks-out) as <name>.json.
-#   tests/gpu/frameworks/run.sh [BIN_DIR]    (BIN_DIR holds cudaleak and libcudaleak.so)
+#   tests/gpu/verdicts/run.sh [BIN_DIR]    (BIN_DIR holds cudaleak and libcudaleak.so)
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${1:-$here/../../../target/release}"
