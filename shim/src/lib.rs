@@ -19,5 +19,6 @@ mod real;
 mod record;
 mod stack;
 mod state;
+mod stdio;
 mod symbolize;
 mod table;
