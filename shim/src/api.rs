@@ -19,6 +19,11 @@ pub enum Op {
     FreeHost,
     FreeArray,
     FreePhysical,
+    /// A graph launch: the memory of its allocation nodes becomes live.
+    AllocGraph,
+    /// A graph's allocation node is made (explicitly, or by an allocation in stream capture):
+    /// where its memory is asked for, not yet an allocation.
+    GraphNode,
 }
 
 /// Address spaces that frees look up: a device pointer and a host pointer or an opaque
@@ -40,7 +45,9 @@ impl Op {
             | Op::AllocAsync
             | Op::AllocFromPool
             | Op::FreeDevice
-            | Op::FreeAsync => Space::Device,
+            | Op::FreeAsync
+            | Op::AllocGraph
+            | Op::GraphNode => Space::Device,
             Op::AllocHost | Op::FreeHost => Space::Host,
             Op::AllocArray | Op::FreeArray => Space::Array,
             Op::AllocPhysical | Op::FreePhysical => Space::Physical,
@@ -55,6 +62,7 @@ impl Op {
             Op::AllocAsync | Op::AllocFromPool | Op::FreeAsync => Kind::Async,
             Op::AllocArray | Op::FreeArray => Kind::Array,
             Op::AllocPhysical | Op::FreePhysical => Kind::Physical,
+            Op::AllocGraph | Op::GraphNode => Kind::Graph,
         }
     }
 }
@@ -107,6 +115,9 @@ apis! {
     cuArrayCreate_v2 => AllocArray,
     cuArray3DCreate_v2 => AllocArray,
     cuArrayDestroy => FreeArray,
+    cuGraphLaunch => AllocGraph,
+    cuGraphLaunch_ptsz => AllocGraph,
+    cuGraphAddMemAllocNode => GraphNode,
     // Runtime API: labels only.
     cudaMalloc => AllocDevice,
     cudaMallocManaged => AllocManaged,

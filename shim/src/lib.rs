@@ -12,6 +12,7 @@
 mod api;
 mod config;
 mod dump;
+mod graphs;
 mod guard;
 mod hooks;
 mod lifecycle;
