@@ -6,7 +6,7 @@
 // (out of memory), called from main at the line marked FAILS-HERE; and no leak.
 //
 // EXPECT: summary allocations=1 frees=1 live_allocations=0 live_bytes=0 failed_allocations=1 invalid_frees=0
-// EXPECT: event type=failed_allocation marker=FAILS-HERE count=1 api=cudaMalloc static_api=cuMemAlloc_v2 size=1125899906842624 error=2 function=main
+// EXPECT: event type=failed_allocation marker=FAILS-HERE count=1 api=cudaMalloc size=1125899906842624 error=2 function=main
 #include "check.h"
 
 int main() {

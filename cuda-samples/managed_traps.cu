@@ -7,7 +7,7 @@
 // line marked LEAK-HERE, and list that callsite as managed memory (migration/capacity risk).
 //
 // EXPECT: summary allocations=2 frees=1 live_allocations=1 live_bytes=1048576 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=1 bytes=1048576 api=cudaMallocManaged static_api=cuMemAllocManaged kind=managed function=prepare_weights
+// EXPECT: leak marker=LEAK-HERE count=1 bytes=1048576 api=cudaMallocManaged kind=managed function=prepare_weights
 #include "check.h"
 
 const int N = 1 << 18;
