@@ -258,7 +258,7 @@ fn current_device() -> Option<i32> {
         return Some(0);
     }
     type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
-    let p = CTX_GET_DEVICE.get(ptr::null_mut(), real::driver);
+    let p = CTX_GET_DEVICE.get_helper(real::driver);
     if p.is_null() {
         return None;
     }
@@ -276,7 +276,7 @@ fn device_count() -> i32 {
         return known;
     }
     type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
-    let p = DEVICE_GET_COUNT.get(ptr::null_mut(), real::driver);
+    let p = DEVICE_GET_COUNT.get_helper(real::driver);
     let mut count: c_int = 0;
     // SAFETY: p is the driver's cuDeviceGetCount; count is a valid out-parameter.
     let ok = !p.is_null()
@@ -569,7 +569,7 @@ fn capturing(stream: Stream, api: Api) -> bool {
         &IS_CAPTURING
     };
     type F = unsafe extern "C" fn(Stream, *mut c_int) -> CuResult;
-    let p = slot.get(ptr::null_mut(), real::driver);
+    let p = slot.get_helper(real::driver);
     if p.is_null() {
         return false;
     }
@@ -810,7 +810,7 @@ fn graph_memory(graph: Graph) -> Option<crate::graphs::ExecMemory> {
     type AllocParams = unsafe extern "C" fn(GraphNode, *mut MemAllocNodeParams) -> CuResult;
     type FreeParams = unsafe extern "C" fn(GraphNode, *mut DevPtr) -> CuResult;
     let resolve = |slot: &Slot| {
-        let p = slot.get(ptr::null_mut(), real::driver);
+        let p = slot.get_helper(real::driver);
         (!p.is_null()).then_some(p)
     };
     // SAFETY: each pointer is the driver's function of that name, whose cuda.h type is given.
