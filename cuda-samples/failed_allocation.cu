@@ -1,4 +1,4 @@
-// failed_allocation.cu — seed §3.5, rule one: "check every allocation; never assume there is
+// failed_allocation.cu — tutorial §3.5, rule one: "check every allocation; never assume there is
 // enough memory". This program asks for 1 PiB (1 << 50 bytes, more than any GPU has), ignores the
 // error code, prints it and carries on with a normal allocation that it frees.
 //

@@ -1,4 +1,4 @@
-// leak_error_path.cu — seed §3.2, leak scenario 2: an early return on an error path skips the
+// leak_error_path.cu — tutorial §3.2, leak scenario 2: an early return on an error path skips the
 // cudaFree at the end of process_data.
 //
 // process_data runs three times; the second input is invalid, so that call returns early.

@@ -1,4 +1,4 @@
-// leak_loop.cu — seed §3.2, leak scenario 1: a loop that allocates a temporary buffer on every
+// leak_loop.cu — tutorial §3.2, leak scenario 1: a loop that allocates a temporary buffer on every
 // iteration and never frees it. 1000 iterations × 1024 floats = 1000 blocks of 4 KiB.
 //
 // The report must show ONE leak group, not a thousand entries: 1000 allocations, 4 096 000
