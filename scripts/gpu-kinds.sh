@@ -19,14 +19,25 @@ echo "date: $(date -u +%FT%TZ); $(nvidia-smi --query-gpu=name,driver_version --f
 for src in "$repo"/tests/gpu/kinds/*.cu; do
     name="$(basename "$src" .cu)"
     for flavour in static shared; do
-        "$nvcc" -g -lineinfo -arch=sm_90 -cudart "$flavour" -o "$work/$name-$flavour" "$src" || exit 2
+        "$nvcc" -g -lineinfo -arch=sm_90 -cudart "$flavour" -o "$work/$name-$flavour" "$src" -lcuda || exit 2
         for mode in leak clean; do
             "$work/$name-$flavour" "$mode" > /dev/null; bare=$?
             echo "== $name $flavour $mode: cudaleak"
             "$bin_dir/cudaleak" run --out "$work/out/$name-$flavour-$mode" -- "$work/$name-$flavour" "$mode"
             under=$?
-            dump="$(ls "$work/out/$name-$flavour-$mode"/run-*/cudaleak.*.json | head -1)"
-            seen="$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["summary"]; print("live=%d/%dB kinds=%s" % (s["live_allocations"], s["live_bytes"], ",".join(sorted({r["kind"] for r in d["live"]}))))' "$dump")"
+            # Every process of the run (ipc forks a child): live blocks, bytes and kinds summed.
+            seen="$(python3 - "$work/out/$name-$flavour-$mode"/run-*/cudaleak.*.json <<'PY'
+import json, sys
+n = b = 0
+kinds = set()
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    n += len(d["live"])
+    b += sum(r["size"] for r in d["live"])
+    kinds |= {r["kind"] for r in d["live"]}
+print("live=%d/%dB kinds=%s" % (n, b, ",".join(sorted(kinds)) or "-"))
+PY
+)"
             echo "== $name $flavour $mode: compute-sanitizer"
             "$sanitizer" --leak-check full "$work/$name-$flavour" "$mode" > "$work/cs.txt" 2>&1
             cat "$work/cs.txt"
