@@ -12,6 +12,7 @@
 mod api;
 mod config;
 mod dump;
+mod graphs;
 mod guard;
 mod hooks;
 mod lifecycle;
@@ -19,5 +20,6 @@ mod real;
 mod record;
 mod stack;
 mod state;
+mod stdio;
 mod symbolize;
 mod table;

@@ -232,6 +232,8 @@ pub struct Scenario {
     env: BTreeMap<String, String>,
     unset: Vec<String>,
     cwd: Option<PathBuf>,
+    /// Descriptors the program starts with closed (see [`Scenario::closed`]).
+    closed: Vec<u8>,
 }
 
 /// What a run left: its status and output, and the directory its dumps were written to.
@@ -255,6 +257,7 @@ impl Scenario {
             env: BTreeMap::new(),
             unset: Vec::new(),
             cwd: None,
+            closed: Vec::new(),
         }
     }
 
@@ -287,9 +290,23 @@ impl Scenario {
         self
     }
 
+    /// Starts the program with descriptor `fd` (0, 1 or 2) closed, as `prog 2>&-` would.
+    pub fn closed(mut self, fd: u8) -> Self {
+        assert!(fd <= 2, "only the standard descriptors");
+        self.closed.push(fd);
+        self
+    }
+
     /// Runs against the null libraries, without the shim.
     pub fn run_plain(self) -> Run {
         self.run(None)
+    }
+
+    /// Runs under the shim with the program's stdout and stderr connected where the test says
+    /// (e.g. a pipe whose reader has gone); what is not captured reads as empty.
+    pub fn run_shim_with(self, stdout: Stdio, stderr: Stdio) -> Run {
+        let shim = shim().to_path_buf();
+        self.run_with(Some(shim), stdout, stderr)
     }
 
     /// Runs with `LD_PRELOAD=<shim>` and `CUDALEAK_OUTPUT=<fresh dir>/`.
@@ -305,8 +322,12 @@ impl Scenario {
     }
 
     fn run(self, preload: Option<PathBuf>) -> Run {
+        self.run_with(preload, Stdio::piped(), Stdio::piped())
+    }
+
+    fn run_with(self, preload: Option<PathBuf>, stdout: Stdio, stderr: Stdio) -> Run {
         let name = self.name.clone();
-        let mut spawned = self.spawn_with(preload, Stdio::null());
+        let mut spawned = self.spawn_with(preload, [Stdio::null(), stdout, stderr]);
         let child = spawned.child.take().expect("a fresh child");
         let out = child.wait_with_output().expect("wait for the scenario");
         Run {
@@ -323,10 +344,10 @@ impl Scenario {
     /// talk to it (signals, snapshots) while it runs.
     pub fn spawn_shim(self) -> Spawned {
         let shim = shim().to_path_buf();
-        self.spawn_with(Some(shim), Stdio::piped())
+        self.spawn_with(Some(shim), [Stdio::piped(), Stdio::piped(), Stdio::piped()])
     }
 
-    fn spawn_with(self, preload: Option<PathBuf>, stdin: Stdio) -> Spawned {
+    fn spawn_with(self, preload: Option<PathBuf>, [stdin, stdout, stderr]: [Stdio; 3]) -> Spawned {
         let dir = tempfile::Builder::new()
             .prefix("cudaleak-test-")
             .tempdir()
@@ -335,7 +356,16 @@ impl Scenario {
             .program
             .clone()
             .unwrap_or_else(|| scenario_program(&self.name));
-        let mut cmd = Command::new(&program);
+        let mut cmd = if self.closed.is_empty() {
+            Command::new(&program)
+        } else {
+            let closes: Vec<String> = self.closed.iter().map(|fd| format!("{fd}>&-")).collect();
+            let mut sh = Command::new("sh");
+            sh.arg("-c")
+                .arg(format!("exec {} \"$0\" \"$@\"", closes.join(" ")))
+                .arg(&program);
+            sh
+        };
         cmd.args(&self.args).stdin(stdin);
         // Hermetic: nothing from the developer's environment steers the shim or the driver.
         for (k, _) in std::env::vars_os() {
@@ -362,7 +392,7 @@ impl Scenario {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdout(stdout).stderr(stderr);
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
