@@ -1075,6 +1075,7 @@ mod tests {
 
     fn frame(function: &str, module: &str) -> Frame {
         Frame {
+            kind: None,
             ip: Hex(0x1000),
             module: Some(module.into()),
             offset: Some(Hex(0x10)),

@@ -15,6 +15,7 @@ mod dump;
 mod guard;
 mod hooks;
 mod lifecycle;
+mod python;
 mod real;
 mod record;
 mod stack;

@@ -14,6 +14,35 @@ use parking_lot::Mutex;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StackId(pub u32);
 
+impl StackId {
+    /// Whether this id names a stack with Python frames (interned by [`with_python`]).
+    pub fn has_python(self) -> bool {
+        self.0 & PYTHON_BIT != 0
+    }
+}
+
+/// Marks ids of stacks with Python frames. Native ids stay below it: the interner's ids are
+/// `index << 4 | shard`, far from 2^31 for any real number of distinct stacks.
+const PYTHON_BIT: u32 = 1 << 31;
+
+/// The id of a native stack together with Python frames: since CPython 3.11 a Python-to-Python
+/// call adds no native frame, so two Python call paths can share one native stack (and one walk
+/// cache answer); the Python frames are part of the identity.
+pub fn with_python(mixed: &Interner, native: StackId, python: &[usize]) -> StackId {
+    let mut key = [0usize; 1 + crate::python::MAX_DEPTH];
+    let n = python.len().min(crate::python::MAX_DEPTH);
+    key[0] = native.0 as usize;
+    key[1..=n].copy_from_slice(&python[..n]);
+    StackId(mixed.intern(&key[..=n]).0 | PYTHON_BIT)
+}
+
+/// The native stack id and the Python frames of an id made by [`with_python`].
+pub fn split_python(mixed: &Interner, id: StackId) -> Option<(StackId, Box<[usize]>)> {
+    let key = mixed.get(StackId(id.0 & !PYTHON_BIT))?;
+    let (&native, python) = key.split_first()?;
+    Some((StackId(native as u32), python.into()))
+}
+
 /// The deepest stack `CUDALEAK_DEPTH` may ask for.
 pub const MAX_DEPTH: usize = 256;
 

@@ -15,6 +15,10 @@ pub struct State {
     pub config: Config,
     pub table: Table,
     pub stacks: Interner,
+    /// Stacks with Python frames: `[native stack id, Python frames…]` (see `stack::with_python`).
+    pub mixed: Interner,
+    /// The Python code objects captures met.
+    pub python: crate::python::Registry,
     /// One sequence for allocations, frees and events, so their order can be told apart.
     pub seq: AtomicU64,
     /// `lifecycle::coarse_ms()` when the shim started.
@@ -47,6 +51,8 @@ pub fn init(config: Config) -> &'static State {
         config,
         table: Table::default(),
         stacks: Interner::default(),
+        mixed: Interner::default(),
+        python: crate::python::Registry::default(),
         seq: AtomicU64::new(0),
         start_ms: crate::lifecycle::coarse_ms(),
         start_unix_ms: AtomicU64::new(unix_ms()),
@@ -110,6 +116,8 @@ impl State {
         std::mem::forget(self.dumping.lock());
         self.table.lock_all();
         self.stacks.lock_all();
+        self.mixed.lock_all();
+        self.python.lock();
     }
 
     /// Releases what [`State::lock_all`] took.
@@ -120,6 +128,8 @@ impl State {
     pub unsafe fn unlock_all(&self) {
         // SAFETY: per the contract.
         unsafe {
+            self.python.unlock();
+            self.mixed.unlock_all();
             self.stacks.unlock_all();
             self.table.unlock_all();
             self.dumping.force_unlock();
