@@ -104,6 +104,9 @@ pub struct ReportOptions {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
+    /// In stacks with Python frames, show every native frame instead of one line per run
+    #[arg(long)]
+    pub native: bool,
     /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards
     #[arg(long, value_name = "FILE")]
     pub suppressions: Option<PathBuf>,
@@ -147,6 +150,9 @@ pub struct DiffArgs {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
+    /// In stacks with Python frames, show every native frame instead of one line per run
+    #[arg(long)]
+    pub native: bool,
     /// Exit with --exit-code when any callsite's live bytes grew
     #[arg(long)]
     pub fail_on_growth: bool,
@@ -185,6 +191,9 @@ pub struct View {
     pub frames: Option<usize>,
     pub stats: bool,
     pub show_internal: bool,
+    /// Show every native frame of a stack with Python frames (by default each run of native
+    /// frames next to Python frames is folded into one line).
+    pub native: bool,
     pub color: bool,
     /// Absolute source paths under this directory are written relative to it in SARIF
     /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
@@ -242,6 +251,7 @@ impl ReportOptions {
             frames: to_usize(self.frames),
             stats: self.stats,
             show_internal: self.show_internal,
+            native: self.native,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
             source_root: None,
         }
@@ -264,6 +274,7 @@ impl DiffArgs {
             frames: to_usize(self.frames),
             stats: false,
             show_internal: self.show_internal,
+            native: self.native,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
             source_root: None,
         }
