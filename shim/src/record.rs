@@ -22,12 +22,12 @@ fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
         api != driver,
         s.config.unwind,
     );
-    let mut py = [0usize; python::MAX_DEPTH];
-    let n = python::capture(&s.python, &mut py[..s.config.py_depth]);
-    if n == 0 {
+    if s.config.py_depth == 0 || !python::present() {
         return native;
     }
-    stack::with_python(&s.mixed, native, &py[..n])
+    stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
+        python::capture(&s.python, buf)
+    })
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.

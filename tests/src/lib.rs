@@ -143,8 +143,8 @@ pub struct Python {
     pub version: (u32, u32),
 }
 
-/// `python3` (required), and every other CPython from 3.9 on found as `python3.N` on PATH or
-/// under pyenv's versions directory, one per minor version.
+/// `python3` (required, first), then every other CPython from 3.9 to 3.13 found as `python3.N`
+/// on PATH or under pyenv's versions directory, one per minor version.
 pub fn pythons() -> Vec<Python> {
     let ask = |program: &Path| -> Option<Python> {
         let out = Command::new(program)
@@ -192,7 +192,7 @@ pub fn pythons() -> Vec<Python> {
             found.push(p);
         }
     }
-    found.sort_by_key(|p| p.version);
+    found[1..].sort_by_key(|p| p.version);
     found
 }
 

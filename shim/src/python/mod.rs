@@ -77,6 +77,11 @@ fn runtime() -> Option<&'static Runtime> {
     }
 }
 
+/// Whether the process runs a CPython this module knows (resolved at the first call).
+pub fn present() -> bool {
+    runtime().is_some()
+}
+
 fn symbol(name: &CStr) -> usize {
     let p = real::lookup(std::ptr::null_mut(), name);
     if p.is_null() {
@@ -213,11 +218,28 @@ pub struct Registry {
 
 const SEEN_SLOTS: usize = 64;
 
+/// A code object this thread met, and its registry index.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    key: CodeKey,
+    index: u32,
+}
+
+const NOT_SEEN: Seen = Seen {
+    key: CodeKey {
+        code: 0,
+        filename: 0,
+        name: 0,
+        linetable: 0,
+        first_line: 0,
+    },
+    index: 0,
+};
+
 thread_local! {
     /// The code objects this thread met last, so a capture takes the registry's lock only for a
     /// code object it has not seen lately. Plain `Copy` data: no destructor to register.
-    static SEEN: RefCell<[(CodeKey, u32); SEEN_SLOTS]> =
-        const { RefCell::new([(CodeKey { code: 0, filename: 0, name: 0, linetable: 0, first_line: 0 }, 0); SEEN_SLOTS]) };
+    static SEEN: RefCell<[Seen; SEEN_SLOTS]> = const { RefCell::new([NOT_SEEN; SEEN_SLOTS]) };
 }
 
 /// Writes the calling thread's Python frames, innermost first, into `out` (at most `out.len()`)
@@ -240,15 +262,27 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     if !plausible(tstate, 8) {
         return 0;
     }
-    // SAFETY: tstate is the live PyThreadState the interpreter keeps for this thread; the
-    // walk below reads only that thread's frames, which this thread alone changes, and it is
-    // here. Each pointer is checked before it is followed.
-    unsafe { walk(rt, registry, tstate, out) }
+    let mut none = [Seen::default(); 0];
+    SEEN.try_with(|seen| {
+        let mut guard = seen.try_borrow_mut().ok();
+        let seen = guard.as_deref_mut().map_or(&mut none[..], |s| &mut s[..]);
+        // SAFETY: tstate is the live PyThreadState the interpreter keeps for this thread; the
+        // walk reads only that thread's frames, which this thread alone changes, and it is
+        // here. Each pointer is checked before it is followed.
+        unsafe { walk(rt, registry, seen, tstate, out) }
+    })
+    .unwrap_or(0)
 }
 
 /// # Safety
 /// `tstate` must be this thread's live `PyThreadState` of the interpreter `rt` describes.
-unsafe fn walk(rt: &Runtime, registry: &Registry, tstate: usize, out: &mut [usize]) -> usize {
+unsafe fn walk(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    tstate: usize,
+    out: &mut [usize],
+) -> usize {
     let l = rt.layout;
     // SAFETY (whole function): reads at fixed offsets of objects whose addresses were checked
     // and whose types were checked where CPython gives them one, per the contract.
@@ -310,7 +344,7 @@ unsafe fn walk(rt: &Runtime, registry: &Registry, tstate: usize, out: &mut [usiz
                 frame = next;
                 continue;
             }
-            let Some(index) = code_index(rt, registry, code) else {
+            let Some(index) = code_index(rt, registry, seen, code) else {
                 break;
             };
             out[n] = PyFrame {
@@ -356,7 +390,12 @@ unsafe fn instruction_offset(rt: &Runtime, frame: usize, code: usize) -> Option<
 ///
 /// # Safety
 /// `code` must be a live, type-checked code object.
-unsafe fn code_index(rt: &Runtime, registry: &Registry, code: usize) -> Option<u32> {
+unsafe fn code_index(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    code: usize,
+) -> Option<u32> {
     let c = &rt.layout.code;
     // SAFETY: fields of a live code object, per the contract.
     let key = unsafe {
@@ -369,15 +408,10 @@ unsafe fn code_index(rt: &Runtime, registry: &Registry, code: usize) -> Option<u
         }
     };
     let slot = (code >> 4 ^ code >> 10) % SEEN_SLOTS;
-    let cached = SEEN
-        .try_with(|s| {
-            let s = s.try_borrow().ok()?;
-            (s[slot].0 == key).then_some(s[slot].1)
-        })
-        .ok()
-        .flatten();
-    if cached.is_some() {
-        return cached;
+    if let Some(s) = seen.get(slot) {
+        if s.key == key {
+            return Some(s.index);
+        }
     }
     let index = {
         let mut codes = registry.inner.lock();
@@ -393,11 +427,9 @@ unsafe fn code_index(rt: &Runtime, registry: &Registry, code: usize) -> Option<u
             }
         }
     };
-    let _ = SEEN.try_with(|s| {
-        if let Ok(mut s) = s.try_borrow_mut() {
-            s[slot] = (key, index);
-        }
-    });
+    if let Some(s) = seen.get_mut(slot) {
+        *s = Seen { key, index };
+    }
     Some(index)
 }
 
