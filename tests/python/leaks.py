@@ -7,8 +7,11 @@ usage: leaks.py NULLCUDA_DIR cdll|pydll
 
 Expected live blocks: 1000 B from Model.forward via train_step; 5 x 2000 B from one line of
 leak_in_loop; 3000 B from path_a and 3000 B from path_b (one native stack, two Python paths);
-4000 B from a thread's worker; 5000 B from größe (a non-ASCII name).
+4000 B from a thread's worker; 5000 B from größe (a non-ASCII name); 6000 B from an atexit
+handler; 7000 B from a __del__ that runs while the interpreter finalizes (Python frames optional:
+the interpreter may already say it is not initialised).
 """
+import atexit
 import ctypes
 import sys
 import threading
@@ -57,6 +60,21 @@ def größe():
     return cuda_malloc(5000)  # @unicode
 
 
+def at_exit():
+    KEPT.append(cuda_malloc(6000))  # @atexit
+
+
+class Finalizer:
+    """Allocates when destroyed at interpreter shutdown, with what it needs kept on itself (the
+    module's globals may be gone by then)."""
+
+    def __init__(self):
+        self.malloc, self.byref, self.p = rt.cudaMalloc, ctypes.byref, ctypes.c_void_p()
+
+    def __del__(self):
+        self.malloc(self.byref(self.p), ctypes.c_size_t(7000))
+
+
 def main():
     kept = [train_step(Model()), leak_in_loop(), path_a(), path_b(), größe()]  # @main
     t = threading.Thread(target=worker, args=(kept,))
@@ -66,4 +84,6 @@ def main():
 
 
 KEPT = main()  # @module
+atexit.register(at_exit)
+FINAL = Finalizer()
 print("done")

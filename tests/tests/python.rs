@@ -73,7 +73,7 @@ fn check_dump(py: &Python, dump: &Dump) {
     sizes.sort_unstable();
     assert_eq!(
         sizes,
-        [1000, 2000, 2000, 2000, 2000, 2000, 3000, 3000, 4000, 5000],
+        [1000, 2000, 2000, 2000, 2000, 2000, 3000, 3000, 4000, 5000, 6000, 7000],
         "{context}"
     );
     // Qualified names exist from 3.11 on.
@@ -131,6 +131,15 @@ fn check_dump(py: &Python, dump: &Dump) {
         "{context}"
     );
 
+    // At exit: an atexit handler still runs Python; the finalizer's allocation is recorded,
+    // whatever the interpreter's state then.
+    assert_eq!(
+        python_frames(dump, of_size(dump, 6000)[0])[..2],
+        [alloc, ("at_exit", line("atexit"))],
+        "{context}"
+    );
+    assert_eq!(of_size(dump, 7000).len(), 1, "{context}");
+
     // A thread Python started: its own frames, then threading's.
     let thread = python_frames(dump, of_size(dump, 4000)[0]);
     assert_eq!(
@@ -143,7 +152,8 @@ fn check_dump(py: &Python, dump: &Dump) {
         "{context}: {thread:?}"
     );
 
-    for s in &dump.stacks {
+    // Every stack with Python frames has them in place of the evaluation frames.
+    for s in dump.stacks.iter().filter(|s| s.frames.iter().any(Frame::is_python)) {
         assert!(
             !s.frames
                 .iter()
@@ -187,6 +197,43 @@ fn python_depth_zero_records_native_stacks_only() {
         .all(|s| s.frames.iter().all(|f| !f.is_python())));
     // Without Python frames the two paths and the loop share one native stack.
     assert!(dump.stacks.len() < 5, "{}", dump.stacks.len());
+}
+
+#[test]
+fn a_native_stack_cut_before_the_interpreter_gets_the_python_frames_at_its_end() {
+    let py = &pythons()[0];
+    let dump = run(py, "cdll", &[("CUDALEAK_DEPTH", "3")]).dump();
+    let r = of_size(&dump, 1000)[0];
+    let frames = &dump.stacks[r.stack].frames;
+    let first = frames
+        .iter()
+        .position(|f| f.is_python())
+        .expect("Python frames");
+    assert!(frames[..first].iter().all(|f| !f.is_python()));
+    assert!(frames[first..].iter().all(|f| f.is_python()), "{frames:#?}");
+    assert_eq!(python_frames(&dump, r)[0], ("cuda_malloc", line("alloc")));
+}
+
+#[test]
+fn diff_of_two_python_runs_matches_callsites_by_script_line() {
+    let py = &pythons()[0];
+    let (a, b) = (run(py, "cdll", &[]), run(py, "pydll", &[]));
+    let dump = |r: &Run| r.dir.path().join(format!("cudaleak.{}.json", r.pid));
+    let out = Command::new(cli())
+        .args(["diff", "--format", "json"])
+        .arg(dump(&a))
+        .arg(dump(&b))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The same callsites in both runs (CDLL and PyDLL differ only in native frames under ctypes):
+    // nothing grew or shrank.
+    assert_eq!(
+        (v["grew"].as_u64(), v["shrank"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
 }
 
 #[test]
@@ -234,9 +281,9 @@ fn the_report_starts_each_python_leak_at_the_script_line_and_folds_native_frames
     let (code, text) = report(dir, &[]);
     assert_eq!(code, 23, "{text}");
     let groups = groups(&text);
-    assert_eq!(groups.len(), 6, "{text}");
+    assert_eq!(groups.len(), 8, "{text}");
     let at = |marker: &str| format!("leaks.py:{}", line(marker));
-    for g in &groups {
+    for g in groups.iter().filter(|g| !g[0].contains("6.84 KiB")) {
         // The folded native frames of ctypes, then the script's line as frame #0.
         assert!(
             g[1].starts_with("… ") && g[1].contains("native frames in"),
@@ -279,7 +326,7 @@ fn the_report_starts_each_python_leak_at_the_script_line_and_folds_native_frames
     let (_, json) = report(dir, &["--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let leaks = v["leaks"].as_array().expect("leaks");
-    assert_eq!(leaks.len(), 6);
+    assert_eq!(leaks.len(), 8);
     let first = &leaks[0]["frames"];
     assert!(first[0]["folded_frames"].as_u64().unwrap() > 0, "{first}");
     assert_eq!(first[1]["kind"], "python", "{first}");
@@ -290,6 +337,9 @@ fn the_report_starts_each_python_leak_at_the_script_line_and_folds_native_frames
     let (_, sarif) = report(dir, &["--format", "sarif"]);
     let v: serde_json::Value = serde_json::from_str(&sarif).unwrap();
     for r in v["runs"][0]["results"].as_array().unwrap() {
+        if r["properties"]["bytes"] == 7000 {
+            continue; // from __del__ at shutdown: perhaps without Python frames
+        }
         let loc = &r["locations"][0]["physicalLocation"];
         let uri = loc["artifactLocation"]["uri"].as_str().unwrap_or("");
         assert!(uri.ends_with("leaks.py"), "{r}");
@@ -310,10 +360,15 @@ fn suppressions_match_python_functions_and_script_files() {
     std::fs::write(&rules, "leak:train_step\nleak:path_*\n").unwrap();
     let (code, text) = report(run.dir.path(), &["--suppressions", rules.to_str().unwrap()]);
     assert_eq!(code, 23, "{text}");
-    assert_eq!(groups(&text).len(), 3, "{text}");
+    assert_eq!(groups(&text).len(), 5, "{text}");
     assert!(!text.contains("train_step at"), "{text}");
     assert!(!text.contains("path_a at"), "{text}");
     std::fs::write(&rules, "leak:leaks.py\n").unwrap();
-    let (code, text) = report(run.dir.path(), &["--suppressions", rules.to_str().unwrap()]);
-    assert_eq!(code, 0, "every leak is in leaks.py:\n{text}");
+    let (_, text) = report(run.dir.path(), &["--suppressions", rules.to_str().unwrap()]);
+    // Everything is in leaks.py but the finalizer's block, which may have no Python frames.
+    let left = groups(&text);
+    assert!(
+        left.iter().all(|g| g[0].contains("6.84 KiB")),
+        "every leak with Python frames is in leaks.py:\n{text}"
+    );
 }
