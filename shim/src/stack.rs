@@ -36,7 +36,7 @@ pub fn with_python(
     capture: impl FnOnce(&mut [usize]) -> usize,
 ) -> StackId {
     // A buffer sized for the usual depth, so most captures do not clear 2 KiB of stack.
-    if depth <= RECENT_WORDS - 1 {
+    if depth < RECENT_WORDS {
         let mut key = [0usize; RECENT_WORDS];
         intern_python(mixed, native, &mut key[..=depth], capture)
     } else {

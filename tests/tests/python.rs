@@ -153,7 +153,11 @@ fn check_dump(py: &Python, dump: &Dump) {
     );
 
     // Every stack with Python frames has them in place of the evaluation frames.
-    for s in dump.stacks.iter().filter(|s| s.frames.iter().any(Frame::is_python)) {
+    for s in dump
+        .stacks
+        .iter()
+        .filter(|s| s.frames.iter().any(Frame::is_python))
+    {
         assert!(
             !s.frames
                 .iter()

@@ -262,7 +262,7 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     if !plausible(tstate, 8) {
         return 0;
     }
-    let mut none = [Seen::default(); 0];
+    let mut none: [Seen; 0] = [];
     SEEN.try_with(|seen| {
         let mut guard = seen.try_borrow_mut().ok();
         let seen = guard.as_deref_mut().map_or(&mut none[..], |s| &mut s[..]);
