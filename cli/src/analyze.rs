@@ -58,32 +58,51 @@ pub struct StackView {
     pub hidden: usize,
     /// Visible frames left out by `--frames`.
     pub omitted: usize,
-    /// Runs of native frames folded into one line each (stacks with Python frames, without
-    /// `--native`), in stack order.
+    /// Runs of frames folded into one line each (stacks with Python frames, without `--native`),
+    /// in stack order.
     pub folded: Vec<Folded>,
 }
 
-/// Native frames next to Python frames, shown as one line: `… 18 frames in libtorch_cpu.so`.
+/// Native frames (and Python frames of installed packages) next to the program's Python frames,
+/// shown as one line: `… 18 frames in libtorch_cpu.so, torch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Folded {
     /// The index in `frames` of the frame the run stood before (`frames.len()`: after the last).
     pub at: usize,
     pub frames: usize,
-    /// The runs' modules (file names), innermost first, each once.
+    /// The run's modules (file names) and Python packages, innermost first, each once.
     pub modules: Vec<String>,
 }
 
-/// Folds the runs of native frames of `frames` (indices into `all`) when any is a Python frame:
-/// the frames kept, and the folded runs.
+/// The package of a Python frame in installed code — `torch` for
+/// `…/site-packages/torch/nn/modules/linear.py`, the file name for the standard library or a
+/// frozen module — or `None` for the program's own scripts.
+fn python_library(f: &format::Frame) -> Option<&str> {
+    let file = f.file.as_deref()?;
+    for dir in ["/site-packages/", "/dist-packages/"] {
+        if let Some((_, rest)) = file.split_once(dir) {
+            return Some(rest.split('/').next().unwrap_or(rest));
+        }
+    }
+    let stdlib = file.contains("/lib/python3.") || file.starts_with("<frozen ");
+    stdlib.then(|| basename(file))
+}
+
+/// Folds the runs of native frames of `frames` (indices into `all`) when any is a Python frame —
+/// and with them the Python frames of installed packages and the standard library, when a
+/// Python frame of the program's own is left: the frames kept, and the folded runs.
 fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Folded>) {
-    if !frames.iter().any(|&i| all[i].is_python()) {
+    let python = |i: &usize| all[*i].is_python();
+    let own = |i: &usize| python(i) && python_library(&all[*i]).is_none();
+    if !frames.iter().any(python) {
         return (frames.to_vec(), Vec::new());
     }
+    let keep_libraries = !frames.iter().any(own);
     let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
     let mut run: Option<Folded> = None;
     for &i in frames {
         let f = &all[i];
-        if f.is_python() {
+        if own(&i) || (keep_libraries && f.is_python()) {
             folded.extend(run.take());
             kept.push(i);
             continue;
@@ -94,7 +113,12 @@ fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Fold
             modules: Vec::new(),
         });
         r.frames += 1;
-        if let Some(m) = f.module.as_deref().map(basename) {
+        let module = if f.is_python() {
+            python_library(f)
+        } else {
+            f.module.as_deref().map(basename)
+        };
+        if let Some(m) = module {
             if !r.modules.iter().any(|x| x == m) {
                 r.modules.push(cut(m));
             }

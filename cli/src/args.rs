@@ -104,7 +104,7 @@ pub struct ReportOptions {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
-    /// In stacks with Python frames, show every native frame instead of one line per run
+    /// In stacks with Python frames, show every frame instead of folding framework runs
     #[arg(long)]
     pub native: bool,
     /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards
@@ -150,7 +150,7 @@ pub struct DiffArgs {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
-    /// In stacks with Python frames, show every native frame instead of one line per run
+    /// In stacks with Python frames, show every frame instead of folding framework runs
     #[arg(long)]
     pub native: bool,
     /// Exit with --exit-code when any callsite's live bytes grew
@@ -191,8 +191,9 @@ pub struct View {
     pub frames: Option<usize>,
     pub stats: bool,
     pub show_internal: bool,
-    /// Show every native frame of a stack with Python frames (by default each run of native
-    /// frames next to Python frames is folded into one line).
+    /// Show every frame of a stack with Python frames (by default each run of native frames, and
+    /// of Python frames of installed packages, next to the program's Python frames is folded
+    /// into one line).
     pub native: bool,
     pub color: bool,
     /// Absolute source paths under this directory are written relative to it in SARIF

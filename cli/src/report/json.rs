@@ -40,7 +40,7 @@ enum Frame<'a> {
         module: Option<&'a str>,
         offset: Option<String>,
     },
-    /// A run of native frames folded next to Python frames (without `--native`).
+    /// A run of frames folded next to the program's Python frames (without `--native`).
     Folded {
         folded_frames: usize,
         modules: &'a [String],

@@ -223,9 +223,9 @@ pub fn frame_text_short(f: &FrameView, root: Option<&str>) -> String {
     }
 }
 
-/// `… 18 frames in libtorch_cpu.so, libtorch_cuda.so`: a folded run of native frames.
+/// `… 18 frames in libtorch_cpu.so, libtorch_cuda.so, torch`: a folded run of frames.
 pub fn folded_text(r: &crate::analyze::Folded) -> String {
-    let n = plural(r.frames as u64, "native frame", "native frames");
+    let n = plural(r.frames as u64, "frame", "frames");
     if r.modules.is_empty() {
         format!("… {n}")
     } else {
