@@ -376,3 +376,35 @@ fn suppressions_match_python_functions_and_script_files() {
         "every leak with Python frames is in leaks.py:\n{text}"
     );
 }
+
+#[test]
+fn growth_names_the_python_line_that_keeps_allocating() {
+    let py = &pythons()[0];
+    let script = format!(
+        r#"
+import ctypes, time
+rt = ctypes.CDLL("{NULLCUDA_DIR}/libcudart.so.13")
+kept = []
+def step():
+    p = ctypes.c_void_p()
+    assert rt.cudaMalloc(ctypes.byref(p), 65536) == 0  # grows here: line 7
+    kept.append(p)
+for _ in range(20):
+    step()
+    time.sleep(0.05)
+"#
+    );
+    let run = Scenario::program(&py.path)
+        .arg("-c")
+        .arg(&script)
+        .env("CUDALEAK_SNAPSHOT_INTERVAL", "0.15")
+        .run_shim();
+    run.assert_exit(0);
+    let (code, text) = report(run.dir.path(), &["--growth"]);
+    assert_eq!(code, 23, "{text}");
+    assert!(text.contains("Suspect 1 of 1"), "{text}");
+    assert!(
+        text.lines().any(|l| l.trim() == "#0 step at <string>:7"),
+        "{text}"
+    );
+}

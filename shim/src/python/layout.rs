@@ -8,6 +8,7 @@
 //! (`offsetof`) against the headers of each version installed, and by `tests/tests/python.rs`,
 //! which runs scripts under each installed interpreter (docs/python.md says which were).
 //! A version without a layout here gets no Python frames.
+#![forbid(unsafe_code)]
 
 /// How the current frame is found from the thread state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
