@@ -25,11 +25,11 @@ SUMMARY_KEYS = {
     "live_allocations", "live_bytes", "peak_live_bytes", "bytes_allocated",
 }
 LEAK_KEYS = {
-    "marker", "file", "size", "count", "bytes", "api", "static_api", "kind", "function",
+    "marker", "file", "size", "count", "bytes", "api", "kind", "function",
     "module", "threads",
 }
 EVENT_KEYS = {
-    "type", "marker", "file", "size", "count", "api", "static_api", "function", "module",
+    "type", "marker", "file", "size", "count", "api", "function", "module",
     "error", "alloc_marker", "alloc_file",
 }
 INT_KEYS = SUMMARY_KEYS | {"size", "count", "bytes", "threads", "error"}
@@ -178,8 +178,7 @@ class Checker:
                     frames[0] if frames else None)
 
     def expected_api(self, fields):
-        if self.flavour == "static" and "static_api" in fields:
-            return fields["static_api"]
+        # Both flavours: a static runtime's record is named by the runtime function in its stack.
         return fields.get("api")
 
     def select(self, items, fields, n, stack_key):

@@ -189,6 +189,16 @@ pub enum Kind {
     Async,
     Array,
     Physical,
+    /// Made by a CUDA graph's memory allocation node when the graph was launched.
+    Graph,
+    /// Host memory the program page-locked with `cuMemHostRegister`.
+    Registered,
+    /// Another process's memory opened through IPC.
+    Ipc,
+    /// A virtual address range reserved with `cuMemAddressReserve`.
+    Reserved,
+    /// A mapping of physical memory into a reserved range (`cuMemMap`).
+    Mapped,
 }
 
 impl Kind {
@@ -200,6 +210,11 @@ impl Kind {
             Kind::Async => "async",
             Kind::Array => "array",
             Kind::Physical => "physical",
+            Kind::Graph => "graph",
+            Kind::Registered => "registered",
+            Kind::Ipc => "ipc",
+            Kind::Reserved => "reserved",
+            Kind::Mapped => "mapped",
         }
     }
 }

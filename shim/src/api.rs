@@ -19,6 +19,11 @@ pub enum Op {
     FreeHost,
     FreeArray,
     FreePhysical,
+    /// A graph launch: the memory of its allocation nodes becomes live.
+    AllocGraph,
+    /// A graph's allocation node is made (explicitly, or by an allocation in stream capture):
+    /// where its memory is asked for, not yet an allocation.
+    GraphNode,
 }
 
 /// Address spaces that frees look up: a device pointer and a host pointer or an opaque
@@ -40,7 +45,9 @@ impl Op {
             | Op::AllocAsync
             | Op::AllocFromPool
             | Op::FreeDevice
-            | Op::FreeAsync => Space::Device,
+            | Op::FreeAsync
+            | Op::AllocGraph
+            | Op::GraphNode => Space::Device,
             Op::AllocHost | Op::FreeHost => Space::Host,
             Op::AllocArray | Op::FreeArray => Space::Array,
             Op::AllocPhysical | Op::FreePhysical => Space::Physical,
@@ -55,6 +62,7 @@ impl Op {
             Op::AllocAsync | Op::AllocFromPool | Op::FreeAsync => Kind::Async,
             Op::AllocArray | Op::FreeArray => Kind::Array,
             Op::AllocPhysical | Op::FreePhysical => Kind::Physical,
+            Op::AllocGraph | Op::GraphNode => Kind::Graph,
         }
     }
 }
@@ -68,7 +76,6 @@ macro_rules! apis {
         pub enum Api { $($name,)* }
 
         impl Api {
-            #[cfg(test)]
             pub const ALL: &'static [Api] = &[$(Api::$name,)*];
 
             pub fn name(self) -> &'static str {
@@ -107,6 +114,9 @@ apis! {
     cuArrayCreate_v2 => AllocArray,
     cuArray3DCreate_v2 => AllocArray,
     cuArrayDestroy => FreeArray,
+    cuGraphLaunch => AllocGraph,
+    cuGraphLaunch_ptsz => AllocGraph,
+    cuGraphAddMemAllocNode => GraphNode,
     // Runtime API: labels only.
     cudaMalloc => AllocDevice,
     cudaMallocManaged => AllocManaged,
@@ -126,9 +136,66 @@ apis! {
     cudaFreeArray => FreeArray,
 }
 
+impl Api {
+    /// The runtime function a driver record was reached through, named by the first frame of
+    /// its stack (innermost first) that is a runtime entry doing the same thing: a statically
+    /// linked runtime has no exported symbol to label the record as the shared one does, but a
+    /// binary that is not stripped still names `cudaMalloc` in the stack. Only driver records
+    /// are relabelled, only by an exact function name, within the first `LOOK` frames.
+    pub fn called_as<'a>(self, functions: impl IntoIterator<Item = Option<&'a str>>) -> Api {
+        const LOOK: usize = 12;
+        if self.name().starts_with("cuda") {
+            return self;
+        }
+        functions
+            .into_iter()
+            .take(LOOK)
+            .flatten()
+            .find_map(|f| {
+                Api::ALL
+                    .iter()
+                    .copied()
+                    .find(|r| r.name() == f && r.name().starts_with("cuda") && r.op() == self.op())
+            })
+            .unwrap_or(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_static_runtime_entry_in_the_stack_names_the_driver_record() {
+        let frames = [
+            None,
+            Some("cudart::cudaApiMalloc"),
+            Some("cudaMalloc"),
+            Some("main"),
+        ];
+        assert_eq!(Api::cuMemAlloc_v2.called_as(frames), Api::cudaMalloc);
+        let host = [Some("cudaHostAlloc"), Some("cudaMallocHost")];
+        assert_eq!(Api::cuMemHostAlloc.called_as(host), Api::cudaHostAlloc);
+        // A runtime name of another operation, or none, leaves the driver name.
+        assert_eq!(
+            Api::cuMemAlloc_v2.called_as([Some("cudaFree"), Some("main")]),
+            Api::cuMemAlloc_v2
+        );
+        assert_eq!(
+            Api::cuMemAlloc_v2.called_as([None, None]),
+            Api::cuMemAlloc_v2
+        );
+        // Already a runtime label: kept.
+        assert_eq!(
+            Api::cudaMalloc.called_as([Some("cudaMallocManaged")]),
+            Api::cudaMalloc
+        );
+        // Only the first frames count: a cudaMalloc far up the stack is not this call.
+        let far: Vec<Option<&str>> = std::iter::repeat_n(Some("f"), 12)
+            .chain([Some("cudaMalloc")])
+            .collect();
+        assert_eq!(Api::cuMemAlloc_v2.called_as(far), Api::cuMemAlloc_v2);
+    }
 
     #[test]
     fn index_round_trips_for_every_api() {

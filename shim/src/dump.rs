@@ -13,6 +13,7 @@ use cudaleak_format::{
     self as format, End, Event, Hex, LiveRecord, Process, ShimInfo, Stack, Summary,
 };
 
+use crate::api::Api;
 use crate::python::{self, PyFrame};
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
@@ -51,34 +52,64 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             })
         })
     };
-    let live: Vec<LiveRecord> = snap
+    let live: Vec<(Api, LiveRecord)> = snap
         .live
         .iter()
-        .map(|(_, addr, b)| LiveRecord {
-            address: Hex(*addr),
-            size: b.size,
-            api: b.api.name().to_string(),
-            kind: b.api.op().kind(),
-            device: (b.device >= 0).then_some(i32::from(b.device)),
-            thread: u64::from(b.thread),
-            seq: b.seq,
-            time_ms: u64::from(b.time_ms),
-            stack: stack_index(b.stack),
+        .map(|(_, addr, b)| {
+            let stack = stack_index(b.stack);
+            let record = LiveRecord {
+                address: Hex(*addr),
+                size: b.size,
+                api: String::new(),
+                kind: b.api.op().kind(),
+                device: (b.device >= 0).then_some(i32::from(b.device)),
+                thread: u64::from(b.thread),
+                seq: b.seq,
+                time_ms: u64::from(b.time_ms),
+                stack,
+            };
+            (b.api, record)
         })
         .collect();
-    let events: Vec<Event> = snap
+    let events: Vec<(Api, Event)> = snap
         .events
         .iter()
-        .map(|e| Event {
-            kind: e.kind,
-            api: e.api.name().to_string(),
-            address: e.address.map(Hex),
-            size: e.size,
-            error: e.error,
-            seq: e.seq,
-            stack: stack_index(e.stack),
-            alloc_stack: e.alloc_stack.map(&mut stack_index),
-            during_exit: e.during_exit,
+        .map(|e| {
+            (
+                e.api,
+                Event {
+                    kind: e.kind,
+                    api: String::new(),
+                    address: e.address.map(Hex),
+                    size: e.size,
+                    error: e.error,
+                    seq: e.seq,
+                    stack: stack_index(e.stack),
+                    alloc_stack: e.alloc_stack.map(&mut stack_index),
+                    during_exit: e.during_exit,
+                },
+            )
+        })
+        .collect();
+    // The name the program called, now that the stacks are symbolised.
+    let called_as = |api: Api, stack: usize| {
+        let frames = &stacks[stack].frames;
+        api.called_as(frames.iter().map(|f| f.function.as_deref()))
+            .name()
+            .to_string()
+    };
+    let live: Vec<LiveRecord> = live
+        .into_iter()
+        .map(|(api, mut r)| {
+            r.api = called_as(api, r.stack);
+            r
+        })
+        .collect();
+    let events: Vec<Event> = events
+        .into_iter()
+        .map(|(api, mut e)| {
+            e.api = called_as(api, e.stack);
+            e
         })
         .collect();
     let c = snap.totals;

@@ -14,6 +14,7 @@
 mod api;
 mod config;
 mod dump;
+mod graphs;
 mod guard;
 mod hooks;
 mod lifecycle;

@@ -115,3 +115,62 @@ pub fn freed_during_teardown(runtime: Api, addr: u64) {
     let Some(s) = state::recording() else { return };
     state::shield(|| s.table.forget(runtime.op().space(), addr));
 }
+
+/// A graph allocation node was made by `driver` (explicitly, or by an allocation captured from
+/// a stream) at `addr`: remember where, for the records its launches make.
+pub fn graph_node_added(driver: Api, addr: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let stack = capture_stack(s, driver, driver);
+        s.graphs.node_added(addr, stack);
+    });
+}
+
+/// An executable graph was made: what its launches will allocate and free.
+pub fn graph_instantiated(exec: u64, memory: crate::graphs::ExecMemory) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| s.graphs.instantiated(exec, memory));
+}
+
+pub fn graph_exec_destroyed(exec: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| s.graphs.destroyed(exec));
+}
+
+/// A launch of `exec` succeeded: each allocation node's memory is live from now on (a record
+/// of kind `graph`, with the stack where the node was made, or this launch's when unknown), and
+/// each free node of memory from outside the graph frees it.
+pub fn graph_launched(driver: Api, exec: u64, device: Option<i32>) {
+    let Some(s) = state::recording() else { return };
+    let Some(memory) = state::shield(|| s.graphs.memory_of(exec)).flatten() else {
+        return;
+    };
+    state::shield(|| {
+        let space = driver.op().space();
+        let mut launch_stack = None;
+        for &(addr, size) in &memory.allocs {
+            let stack = match s.graphs.node_stack(addr) {
+                Some(stack) => stack,
+                None => *launch_stack.get_or_insert_with(|| capture_stack(s, driver, driver)),
+            };
+            let block = Block {
+                size,
+                seq: s.next_seq(),
+                stack,
+                time_ms: s.elapsed_ms(),
+                thread: guard::thread_id(),
+                device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
+                api: driver,
+            };
+            s.table.allocated(space, addr, block);
+        }
+        for &addr in &memory.frees {
+            let taken = s.table.take(space, addr);
+            s.table.free_finished(space, addr, taken, true);
+            s.next_seq();
+        }
+        if !memory.allocs.is_empty() {
+            lifecycle::allocation_recorded(s);
+        }
+    });
+}

@@ -24,9 +24,11 @@ struct block {
     CUdeviceptr key; /* address, or handle value for arrays and physical allocations */
     size_t size;
     enum block_class cls;
-    int mmapped; /* v1 blocks live below 4 GiB (MAP_32BIT) */
+    int mmapped; /* v1 blocks live below 4 GiB (MAP_32BIT); GRAPH_OWNED: a graph node's address */
     struct block *next;
 };
+
+#define GRAPH_OWNED 2
 
 #define BUCKETS (1u << 16)
 static struct block *table[BUCKETS];
@@ -143,7 +145,9 @@ static CUresult free_block(CUdeviceptr key, enum block_class cls) {
     struct block *b = table_remove(key, cls);
     if (!b)
         return fail(CUDA_ERROR_INVALID_VALUE);
-    if (b->mmapped)
+    if (b->mmapped == GRAPH_OWNED)
+        ; /* the graph's node keeps the address for its next launch */
+    else if (b->mmapped)
         munmap((void *)(uintptr_t)b->key, b->size);
     else
         free((void *)(uintptr_t)b->key);
@@ -151,6 +155,10 @@ static CUresult free_block(CUdeviceptr key, enum block_class cls) {
     errno = saved;
     return CUDA_SUCCESS;
 }
+
+static struct CUgraph_st *capturing_graph(CUstream stream);
+static CUresult capture_alloc(CUstream stream, CUdeviceptr *dptr, size_t size);
+static CUresult capture_free(CUstream stream, CUdeviceptr dptr);
 
 /* ---- initialization, devices, contexts, streams ---- */
 
@@ -414,22 +422,26 @@ EXPORT CUresult cuMemFreeHost(void *p) {
 }
 
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_alloc(hStream, dptr, bytesize);
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_alloc(hStream, dptr, bytesize);
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_free(hStream, dptr);
     return free_block(dptr, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_free(hStream, dptr);
     return free_block(dptr, BLOCK_DEVICE);
 }
 
@@ -734,6 +746,23 @@ static const struct proc procs[] = {
     P("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2),
     P("cuMemsetD8", 3020, cuMemsetD8_v2),
     P("cuMemsetD32", 3020, cuMemsetD32_v2),
+    P("cuGraphCreate", 10000, cuGraphCreate),
+    P("cuGraphDestroy", 10000, cuGraphDestroy),
+    P("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
+    P("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
+    P("cuGraphGetNodes", 10000, cuGraphGetNodes),
+    P("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
+    P("cuGraphMemAllocNodeGetParams", 11040, cuGraphMemAllocNodeGetParams),
+    P("cuGraphMemFreeNodeGetParams", 11040, cuGraphMemFreeNodeGetParams),
+    /* Since CUDA 12 the base name cuGraphInstantiate is the WithFlags ABI. */
+    P("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags),
+    P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    P("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
+    PT("cuGraphLaunch", 10000, cuGraphLaunch),
+    P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
+    P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    P("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
 };
 
 /* The newest ABI of `symbol` introduced at or before `cudaVersion`. */
@@ -775,4 +804,306 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion
         return CUDA_ERROR_NOT_FOUND;
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- CUDA graphs: memory nodes, launch, stream capture ----
+ * As the programming guide describes: an allocation node's address is fixed when the node is
+ * made; the memory is allocated each time the graph is launched and stays allocated until a free
+ * node in a graph or cuMemFree/cuMemFreeAsync frees it; a graph cannot be launched again while
+ * an allocation of its previous launch is outstanding. */
+
+#define MAX_NODES 64
+struct CUgraphNode_st {
+    CUgraphNodeType type;
+    CUdeviceptr addr;
+    size_t size;
+};
+struct CUgraph_st {
+    size_t count;
+    struct CUgraphNode_st nodes[MAX_NODES];
+};
+struct CUgraphExec_st {
+    struct CUgraph_st graph; /* a copy: later changes to the graph do not reach the executable */
+};
+
+static struct CUgraphNode_st *add_node(CUgraph g, CUgraphNodeType type, CUdeviceptr addr, size_t size) {
+    if (!g || g->count == MAX_NODES)
+        return NULL;
+    struct CUgraphNode_st *n = &g->nodes[g->count++];
+    n->type = type;
+    n->addr = addr;
+    n->size = size;
+    return n;
+}
+
+EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraph || flags)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    *phGraph = calloc(1, sizeof **phGraph);
+    errno = saved;
+    return *phGraph ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+    if (!hGraph)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    free(hGraph); /* node addresses stay reserved: an executable may still launch them */
+    return CUDA_SUCCESS;
+}
+
+/* A new node address: heap memory the node owns for the life of the process. */
+static CUresult node_address(CUdeviceptr *out, size_t size) {
+    pthread_once(&config_once, read_config);
+    if (size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (size > mem_limit)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    int saved = errno;
+    void *p = heap_alloc(size);
+    errno = saved;
+    if (!p)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    *out = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                       size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+    (void)dependencies;
+    (void)numDependencies;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraphNode || !hGraph || !nodeParams)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr addr = 0;
+    CUresult r = node_address(&addr, nodeParams->bytesize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUgraphNode_st *n = add_node(hGraph, CU_GRAPH_NODE_TYPE_MEM_ALLOC, addr, nodeParams->bytesize);
+    if (!n)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    nodeParams->dptr = addr;
+    *phGraphNode = n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                      size_t numDependencies, CUdeviceptr dptr) {
+    (void)dependencies;
+    (void)numDependencies;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraphNode || !hGraph || !dptr)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraphNode_st *n = add_node(hGraph, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, 0);
+    if (!n)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    *phGraphNode = n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
+    if (!hGraph || !numNodes)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (nodes) {
+        size_t n = *numNodes < hGraph->count ? *numNodes : hGraph->count;
+        for (size_t i = 0; i < n; i++)
+            nodes[i] = &hGraph->nodes[i];
+        *numNodes = n;
+    } else {
+        *numNodes = hGraph->count;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
+    if (!hNode || !type)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *type = hNode->type;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out) {
+    if (!hNode || !params_out || hNode->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    memset(params_out, 0, sizeof *params_out);
+    params_out->bytesize = hNode->size;
+    params_out->dptr = hNode->addr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out) {
+    if (!hNode || !dptr_out || hNode->type != CU_GRAPH_NODE_TYPE_MEM_FREE)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *dptr_out = hNode->addr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+    (void)flags;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraphExec || !hGraph)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    struct CUgraphExec_st *e = malloc(sizeof *e);
+    errno = saved;
+    if (!e)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    e->graph = *hGraph;
+    *phGraphExec = e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+    CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, instantiateParams ? instantiateParams->flags : 0);
+    if (instantiateParams)
+        instantiateParams->result_out = r == CUDA_SUCCESS ? 0 : 1;
+    return r;
+}
+
+static int key_is_live(CUdeviceptr key) {
+    int live = 0;
+    pthread_mutex_lock(&table_lock);
+    for (struct block *b = table[bucket_of(key)]; b; b = b->next)
+        live |= b->key == key && b->cls == BLOCK_DEVICE;
+    pthread_mutex_unlock(&table_lock);
+    return live;
+}
+
+static CUresult graph_launch(CUgraphExec e) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!e)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraph_st *g = &e->graph;
+    for (size_t i = 0; i < g->count; i++) /* the previous launch's allocations must be freed */
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && key_is_live(g->nodes[i].addr))
+            return fail(CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < g->count; i++) {
+        struct CUgraphNode_st *n = &g->nodes[i];
+        if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+            int saved = errno;
+            if (table_insert(n->addr, n->size, BLOCK_DEVICE, GRAPH_OWNED) != 0)
+                return fail(CUDA_ERROR_OUT_OF_MEMORY);
+            errno = saved;
+        } else if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+            CUresult r = free_block(n->addr, BLOCK_DEVICE);
+            if (r != CUDA_SUCCESS)
+                return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    (void)hStream;
+    return graph_launch(hGraphExec);
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+    (void)hStream;
+    return graph_launch(hGraphExec);
+}
+
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+    if (!hGraphExec)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
+/* Stream capture: at most a few streams at once, each recording into its own graph. */
+#define MAX_CAPTURES 8
+static struct {
+    CUstream stream;
+    CUgraph graph;
+} captures[MAX_CAPTURES];
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct CUgraph_st *capturing_graph(CUstream stream) {
+    CUgraph g = NULL;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (captures[i].graph && captures[i].stream == stream)
+            g = captures[i].graph;
+    pthread_mutex_unlock(&capture_lock);
+    return g;
+}
+
+static CUresult capture_alloc(CUstream stream, CUdeviceptr *dptr, size_t size) {
+    if (!dptr)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEM_ALLOC_NODE_PARAMS params;
+    memset(&params, 0, sizeof params);
+    params.bytesize = size;
+    CUgraphNode node;
+    CUresult r = cuGraphAddMemAllocNode(&node, capturing_graph(stream), NULL, 0, &params);
+    if (r == CUDA_SUCCESS)
+        *dptr = params.dptr;
+    return r;
+}
+
+static CUresult capture_free(CUstream stream, CUdeviceptr dptr) {
+    CUgraphNode node;
+    return cuGraphAddMemFreeNode(&node, capturing_graph(stream), NULL, 0, dptr);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
+    (void)mode;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!hStream || capturing_graph(hStream))
+        return fail(CUDA_ERROR_INVALID_VALUE); /* the legacy default stream cannot be captured */
+    CUgraph g;
+    CUresult r = cuGraphCreate(&g, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&capture_lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_CAPTURES && slot < 0; i++)
+        if (!captures[i].graph)
+            slot = i;
+    if (slot >= 0) {
+        captures[slot].stream = hStream;
+        captures[slot].graph = g;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    if (slot < 0) {
+        free(g);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+    if (!phGraph)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUgraph g = NULL;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (captures[i].graph && captures[i].stream == hStream) {
+            g = captures[i].graph;
+            captures[i].graph = NULL;
+        }
+    pthread_mutex_unlock(&capture_lock);
+    if (!g)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *phGraph = g;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    if (!captureStatus)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *captureStatus = capturing_graph(hStream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    return cuStreamIsCapturing(hStream, captureStatus);
 }
