@@ -126,8 +126,8 @@ def load_dump(path):
             dump = json.load(f)
     except (OSError, ValueError) as e:
         raise BadInput(f"{path}: {e}") from None
-    if not isinstance(dump, dict) or dump.get("cudaleak_dump") != 1:
-        raise BadInput(f"{path}: not a cudaleak v1 dump")
+    if not isinstance(dump, dict) or dump.get("cudaleak_dump") not in (1, 2):
+        raise BadInput(f"{path}: not a cudaleak v1 or v2 dump")
     return dump
 
 
@@ -217,7 +217,9 @@ class Checker:
             want = fields["module"]
 
             def has_module(item, frame):
-                frames = [frame] if frame else self.stacks[item.get("stack", 0)]["frames"]
+                # A Python frame has no module: the module is then anywhere in the stack.
+                located = frame and frame.get("module")
+                frames = [frame] if located else self.stacks[item.get("stack", 0)]["frames"]
                 return any(os.path.basename(fr.get("module") or "") == want for fr in frames)
 
             seen = sorted({os.path.basename((f or {}).get("module") or "?") for _, f in chosen})

@@ -27,6 +27,8 @@ pub struct FrameView {
     pub module: Option<String>,
     pub offset: Option<u64>,
     pub ip: u64,
+    /// A Python function's frame (the dump's `kind: python`).
+    pub python: bool,
     /// Inside the CUDA runtime/driver, the shim or start-up code (shown only with
     /// `--show-internal`).
     pub internal: bool,
@@ -36,6 +38,14 @@ impl FrameView {
     /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
     pub fn module_name(&self) -> Option<&str> {
         self.module.as_deref().map(basename)
+    }
+
+    /// The module's file name; for a Python frame, its script's (`train.py`).
+    pub fn module_or_script(&self) -> Option<&str> {
+        match (self.python, &self.file) {
+            (true, Some(file)) => Some(basename(file)),
+            _ => self.module_name(),
+        }
     }
 }
 
@@ -51,6 +61,74 @@ pub struct StackView {
     pub hidden: usize,
     /// Visible frames left out by `--frames`.
     pub omitted: usize,
+    /// Runs of frames folded into one line each (stacks with Python frames, without `--native`),
+    /// in stack order.
+    pub folded: Vec<Folded>,
+}
+
+/// Native frames (and Python frames of installed packages) next to the program's Python frames,
+/// shown as one line: `… 18 frames in libtorch_cpu.so, torch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folded {
+    /// The index in `frames` of the frame the run stood before (`frames.len()`: after the last).
+    pub at: usize,
+    pub frames: usize,
+    /// The run's modules (file names) and Python packages, innermost first, each once.
+    pub modules: Vec<String>,
+}
+
+/// The package of a Python frame in installed code — `torch` for
+/// `…/site-packages/torch/nn/modules/linear.py`, the file name for the standard library or a
+/// frozen module — or `None` for the program's own scripts.
+fn python_library(f: &format::Frame) -> Option<&str> {
+    let file = f.file.as_deref()?;
+    for dir in ["/site-packages/", "/dist-packages/"] {
+        if let Some((_, rest)) = file.split_once(dir) {
+            return Some(rest.split('/').next().unwrap_or(rest));
+        }
+    }
+    let stdlib = file.contains("/lib/python3.") || file.starts_with("<frozen ");
+    stdlib.then(|| basename(file))
+}
+
+/// Folds the runs of native frames of `frames` (indices into `all`) when any is a Python frame —
+/// and with them the Python frames of installed packages and the standard library, when a
+/// Python frame of the program's own is left: the frames kept, and the folded runs.
+fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Folded>) {
+    let python = |i: &usize| all[*i].is_python();
+    let own = |i: &usize| python(i) && python_library(&all[*i]).is_none();
+    if !frames.iter().any(python) {
+        return (frames.to_vec(), Vec::new());
+    }
+    let keep_libraries = !frames.iter().any(own);
+    let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
+    let mut run: Option<Folded> = None;
+    for &i in frames {
+        let f = &all[i];
+        if own(&i) || (keep_libraries && f.is_python()) {
+            folded.extend(run.take());
+            kept.push(i);
+            continue;
+        }
+        let r = run.get_or_insert_with(|| Folded {
+            at: kept.len(),
+            frames: 0,
+            modules: Vec::new(),
+        });
+        r.frames += 1;
+        let module = if f.is_python() {
+            python_library(f)
+        } else {
+            f.module.as_deref().map(basename)
+        };
+        if let Some(m) = module {
+            if !r.modules.iter().any(|x| x == m) {
+                r.modules.push(cut(m));
+            }
+        }
+    }
+    folded.extend(run);
+    (kept, folded)
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -428,11 +506,12 @@ pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) 
             continue;
         }
         let leading = out.is_empty();
-        if leading && f.function.as_deref().is_some_and(|n| is_api_entry(n, api)) {
+        if leading && !f.is_python() && f.function.as_deref().is_some_and(|n| is_api_entry(n, api))
+        {
             continue;
         }
         out.push(i);
-        if f.function.as_deref() == Some("main") {
+        if f.function.as_deref() == Some("main") && !f.is_python() {
             break; // what calls main is the C start-up code
         }
     }
@@ -493,6 +572,7 @@ fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
         module: f.module.as_deref().map(cut),
         offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
+        python: f.is_python(),
     }
 }
 
@@ -568,18 +648,31 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     for &i in &idx {
         push_frame_key(&mut key, &stack.frames[i]);
     }
+    let (idx, folded) = if view.native {
+        (idx, Vec::new())
+    } else {
+        fold_native(&stack.frames, &idx)
+    };
     let limit = view.frames.unwrap_or(usize::MAX);
     let shown: Vec<FrameView> = idx
         .iter()
         .take(limit)
         .map(|&i| frame_view(&stack.frames[i], !user[i]))
         .collect();
+    let folded_frames: usize = folded.iter().map(|r| r.frames).sum();
+    // A run after the last frame `--frames` shows is cut with the frames after it.
+    let cut_off = shown.len() < idx.len();
+    let (folded, cut_runs): (Vec<Folded>, Vec<Folded>) = folded
+        .into_iter()
+        .partition(|r| r.at < shown.len() || (r.at == shown.len() && !cut_off));
+    let cut_frames: usize = cut_runs.iter().map(|r| r.frames).sum();
     Prepared {
         key,
         view: StackView {
-            omitted: idx.len() - shown.len(),
-            hidden: stack.frames.len() - idx.len(),
+            omitted: idx.len() - shown.len() + cut_frames,
+            hidden: stack.frames.len() - idx.len() - folded_frames,
             frames: shown,
+            folded,
         },
         held_by,
     }
@@ -745,7 +838,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
             .stack
             .frames
             .first()
-            .and_then(FrameView::module_name)
+            .and_then(FrameView::module_or_script)
             .unwrap_or("(unknown module)");
         tally(&mut by_module, module, g);
     }
@@ -1271,6 +1364,7 @@ mod tests {
 
     fn frame(function: &str, module: &str) -> Frame {
         Frame {
+            kind: None,
             ip: Hex(0x1000),
             module: Some(module.into()),
             offset: Some(Hex(0x10)),

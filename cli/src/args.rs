@@ -116,6 +116,9 @@ pub struct ReportOptions {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
+    /// In stacks with Python frames, show every frame instead of folding framework runs
+    #[arg(long)]
+    pub native: bool,
     /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards;
     /// `cache:PATTERN` lines name caches of your own
     #[arg(long, value_name = "FILE")]
@@ -161,6 +164,9 @@ pub struct DiffArgs {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
+    /// In stacks with Python frames, show every frame instead of folding framework runs
+    #[arg(long)]
+    pub native: bool,
     /// Exit with --exit-code when any callsite's live bytes grew
     #[arg(long)]
     pub fail_on_growth: bool,
@@ -201,6 +207,10 @@ pub struct View {
     pub frames: Option<usize>,
     pub stats: bool,
     pub show_internal: bool,
+    /// Show every frame of a stack with Python frames (by default each run of native frames, and
+    /// of Python frames of installed packages, next to the program's Python frames is folded
+    /// into one line).
+    pub native: bool,
     pub color: bool,
     /// Absolute source paths under this directory are written relative to it in SARIF
     /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
@@ -265,6 +275,7 @@ impl ReportOptions {
             frames: to_usize(self.frames),
             stats: self.stats,
             show_internal: self.show_internal,
+            native: self.native,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
             source_root: None,
         }
@@ -288,6 +299,7 @@ impl DiffArgs {
             frames: to_usize(self.frames),
             stats: false,
             show_internal: self.show_internal,
+            native: self.native,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
             source_root: None,
         }

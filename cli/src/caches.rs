@@ -268,6 +268,7 @@ mod tests {
             function: function.map(str::to_string),
             file: None,
             line: None,
+            kind: None,
         }
     }
 
@@ -325,6 +326,24 @@ mod tests {
             id_of(&rules, &async_frames).as_deref(),
             Some("pytorch-async")
         );
+    }
+
+    /// PyTorch with its cache off: NativeCachingAllocator::allocate calls cudaMalloc for the
+    /// tensor itself (the H200's stacks, 2026-12-03); a tensor kept alive is the program's leak.
+    #[test]
+    fn a_pytorch_tensor_with_the_cache_off_is_not_cached_memory() {
+        let rules = builtin().unwrap();
+        let frames = [
+            frame(
+                Some("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"),
+                TORCH,
+            ),
+            frame(
+                Some("at::detail::empty_generic(c10::ArrayRef<long>, c10::Allocator*, c10::DispatchKeySet, c10::ScalarType, std::optional<c10::MemoryFormat>)"),
+                "/torch/lib/libtorch_cpu.so",
+            ),
+        ];
+        assert_eq!(id_of(&rules, &frames), None);
     }
 
     #[test]

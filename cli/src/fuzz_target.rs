@@ -23,6 +23,7 @@ fn views() -> [View; 2] {
         frames: None,
         stats: true,
         show_internal: false,
+        native: false,
         color: false,
         source_root: Some("/work/".into()),
     };
@@ -31,6 +32,7 @@ fn views() -> [View; 2] {
         frames: Some(2),
         stats: false,
         show_internal: true,
+        native: true,
         color: true,
         source_root: None,
     };

@@ -289,7 +289,7 @@ pub fn parse<R: Read, S: Read>(
     };
     match parsed {
         Ok(dump) => {
-            if dump.cudaleak_dump != format::SCHEMA_VERSION {
+            if !format::is_supported_version(dump.cudaleak_dump.into()) {
                 return Err(format::ReadError::Version(Some(dump.cudaleak_dump.into())));
             }
             dump.validate().map_err(format::ReadError::Inconsistent)?;
@@ -300,7 +300,7 @@ pub fn parse<R: Read, S: Read>(
             // A dump of another version usually fails on its shape first: say "version" then.
             if !e.is_syntax() && !e.is_eof() {
                 if let Some(v) = reopen().and_then(peek_version) {
-                    if v != Some(u64::from(format::SCHEMA_VERSION)) {
+                    if !v.is_some_and(format::is_supported_version) {
                         return Err(format::ReadError::Version(v));
                     }
                 }

@@ -199,7 +199,7 @@ fn broken_inputs_exit_2_with_file_line_and_column() {
         ("non_utf8.json", ":49:24: invalid unicode code point"),
         (
             "wrong_version.json",
-            ": dump schema version 2 is not supported",
+            ": dump schema version 99 is not supported",
         ),
         (
             "dangling_stack.json",

@@ -14,6 +14,7 @@ use cudaleak_format::{
 };
 
 use crate::api::Api;
+use crate::python::{self, PyFrame};
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::stdio;
@@ -37,13 +38,18 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
     let mut symbolizer = Symbolizer::new(exe.clone());
     let mut stacks = Vec::new();
     let mut index: HashMap<StackId, usize> = HashMap::new();
+    // Ids that differ only in what the dump does not show (two instructions of one Python line)
+    // give the same frames: one stack.
+    let mut by_frames: HashMap<Stack, usize> = HashMap::new();
     let mut stack_index = |id: StackId| -> usize {
         *index.entry(id).or_insert_with(|| {
-            let ips = s.stacks.get(id).unwrap_or_default();
-            stacks.push(Stack {
-                frames: symbolizer.frames(&ips),
-            });
-            stacks.len() - 1
+            let stack = Stack {
+                frames: frames_of(s, &mut symbolizer, id),
+            };
+            *by_frames.entry(stack).or_insert_with_key(|stack| {
+                stacks.push(stack.clone());
+                stacks.len() - 1
+            })
         })
     };
     let live: Vec<(Api, LiveRecord)> = snap
@@ -121,7 +127,7 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
         dropped_events: c.dropped_events,
     };
     format::Dump {
-        cudaleak_dump: format::SCHEMA_VERSION,
+        cudaleak_dump: format::version_for(&stacks),
         process: process(s, exe, moment, snapshot),
         summary,
         stacks,
@@ -133,6 +139,26 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             stack_reuses: stack::REUSES.load(Relaxed),
         }),
     }
+}
+
+/// The frames of an interned stack: native ones symbolised, Python ones spliced in where the
+/// interpreter evaluated them.
+fn frames_of(s: &State, symbolizer: &mut Symbolizer, id: StackId) -> Vec<format::Frame> {
+    if !id.has_python() {
+        return symbolizer.frames(&s.stacks.get(id).unwrap_or_default());
+    }
+    let Some((native, python)) = stack::split_python(&s.mixed, id) else {
+        return Vec::new();
+    };
+    let native = symbolizer.frames(&s.stacks.get(native).unwrap_or_default());
+    let python: Vec<_> = python
+        .iter()
+        .map(|&w| {
+            let f = PyFrame::unpack(w);
+            (f, s.python.frame(f))
+        })
+        .collect();
+    python::splice(native, &python)
 }
 
 fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Process {

@@ -5,21 +5,29 @@
 use cudaleak_format::EventType;
 
 use crate::api::Api;
+use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::table::{Block, EventRecord, FreeOutcome};
 use crate::{guard, lifecycle};
 
-/// The caller's stack. `api` is what is recorded, `driver` the hook that records it: when they
-/// differ the call came through a runtime forward, whose caller is where the stack starts.
+/// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
+/// recorded, `driver` the hook that records it: when they differ the call came through a
+/// runtime forward, whose caller is where the stack starts.
 fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
-    stack::capture_interned(
+    let native = stack::capture_interned(
         &s.stacks,
         s.config.depth,
         driver as u8,
         api != driver,
         s.config.unwind,
-    )
+    );
+    if s.config.py_depth == 0 || !python::present() {
+        return native;
+    }
+    stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
+        python::capture(&s.python, buf)
+    })
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.

@@ -16,6 +16,10 @@ pub struct State {
     pub config: Config,
     pub table: Table,
     pub stacks: Interner,
+    /// Stacks with Python frames: `[native stack id, Python frames…]` (see `stack::with_python`).
+    pub mixed: Interner,
+    /// The Python code objects captures met.
+    pub python: crate::python::Registry,
     pub graphs: Graphs,
     /// One sequence for allocations, frees and events, so their order can be told apart.
     pub seq: AtomicU64,
@@ -49,6 +53,8 @@ pub fn init(config: Config) -> &'static State {
         config,
         table: Table::default(),
         stacks: Interner::default(),
+        mixed: Interner::default(),
+        python: crate::python::Registry::default(),
         graphs: Graphs::default(),
         seq: AtomicU64::new(0),
         start_ms: crate::lifecycle::coarse_ms(),
@@ -113,6 +119,8 @@ impl State {
         std::mem::forget(self.dumping.lock());
         self.table.lock_all();
         self.stacks.lock_all();
+        self.mixed.lock_all();
+        self.python.lock();
         self.graphs.lock();
     }
 
@@ -125,6 +133,8 @@ impl State {
         // SAFETY: per the contract.
         unsafe {
             self.graphs.unlock();
+            self.python.unlock();
+            self.mixed.unlock_all();
             self.stacks.unlock_all();
             self.table.unlock_all();
             self.dumping.force_unlock();

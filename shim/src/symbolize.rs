@@ -51,6 +51,7 @@ impl Symbolizer {
         // `resolve` looks up ip - 1: a return address belongs to the line after the call.
         backtrace::resolve(ip as *mut c_void, |sym| {
             frames.push(Frame {
+                kind: None,
                 ip: Hex(ip as u64),
                 module: module.clone(),
                 offset,
@@ -61,6 +62,7 @@ impl Symbolizer {
         });
         if frames.is_empty() {
             frames.push(Frame {
+                kind: None,
                 ip: Hex(ip as u64),
                 module,
                 offset,

@@ -49,13 +49,21 @@ pub fn marker_line(name: &str, marker: &str) -> u32 {
 
 /// The 1-based line of source file `path` that carries the comment `// @marker`.
 pub fn marker_line_in(path: &Path, marker: &str) -> u32 {
+    marker_line_tagged(path, &format!("// @{marker}"))
+}
+
+/// The 1-based line of a Python script that carries the comment `# @marker`.
+pub fn python_marker_line(path: &Path, marker: &str) -> u32 {
+    marker_line_tagged(path, &format!("# @{marker}"))
+}
+
+fn marker_line_tagged(path: &Path, tag: &str) -> u32 {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    let tag = format!("// @{marker}");
     let hits: Vec<usize> = text
         .lines()
         .enumerate()
-        .filter(|(_, l)| l.trim_end().ends_with(&tag))
+        .filter(|(_, l)| l.trim_end().ends_with(tag))
         .map(|(i, _)| i + 1)
         .collect();
     match hits.as_slice() {
@@ -128,6 +136,72 @@ fn build_shim() -> Result<PathBuf, String> {
 /// LD_LIBRARY_PATH for programs that load the framework stand-ins.
 pub fn frameworks_library_path() -> String {
     format!("{NULLCUDA_DIR}:{FRAMEWORKS_DIR}")
+}
+
+/// A Python script of tests/python/.
+pub fn python_script(name: &str) -> PathBuf {
+    Path::new(MANIFEST_DIR).join("python").join(name)
+}
+
+/// One CPython interpreter: the real executable (not a launcher script such as pyenv's
+/// `python3`, which would leave dumps of its own) and its `(major, minor)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Python {
+    pub path: PathBuf,
+    pub version: (u32, u32),
+}
+
+/// `python3` (required, first), then every other CPython from 3.9 to 3.13 found as `python3.N`
+/// on PATH or under pyenv's versions directory, one per minor version.
+pub fn pythons() -> Vec<Python> {
+    let ask = |program: &Path| -> Option<Python> {
+        let out = Command::new(program)
+            .args([
+                "-c",
+                "import sys; print(sys.executable); print(sys.version_info[0], sys.version_info[1])",
+            ])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        let mut lines = text.lines();
+        let path = PathBuf::from(lines.next()?.trim());
+        let mut v = lines.next()?.split_whitespace().map(|n| n.parse().ok());
+        let version = (v.next()??, v.next()??);
+        (out.status.success() && path.is_file()).then_some(Python { path, version })
+    };
+    let first = ask(Path::new("python3")).expect("python3 is needed for the Python tests");
+    let mut found = vec![first];
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
+    if let Some(Ok(entries)) = pyenv.map(|r| std::fs::read_dir(r.join("versions"))) {
+        let mut versions: Vec<PathBuf> = entries
+            .filter_map(|e| Some(e.ok()?.path().join("bin")))
+            .collect();
+        versions.sort();
+        dirs.extend(versions);
+    }
+    for minor in 9..=13 {
+        if found.iter().any(|p| p.version == (3, minor)) {
+            continue;
+        }
+        let name = format!("python3.{minor}");
+        if let Some(p) = dirs
+            .iter()
+            .map(|d| d.join(&name))
+            .filter(|p| p.is_file())
+            .find_map(|p| ask(&p))
+        {
+            found.push(p);
+        }
+    }
+    found[1..].sort_by_key(|p| p.version);
+    found
 }
 
 /// The `cudaleak` binary built beside the shim (`cargo build --release` builds both).

@@ -29,20 +29,47 @@ const TOOL: Tool = Tool {
 };
 
 #[derive(Serialize)]
-struct Frame<'a> {
-    function: Option<&'a str>,
-    file: Option<&'a str>,
-    line: Option<u32>,
-    module: Option<&'a str>,
-    offset: Option<String>,
+#[serde(untagged)]
+enum Frame<'a> {
+    Frame {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kind: Option<&'static str>,
+        function: Option<&'a str>,
+        file: Option<&'a str>,
+        line: Option<u32>,
+        module: Option<&'a str>,
+        offset: Option<String>,
+    },
+    /// A run of frames folded next to the program's Python frames (without `--native`).
+    Folded {
+        folded_frames: usize,
+        modules: &'a [String],
+    },
 }
 
 fn frames(s: &StackView) -> Vec<Frame<'_>> {
-    s.frames.iter().map(frame).collect()
+    let mut out = Vec::with_capacity(s.frames.len() + s.folded.len());
+    for (i, f) in s.frames.iter().enumerate() {
+        out.extend(folded_at(s, i));
+        out.push(frame(f));
+    }
+    out.extend(folded_at(s, s.frames.len()));
+    out
+}
+
+fn folded_at(s: &StackView, at: usize) -> impl Iterator<Item = Frame<'_>> {
+    s.folded
+        .iter()
+        .filter(move |r| r.at == at)
+        .map(|r| Frame::Folded {
+            folded_frames: r.frames,
+            modules: &r.modules,
+        })
 }
 
 fn frame(f: &FrameView) -> Frame<'_> {
-    Frame {
+    Frame::Frame {
+        kind: f.python.then_some("python"),
         function: f.function.as_deref(),
         file: f.file.as_deref(),
         line: f.line,

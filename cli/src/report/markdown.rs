@@ -6,9 +6,9 @@
 use std::io::{self, Write};
 
 use super::{
-    cached_gate_text, cached_totals, error_text, frame_text_under, gate_reasons, human_bytes,
-    placement, plural, process_label, quiet_line, summary_line, suppressed_per_rule, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    cached_gate_text, cached_totals, error_text, folded_text, frame_text_under, gate_reasons,
+    human_bytes, placement, plural, process_label, quiet_line, summary_line, suppressed_per_rule,
+    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
@@ -48,8 +48,14 @@ fn first_frame(s: &StackView, root: Option<&str>) -> String {
 }
 
 fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()> {
-    for f in &s.frames {
+    for (i, f) in s.frames.iter().enumerate() {
+        for r in s.folded.iter().filter(|r| r.at == i) {
+            writeln!(w, "1. {}", escape(&folded_text(r)))?;
+        }
         writeln!(w, "1. {}", escape(&frame_text_under(f, root)))?;
+    }
+    for r in s.folded.iter().filter(|r| r.at == s.frames.len()) {
+        writeln!(w, "1. {}", escape(&folded_text(r)))?;
     }
     if s.omitted > 0 {
         writeln!(

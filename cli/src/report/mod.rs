@@ -172,6 +172,68 @@ pub fn frame_text_under(f: &FrameView, root: Option<&str>) -> String {
     s
 }
 
+/// A function name for a human: C++ template arguments of a name longer than 80 bytes elided
+/// (`c10::impl::wrap_kernel_functor_unboxed_<…>::call`), so a frame stays one readable line.
+/// Machine formats keep the whole name.
+pub fn short_function(name: &str) -> Cow<'_, str> {
+    if name.len() <= 80 || !name.contains('<') {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(80);
+    let mut depth = 0usize;
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        // `operator<`, `operator<<=`, `operator->`… are names, not brackets.
+        if depth == 0 && rest.starts_with("operator") {
+            let ops = rest["operator".len()..]
+                .find(|ch: char| !"<>=-".contains(ch))
+                .unwrap_or(rest.len() - "operator".len());
+            let end = "operator".len() + ops;
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        match c {
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<…>");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(out)
+}
+
+/// `frame_text_under` with [`short_function`] names: for text output.
+pub fn frame_text_short(f: &FrameView, root: Option<&str>) -> String {
+    match f.function.as_deref().map(short_function) {
+        Some(Cow::Owned(short)) => {
+            let g = FrameView {
+                function: Some(short),
+                ..f.clone()
+            };
+            frame_text_under(&g, root)
+        }
+        _ => frame_text_under(f, root),
+    }
+}
+
+/// `… 18 frames in libtorch_cpu.so, libtorch_cuda.so, torch`: a folded run of frames.
+pub fn folded_text(r: &crate::analyze::Folded) -> String {
+    let n = plural(r.frames as u64, "frame", "frames");
+    if r.modules.is_empty() {
+        format!("… {n}")
+    } else {
+        let modules: Vec<Cow<'_, str>> = r.modules.iter().map(|m| clean(m)).collect();
+        format!("… {n} in {}", modules.join(", "))
+    }
+}
+
 /// `(device 0)`, `(managed, device 0)`, `(host)`.
 pub fn placement(kind: format::Kind, device: Option<i32>) -> String {
     let mut parts: Vec<String> = Vec::new();
@@ -422,6 +484,26 @@ mod tests {
     }
 
     #[test]
+    fn long_cpp_names_lose_their_template_arguments_in_text() {
+        let long = "c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_<c10::CompileTimeFunctionPointer<at::Tensor (c10::DispatchKeySet, at::Tensor const&), &torch::autograd::VariableType::(anonymous namespace)::addmm>, at::Tensor>, at::Tensor (c10::DispatchKeySet, at::Tensor const&)>::call(c10::OperatorKernel*, c10::DispatchKeySet, at::Tensor const&)";
+        assert_eq!(
+            short_function(long),
+            "c10::impl::wrap_kernel_functor_unboxed_<…>::call(c10::OperatorKernel*, c10::DispatchKeySet, at::Tensor const&)"
+        );
+        assert_eq!(
+            short_function("std::vector<int>::push_back"),
+            "std::vector<int>::push_back",
+            "short names stay"
+        );
+        let shift = format!("{}::operator<<(std::ostream&)", "n".repeat(80));
+        assert_eq!(
+            short_function(&shift),
+            shift,
+            "an operator's brackets are its name"
+        );
+    }
+
+    #[test]
     fn frames_read_like_lsan_with_module_file_names() {
         let f = FrameView {
             function: Some("process_data(float*)".into()),
@@ -430,6 +512,7 @@ mod tests {
             module: Some("/home/dev/leak_error_path".into()),
             offset: Some(0x1a3f),
             ip: 0x55d4c2a01a3f,
+            python: false,
             internal: false,
         };
         assert_eq!(

@@ -401,3 +401,26 @@ fn strict_gate_names_cached_memory_as_a_reason_in_every_format() {
         .collect();
     assert_eq!(levels, ["error", "error"]);
 }
+
+/// A PyTorch leak from Python (dump version 2): the text report starts at the script's line
+/// with the dispatch folded into one line; `--native` shows every frame with short C++ names;
+/// JSON keeps whole names and lists the folded run; SARIF points at the Python frame.
+#[test]
+fn python_torch_text_native_json_sarif() {
+    let cfg = cfg_with(view(), vec![], 0);
+    let f = findings(&["python_torch.json"], &cfg);
+    insta::assert_snapshot!("python_text", render(Format::Text, &f, &cfg.view));
+    insta::assert_snapshot!("python_json", render(Format::Json, &f, &cfg.view));
+    insta::assert_snapshot!("python_markdown", render(Format::Markdown, &f, &cfg.view));
+    insta::assert_snapshot!("python_sarif", render(Format::Sarif, &f, &cfg.view));
+    let native = cfg_with(
+        View {
+            native: true,
+            ..view()
+        },
+        vec![],
+        0,
+    );
+    let f = findings(&["python_torch.json"], &native);
+    insta::assert_snapshot!("python_text_native", render(Format::Text, &f, &native.view));
+}

@@ -6,10 +6,10 @@
 use std::io::{self, Write};
 
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, frame_text_under,
-    gate_reasons, growth_summary_line, human_bytes, human_duration, placement, plural, point_label,
-    process_label, quiet_line, rate_text, summary_line, suppressed_per_rule, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, folded_text,
+    frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
+    plural, point_label, process_label, quiet_line, rate_text, summary_line, suppressed_per_rule,
+    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -54,13 +54,23 @@ impl Out<'_> {
     fn where_text(&self, s: &StackView) -> String {
         s.frames
             .first()
-            .map_or("(no frames)".into(), |f| frame_text_under(f, self.root))
+            .map_or("(no frames)".into(), |f| frame_text_short(f, self.root))
+    }
+
+    fn folded(&mut self, s: &StackView, at: usize, indent: &str) -> io::Result<()> {
+        for r in s.folded.iter().filter(|r| r.at == at) {
+            let line = self.paint(&format!("   {} (--native)", folded_text(r)), Style::Dim);
+            writeln!(self.w, "{indent}{line}")?;
+        }
+        Ok(())
     }
 
     fn stack(&mut self, s: &StackView, indent: &str) -> io::Result<()> {
         for (i, f) in s.frames.iter().enumerate() {
-            writeln!(self.w, "{indent}#{i} {}", frame_text_under(f, self.root))?;
+            self.folded(s, i, indent)?;
+            writeln!(self.w, "{indent}#{i} {}", frame_text_short(f, self.root))?;
         }
+        self.folded(s, s.frames.len(), indent)?;
         if s.omitted > 0 {
             let more = self.paint(
                 &format!(
