@@ -17,6 +17,7 @@ use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::stdio;
 use crate::symbolize::Symbolizer;
+use crate::table::Live;
 
 /// When a dump is taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,17 +49,25 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
     let live: Vec<LiveRecord> = snap
         .live
         .iter()
-        .map(|(_, addr, b)| LiveRecord {
-            address: Hex(*addr),
-            size: b.size,
-            api: b.api.name().to_string(),
-            kind: b.api.op().kind(),
-            device: (b.device >= 0).then_some(i32::from(b.device)),
-            thread: u64::from(b.thread),
-            seq: b.seq,
-            time_ms: u64::from(b.time_ms),
-            stack: stack_index(b.stack),
-        })
+        .map(
+            |&Live {
+                 addr,
+                 block: b,
+                 held,
+                 ..
+             }| LiveRecord {
+                address: Hex(addr),
+                size: b.size,
+                bytes_held: (held != b.size).then_some(held),
+                api: b.api.name().to_string(),
+                kind: b.api.op().kind(),
+                device: (b.device >= 0).then_some(i32::from(b.device)),
+                thread: u64::from(b.thread),
+                seq: b.seq,
+                time_ms: u64::from(b.time_ms),
+                stack: stack_index(b.stack),
+            },
+        )
         .collect();
     let events: Vec<Event> = snap
         .events
@@ -84,7 +93,7 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
         invalid_frees: c.invalid_frees,
         // From the list itself, so the dump is consistent even while other threads allocate.
         live_allocations: live.len() as u64,
-        live_bytes: live.iter().map(|r| r.size).sum(),
+        live_bytes: live.iter().map(LiveRecord::held).sum(),
         peak_live_bytes: c.peak_live_bytes,
         bytes_allocated: c.bytes_allocated,
         dropped_events: c.dropped_events,
