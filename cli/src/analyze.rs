@@ -836,7 +836,9 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
     }
 
     let leaks = t.leaked.allocations > 0;
-    let tolerated = leaks && t.leaked.bytes <= cfg.gate.max_leaked_bytes;
+    // A tolerance is of bytes: with none, a leak that holds no memory (a reservation) still fails.
+    let tolerated =
+        leaks && cfg.gate.max_leaked_bytes > 0 && t.leaked.bytes <= cfg.gate.max_leaked_bytes;
     let fails_on_leaks = cfg.gate.fail_on_leaks && leaks && !tolerated;
     let fails_on_errors = cfg.gate.fail_on_errors && t.bad_frees > 0;
     let exit_code = if fails_on_leaks || fails_on_errors {
@@ -1208,6 +1210,15 @@ mod tests {
         assert_eq!(f.totals.leaked.allocations, 4);
         assert_eq!(f.totals.leaked.bytes, 6 * mib);
         assert_eq!(f.totals.leaked.bytes, d.summary.live_bytes);
+
+        // A leaked reservation alone holds no memory, and still fails the gate.
+        let reservation_only = dump_of(
+            vec![vec![frame("reserve_pool()", "/bin/app")]],
+            vec![rec(64 * mib, Some(0), "cuMemAddressReserve", Kind::Reserved, 0)],
+        );
+        let f = one(&reservation_only, &cfg());
+        assert_eq!(f.totals.leaked.bytes, 0);
+        assert_eq!(f.verdict.exit_code, 23);
     }
 
     #[test]
