@@ -1214,7 +1214,13 @@ mod tests {
         // A leaked reservation alone holds no memory, and still fails the gate.
         let reservation_only = dump_of(
             vec![vec![frame("reserve_pool()", "/bin/app")]],
-            vec![rec(64 * mib, Some(0), "cuMemAddressReserve", Kind::Reserved, 0)],
+            vec![rec(
+                64 * mib,
+                Some(0),
+                "cuMemAddressReserve",
+                Kind::Reserved,
+                0,
+            )],
         );
         let f = one(&reservation_only, &cfg());
         assert_eq!(f.totals.leaked.bytes, 0);
