@@ -240,12 +240,21 @@ pub fn held(space: Space, block: &Block) -> u64 {
     }
 }
 
+/// The physical allocation a mapping maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maps {
+    /// By its `CUmemGenericAllocationHandle`, while the program holds it.
+    Handle(u64),
+    /// Released by the program, named by its record's sequence number from then on: the
+    /// driver may give the same handle value to a new allocation.
+    Released(u64),
+}
+
 /// One `cuMemMap`: `block.size` is the mapped range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapping {
     pub block: Block,
-    /// The physical allocation (`CUmemGenericAllocationHandle`) mapped.
-    pub handle: u64,
+    pub maps: Maps,
     /// Bytes of memory this mapping keeps allocated: 0 while its physical allocation is live
     /// (that record counts them); once the program released the allocation while it was still
     /// mapped (legal: the memory lives until its last mapping goes), one of its mappings holds
@@ -265,10 +274,27 @@ struct Mappings {
 const MAPPED_RING: usize = SPACES;
 
 impl Mappings {
-    /// Gives `bytes` of a released physical allocation to one live mapping of `handle` (the
-    /// lowest address); false if none is left, and the bytes are freed.
-    fn hand_to_a_mapping_of(&mut self, handle: u64, bytes: u64) -> bool {
-        match self.live.values_mut().find(|m| m.handle == handle) {
+    /// The physical allocation `handle` (record `seq`, `bytes` big) was released: its mappings
+    /// now map a released allocation, and the one at the lowest address holds its bytes. False
+    /// if it had no mapping left: the bytes are freed.
+    fn released(&mut self, handle: u64, seq: u64, bytes: u64) -> bool {
+        let mut held = false;
+        for m in self.live.values_mut() {
+            if m.maps == Maps::Handle(handle) {
+                m.maps = Maps::Released(seq);
+                if !held {
+                    m.holds += bytes;
+                    held = true;
+                }
+            }
+        }
+        held
+    }
+
+    /// Gives `bytes` held by an unmapped mapping to another live mapping of the same released
+    /// allocation (the lowest address); false if none is left, and the bytes are freed.
+    fn hand_over(&mut self, maps: Maps, bytes: u64) -> bool {
+        match self.live.values_mut().find(|m| m.maps == maps) {
             Some(m) => {
                 m.holds += bytes;
                 true
@@ -339,7 +365,7 @@ impl Table {
                 shard.freed.push(s, addr, block.stack);
                 drop(shard);
                 if space == Space::Physical
-                    && self.mappings.lock().hand_to_a_mapping_of(addr, block.size)
+                    && self.mappings.lock().released(addr, block.seq, block.size)
                 {
                     // Released while mapped: the memory lives on, now counted by a mapping.
                     self.add_live(block.size);
@@ -412,7 +438,7 @@ impl Table {
             addr,
             Mapping {
                 block,
-                handle,
+                maps: Maps::Handle(handle),
                 holds: 0,
             },
         );
@@ -467,7 +493,7 @@ impl Table {
         if succeeded {
             for (a, x) in &taken {
                 m.freed.push(MAPPED_RING, *a, x.block.stack);
-                if x.holds > 0 && m.hand_to_a_mapping_of(x.handle, x.holds) {
+                if x.holds > 0 && m.hand_over(x.maps, x.holds) {
                     restored += x.holds;
                 }
             }
@@ -850,6 +876,24 @@ mod tests {
         assert_eq!((c.live_bytes, c.frees, c.allocations), (MIB2, 1, 2));
         assert_eq!(unmap(&t, 0x1000_0000, MIB2, true), FreeOutcome::Freed);
         assert_eq!(t.totals().live_bytes, 0);
+    }
+
+    #[test]
+    fn a_handle_value_reused_by_a_new_allocation_is_not_the_released_one() {
+        let t = Table::default();
+        t.allocated(Space::Physical, 0xa, block(MIB2, 1));
+        t.mapped(0x1000_0000, 0xa, block(MIB2, 2));
+        release(&t, 0xa);
+        // The driver hands out 0xa again, for a new allocation mapped elsewhere.
+        t.allocated(Space::Physical, 0xa, block(2 * MIB2, 3));
+        t.mapped(0x2000_0000, 0xa, block(2 * MIB2, 4));
+        release(&t, 0xa);
+        let holding: Vec<(u64, u64)> = t.snapshot().live.iter().map(|l| (l.addr, l.held)).collect();
+        assert_eq!(holding, [(0x1000_0000, MIB2), (0x2000_0000, 2 * MIB2)]);
+        // Unmapping the first frees the first allocation; the second keeps its own bytes.
+        unmap(&t, 0x1000_0000, MIB2, true);
+        let c = t.totals();
+        assert_eq!((c.live_bytes, c.peak_live_bytes), (2 * MIB2, 3 * MIB2));
     }
 
     #[test]
