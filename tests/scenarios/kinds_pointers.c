@@ -7,8 +7,9 @@
  * Base-name lookups ask for the first version of cuMemHostRegister (4000) and
  * cuIpcOpenMemHandle (4010) for one call and the second (6050, 11000) for the other, so every
  * route reaches both exported functions of each.
- * argv[2] is `leak` (the 8 records below stay live), `free` (each freed with its own function)
- * or `mismatch` (frees that name the wrong kind fail and free nothing).
+ * argv[2] is `leak` (the 8 records below stay live), `free` (each freed with its own function),
+ * `mismatch` (frees that name the wrong kind fail and free nothing) or `fail` (a second
+ * registration, a mapping of no allocation and an IPC open of a bad handle fail).
  * The exporters' blocks (8100, 8200, 8300 bytes) are freed in every mode.
  * build: -lcuda -ldl */
 #include "nullcuda.h"
@@ -168,7 +169,7 @@ SITE void map(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: kinds_pointers direct|getproc|getproc1|dlsym leak|free|mismatch\n");
+        fprintf(stderr, "usage: kinds_pointers direct|getproc|getproc1|dlsym leak|free|mismatch|fail\n");
         return 2;
     }
     route = argv[1];
@@ -188,6 +189,23 @@ int main(int argc, char **argv) {
         CHECK(cu.memHostUnregister(reg1));
         CHECK(cu.memFree(src1));
         printf("route=%s mismatch\n", route);
+        return 0;
+    }
+
+    if (strcmp(mode, "fail") == 0) {
+        CUipcMemHandle bad;
+        CUdeviceptr nowhere = 0;
+        memset(&bad, 0, sizeof bad);
+        register_v1();
+        int again = cu.memHostRegister_v2(reg1, sizeof reg1, 0);      // @fail_register
+        reserve();
+        int unmapped = cu.memMap(base, 2 * MIB, 0, 0x1234, 0);        // @fail_map
+        int opened = cu.ipcOpenMemHandle_v2(&nowhere, bad, 0);         // @fail_open
+        printf("register again=%d map of no allocation=%d open of a bad handle=%d\n", again, unmapped,
+               opened);
+        CHECK(cu.memHostUnregister(reg1));
+        CHECK(cu.memAddressFree(base, 16 * MIB));
+        printf("route=%s fail\n", route);
         return 0;
     }
 

@@ -1,7 +1,8 @@
 /* runtime_kinds: cudaHostRegister, cudaIpcOpenMemHandle and cudaMemPoolImportPointer through a
  * program linked against libcudart.so.13. The exporters' blocks (8400 and 8500 bytes) are
  * freed in every mode; `runtime_kinds leak` leaves the 3 records live, `runtime_kinds free`
- * undoes each with cudaHostUnregister, cudaIpcCloseMemHandle and cudaFree.
+ * undoes each with cudaHostUnregister, cudaIpcCloseMemHandle and cudaFreeAsync (an imported pool
+ * pointer is freed like any pool allocation).
  * build: -lcudart */
 #include "nullcudart.h"
 #include "scenario.h"
@@ -43,7 +44,7 @@ int main(int argc, char **argv) {
     if (do_free) {
         CHECK(cudaHostUnregister(buffer));
         CHECK(cudaIpcCloseMemHandle(opened));
-        CHECK(cudaFree(imported));
+        CHECK(cudaFreeAsync(imported, NULL));
         printf("freed 3\n");
     } else {
         printf("leaked 3\n");

@@ -169,6 +169,49 @@ fn a_registered_pointer_is_not_pinned_memory_and_a_device_block_is_not_ipc() {
     }
 }
 
+#[test]
+fn failed_registrations_maps_and_opens_are_failed_allocation_events() {
+    for route in ROUTES {
+        let run = Scenario::new("kinds_pointers")
+            .arg(route)
+            .arg("fail")
+            .run_shim();
+        run.assert_exit(0).assert_stdout(&format!(
+            "register again=712 map of no allocation=1 open of a bad handle=1\nroute={route} fail\n"
+        ));
+        let dump = run.dump();
+        // The first registration and the reservation, both undone; three failures.
+        assert_eq!(
+            dump.summary,
+            summary(2, 2, 0, 3, 0, 0, 0, 7100, 7100),
+            "route {route}"
+        );
+        let events: Vec<(EventType, &str, Option<u64>, Option<i64>)> = dump
+            .events
+            .iter()
+            .map(|e| (e.kind, e.api.as_str(), e.size, e.error))
+            .collect();
+        let failed = EventType::FailedAllocation;
+        assert_eq!(
+            events,
+            [
+                (failed, "cuMemHostRegister_v2", Some(7100), Some(712)),
+                (failed, "cuMemMap", Some(2 * MIB), Some(1)),
+                // An IPC open's size is not known before the call.
+                (failed, "cuIpcOpenMemHandle_v2", Some(0), Some(1)),
+            ],
+            "route {route}"
+        );
+        for (e, marker) in dump
+            .events
+            .iter()
+            .zip(["fail_register", "fail_map", "fail_open"])
+        {
+            assert_site(&dump, e.stack, "kinds_pointers", "main", marker);
+        }
+    }
+}
+
 /// The runtime names label the driver records they lead to.
 const RUNTIME_KINDS: &[Expect] = &[
     Expect {
@@ -208,7 +251,7 @@ fn runtime_registration_ipc_and_import_are_labelled_with_the_runtime_names() {
 }
 
 #[test]
-fn runtime_unregister_ipc_close_and_cuda_free_forget_their_records() {
+fn runtime_unregister_ipc_close_and_cuda_free_async_forget_their_records() {
     let run = Scenario::new("runtime_kinds").arg("free").run_shim();
     run.assert_exit(0).assert_stdout("freed 3\n");
     let dump = run.dump();
