@@ -161,7 +161,11 @@ pub struct LeakGroup {
     pub api: String,
     pub kind: Kind,
     pub device: Option<i32>,
+    /// The records' sizes: for `reserved` and `mapped`, the address range.
     pub bytes: u64,
+    /// Bytes of memory the records keep allocated (`LiveRecord::held`): what totals add up, so
+    /// memory reached through a reservation, a mapping and a physical allocation counts once.
+    pub held: u64,
     pub allocations: u64,
     pub stack: StackView,
     /// The callsite's identity across processes and dumps: API plus visible frames.
@@ -741,8 +745,9 @@ fn suppressing_rule(rules: &[Rule], stack: &format::Stack) -> Option<usize> {
 
 /// Sort order of leak groups: most bytes, then most blocks, then callsite for stability.
 fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
-    b.bytes
-        .cmp(&a.bytes)
+    b.held
+        .cmp(&a.held)
+        .then(b.bytes.cmp(&a.bytes))
         .then(b.allocations.cmp(&a.allocations))
         .then_with(|| a.callsite.cmp(&b.callsite))
         .then(a.kind.cmp(&b.kind))
@@ -766,6 +771,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
         if let Some(&slot) = fast.get(&(r.stack, r.api.as_str(), r.kind, r.device)) {
             let acc = &mut groups[slot];
             acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+            acc.group.held = acc.group.held.saturating_add(r.held());
             acc.group.allocations += 1;
             continue;
         }
@@ -780,6 +786,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
                         kind: r.kind,
                         device: r.device,
                         bytes: 0,
+                        held: 0,
                         allocations: 0,
                         stack: p.view.clone(),
                         callsite,
@@ -792,6 +799,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
         fast.insert((r.stack, r.api.as_str(), r.kind, r.device), slot);
         let acc = &mut groups[slot];
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+        acc.group.held = acc.group.held.saturating_add(r.held());
         acc.group.allocations += 1;
         if !acc.stacks.contains(&r.stack) && acc.stacks.len() < 64 {
             acc.stacks.push(r.stack);
@@ -800,11 +808,12 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
     groups
 }
 
+/// Counts add memory held, never address ranges: a leaked reservation adds no bytes.
 fn group_counts(g: &LeakGroup) -> Counts {
     Counts {
         groups: 1,
         allocations: g.allocations,
-        bytes: g.bytes,
+        bytes: g.held,
     }
 }
 
@@ -1109,7 +1118,9 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         t.leaked.bytes
     };
     let counted = leaks || count_cached;
-    let tolerated = counted && counted_bytes <= cfg.gate.max_leaked_bytes;
+    // A tolerance is of bytes: with none, a leak that holds no memory (a reservation) still fails.
+    let tolerated =
+        counted && cfg.gate.max_leaked_bytes > 0 && counted_bytes <= cfg.gate.max_leaked_bytes;
     let fails_on_leaks = cfg.gate.fail_on_leaks && counted && !tolerated;
     let fails_on_cached = fails_on_leaks && count_cached;
     let fails_on_errors = cfg.gate.fail_on_errors && t.bad_frees > 0;
@@ -1230,7 +1241,7 @@ pub fn live_by_callsite(
                 suppressed[i].add(Counts {
                     groups: 0,
                     allocations: 1,
-                    bytes: r.size,
+                    bytes: r.held(),
                 });
                 continue;
             }
@@ -1238,7 +1249,7 @@ pub fn live_by_callsite(
         if let Some(&slot) = fast.get(&(r.stack, r.api.as_str())) {
             let c = &mut out[slot].live;
             c.allocations += 1;
-            c.bytes = c.bytes.saturating_add(r.size);
+            c.bytes = c.bytes.saturating_add(r.held());
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
@@ -1262,7 +1273,7 @@ pub fn live_by_callsite(
         fast.insert((r.stack, r.api.as_str()), slot);
         let c = &mut out[slot].live;
         c.allocations += 1;
-        c.bytes = c.bytes.saturating_add(r.size);
+        c.bytes = c.bytes.saturating_add(r.held());
     }
     (out, suppressed)
 }
@@ -1409,6 +1420,7 @@ mod tests {
         LiveRecord {
             address: Hex(0x7f00),
             size,
+            bytes_held: None,
             api: "cudaMalloc".into(),
             kind: Kind::Device,
             device,
@@ -1423,7 +1435,7 @@ mod tests {
     fn dump_of(stacks: Vec<Vec<Frame>>, live: Vec<LiveRecord>) -> format::Dump {
         let mut d = fixture("clean.json");
         d.summary.live_allocations = live.len() as u64;
-        d.summary.live_bytes = live.iter().map(|r| r.size).sum();
+        d.summary.live_bytes = live.iter().map(LiveRecord::held).sum();
         d.stacks = stacks.into_iter().map(|frames| Stack { frames }).collect();
         d.live = live;
         d.validate().unwrap();
@@ -1442,6 +1454,66 @@ mod tests {
         assert_eq!(functions(&g.stack), ["loop_alloc(int)", "main"]);
         assert_eq!(g.stack.hidden, 5);
         assert_eq!(f.totals.callsites, 1);
+        assert_eq!(f.verdict.exit_code, 23);
+    }
+
+    #[test]
+    fn reserved_and_mapped_ranges_are_shown_but_memory_is_totalled_once() {
+        let mib = 1 << 20;
+        let rec = |size, held, api: &str, kind, stack| LiveRecord {
+            bytes_held: held,
+            api: api.into(),
+            kind,
+            ..record(size, stack, Some(0))
+        };
+        let d = dump_of(
+            vec![
+                vec![frame("reserve_pool()", "/bin/app")],
+                vec![frame("create_chunk()", "/bin/app")],
+                vec![frame("map_chunk()", "/bin/app")],
+                vec![frame("map_released_chunk()", "/bin/app")],
+            ],
+            vec![
+                rec(64 * mib, Some(0), "cuMemAddressReserve", Kind::Reserved, 0),
+                rec(2 * mib, None, "cuMemCreate", Kind::Physical, 1),
+                rec(2 * mib, Some(0), "cuMemMap", Kind::Mapped, 2),
+                // Its physical allocation was released: the mapping holds the memory now.
+                rec(4 * mib, Some(4 * mib), "cuMemMap", Kind::Mapped, 3),
+            ],
+        );
+        let f = one(&d, &cfg());
+        let p = &f.processes[0];
+        let groups: Vec<(&str, u64, u64)> = p
+            .leaks
+            .iter()
+            .map(|g| (g.kind.as_str(), g.bytes, g.held))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("mapped", 4 * mib, 4 * mib),
+                ("physical", 2 * mib, 2 * mib),
+                ("reserved", 64 * mib, 0),
+                ("mapped", 2 * mib, 0),
+            ]
+        );
+        assert_eq!(f.totals.leaked.allocations, 4);
+        assert_eq!(f.totals.leaked.bytes, 6 * mib);
+        assert_eq!(f.totals.leaked.bytes, d.summary.live_bytes);
+
+        // A leaked reservation alone holds no memory, and still fails the gate.
+        let reservation_only = dump_of(
+            vec![vec![frame("reserve_pool()", "/bin/app")]],
+            vec![rec(
+                64 * mib,
+                Some(0),
+                "cuMemAddressReserve",
+                Kind::Reserved,
+                0,
+            )],
+        );
+        let f = one(&reservation_only, &cfg());
+        assert_eq!(f.totals.leaked.bytes, 0);
         assert_eq!(f.verdict.exit_code, 23);
     }
 

@@ -225,8 +225,13 @@ impl Kind {
 pub struct LiveRecord {
     /// Device or host address; the handle for `array` and `physical`.
     pub address: Hex,
-    /// Bytes (pitch × height for pitched allocations).
+    /// Bytes (pitch × height for pitched allocations); the range for `reserved` and `mapped`.
     pub size: u64,
+    /// Bytes of memory the record keeps allocated, written only when that is not `size`:
+    /// 0 for `reserved` (address space), and for `mapped` 0 while the physical allocation it
+    /// maps is live, that allocation's size once the program released it. See [`LiveRecord::held`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_held: Option<u64>,
     /// The call the program made, e.g. `cudaMalloc` or `cuMemAlloc_v2`.
     pub api: String,
     pub kind: Kind,
@@ -240,6 +245,15 @@ pub struct LiveRecord {
     pub time_ms: u64,
     /// Index into `Dump::stacks`.
     pub stack: usize,
+}
+
+impl LiveRecord {
+    /// Bytes of memory this record keeps allocated: what `summary.live_bytes` adds up, so that
+    /// memory reached through several records (a physical allocation and its mappings) is
+    /// counted once.
+    pub fn held(&self) -> u64 {
+        self.bytes_held.unwrap_or(self.size)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -501,11 +515,11 @@ impl Dump {
         let bytes = self
             .live
             .iter()
-            .try_fold(0u64, |acc, r| acc.checked_add(r.size))
+            .try_fold(0u64, |acc, r| acc.checked_add(r.held()))
             .ok_or("the sizes in \"live\" overflow 64 bits")?;
         if s.live_bytes != bytes {
             return Err(format!(
-                "summary.live_bytes is {} but the records in \"live\" add up to {bytes}",
+                "summary.live_bytes is {} but the records in \"live\" hold {bytes}",
                 s.live_bytes
             ));
         }
@@ -557,6 +571,7 @@ mod tests {
             live: vec![LiveRecord {
                 address: Hex(0x7f00_0000_0000),
                 size: 4096,
+                bytes_held: None,
                 api: "cudaMalloc".into(),
                 kind: Kind::Device,
                 device: Some(0),
@@ -711,6 +726,26 @@ mod tests {
     fn summary_must_match_live_list() {
         let mut d = sample();
         d.summary.live_bytes = 1;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        assert!(matches!(
+            from_slice(&bytes),
+            Err(ReadError::Inconsistent(_))
+        ));
+    }
+
+    #[test]
+    fn live_bytes_count_what_records_hold_not_their_ranges() {
+        let mut d = sample();
+        let mut reserved = d.live[0].clone();
+        reserved.kind = Kind::Reserved;
+        reserved.size = 1 << 30;
+        reserved.bytes_held = Some(0);
+        d.live.push(reserved);
+        d.summary.live_allocations = 2;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""size":1073741824,"bytes_held":0,"#));
+        assert_eq!(from_slice(&bytes).unwrap(), d, "live_bytes stays 4096");
+        d.summary.live_bytes += 1 << 30;
         let bytes = serde_json::to_vec(&d).unwrap();
         assert!(matches!(
             from_slice(&bytes),

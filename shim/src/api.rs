@@ -24,6 +24,17 @@ pub enum Op {
     /// A graph's allocation node is made (explicitly, or by an allocation in stream capture):
     /// where its memory is asked for, not yet an allocation.
     GraphNode,
+    // Issue 12: memory the program borrows or maps rather than allocates.
+    Register,
+    Unregister,
+    IpcOpen,
+    IpcClose,
+    /// `cuMemPoolImportPointer`: another process's pool memory, freed like device memory.
+    ImportPointer,
+    Reserve,
+    AddressFree,
+    Map,
+    Unmap,
 }
 
 /// Address spaces that frees look up: a device pointer and a host pointer or an opaque
@@ -34,6 +45,10 @@ pub enum Space {
     Host,
     Array,
     Physical,
+    Registered,
+    Ipc,
+    Reserved,
+    Mapped,
 }
 
 impl Op {
@@ -51,6 +66,11 @@ impl Op {
             Op::AllocHost | Op::FreeHost => Space::Host,
             Op::AllocArray | Op::FreeArray => Space::Array,
             Op::AllocPhysical | Op::FreePhysical => Space::Physical,
+            Op::Register | Op::Unregister => Space::Registered,
+            Op::IpcOpen | Op::IpcClose => Space::Ipc,
+            Op::ImportPointer => Space::Device,
+            Op::Reserve | Op::AddressFree => Space::Reserved,
+            Op::Map | Op::Unmap => Space::Mapped,
         }
     }
 
@@ -63,6 +83,10 @@ impl Op {
             Op::AllocArray | Op::FreeArray => Kind::Array,
             Op::AllocPhysical | Op::FreePhysical => Kind::Physical,
             Op::AllocGraph | Op::GraphNode => Kind::Graph,
+            Op::Register | Op::Unregister => Kind::Registered,
+            Op::IpcOpen | Op::IpcClose | Op::ImportPointer => Kind::Ipc,
+            Op::Reserve | Op::AddressFree => Kind::Reserved,
+            Op::Map | Op::Unmap => Kind::Mapped,
         }
     }
 }
@@ -117,6 +141,18 @@ apis! {
     cuGraphLaunch => AllocGraph,
     cuGraphLaunch_ptsz => AllocGraph,
     cuGraphAddMemAllocNode => GraphNode,
+    // Registered host memory, IPC and virtual memory (issue 12).
+    cuMemHostRegister => Register,
+    cuMemHostRegister_v2 => Register,
+    cuMemHostUnregister => Unregister,
+    cuIpcOpenMemHandle => IpcOpen,
+    cuIpcOpenMemHandle_v2 => IpcOpen,
+    cuIpcCloseMemHandle => IpcClose,
+    cuMemPoolImportPointer => ImportPointer,
+    cuMemAddressReserve => Reserve,
+    cuMemAddressFree => AddressFree,
+    cuMemMap => Map,
+    cuMemUnmap => Unmap,
     // Runtime API: labels only.
     cudaMalloc => AllocDevice,
     cudaMallocManaged => AllocManaged,
@@ -134,6 +170,12 @@ apis! {
     cudaMallocFromPoolAsync_ptsz => AllocFromPool,
     cudaMallocArray => AllocArray,
     cudaFreeArray => FreeArray,
+    // Registered host memory and IPC (issue 12).
+    cudaHostRegister => Register,
+    cudaHostUnregister => Unregister,
+    cudaIpcOpenMemHandle => IpcOpen,
+    cudaIpcCloseMemHandle => IpcClose,
+    cudaMemPoolImportPointer => ImportPointer,
 }
 
 impl Api {
@@ -216,5 +258,36 @@ mod tests {
             Api::cudaFreeAsync.op().space(),
             Api::cudaMalloc.op().space()
         );
+    }
+
+    #[test]
+    fn borrowed_and_mapped_memory_has_its_own_spaces_and_kinds() {
+        // A registered pointer is not a cuMemAllocHost block: cuMemFreeHost must not match it.
+        assert_ne!(
+            Api::cuMemHostRegister_v2.op().space(),
+            Api::cuMemFreeHost.op().space()
+        );
+        assert_eq!(Api::cuMemHostRegister.op().kind(), Kind::Registered);
+        assert_eq!(Api::cudaHostRegister.op(), Api::cuMemHostRegister_v2.op());
+        assert_eq!(Api::cudaHostUnregister.op(), Api::cuMemHostUnregister.op());
+        assert_ne!(Api::cuIpcOpenMemHandle_v2.op().space(), Space::Device);
+        assert_eq!(
+            Api::cudaIpcOpenMemHandle.op(),
+            Api::cuIpcOpenMemHandle_v2.op()
+        );
+        assert_eq!(
+            Api::cudaIpcCloseMemHandle.op(),
+            Api::cuIpcCloseMemHandle.op()
+        );
+        // An imported pool pointer is freed with cuMemFree/cuMemFreeAsync, yet is IPC memory.
+        assert_eq!(Api::cuMemPoolImportPointer.op().space(), Space::Device);
+        assert_eq!(Api::cuMemPoolImportPointer.op().kind(), Kind::Ipc);
+        assert_eq!(
+            Api::cudaMemPoolImportPointer.op(),
+            Api::cuMemPoolImportPointer.op()
+        );
+        assert_eq!(Api::cuMemAddressReserve.op().kind(), Kind::Reserved);
+        assert_eq!(Api::cuMemMap.op().kind(), Kind::Mapped);
+        assert_eq!(Api::cuMemUnmap.op().space(), Space::Mapped);
     }
 }

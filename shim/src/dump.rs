@@ -19,6 +19,7 @@ use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::stdio;
 use crate::symbolize::Symbolizer;
+use crate::table::Live;
 
 /// When a dump is taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,21 +56,29 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
     let live: Vec<(Api, LiveRecord)> = snap
         .live
         .iter()
-        .map(|(_, addr, b)| {
-            let stack = stack_index(b.stack);
-            let record = LiveRecord {
-                address: Hex(*addr),
-                size: b.size,
-                api: String::new(),
-                kind: b.api.op().kind(),
-                device: (b.device >= 0).then_some(i32::from(b.device)),
-                thread: u64::from(b.thread),
-                seq: b.seq,
-                time_ms: u64::from(b.time_ms),
-                stack,
-            };
-            (b.api, record)
-        })
+        .map(
+            |&Live {
+                 addr,
+                 block: b,
+                 held,
+                 ..
+             }| {
+                let stack = stack_index(b.stack);
+                let record = LiveRecord {
+                    address: Hex(addr),
+                    size: b.size,
+                    bytes_held: (held != b.size).then_some(held),
+                    api: String::new(),
+                    kind: b.api.op().kind(),
+                    device: (b.device >= 0).then_some(i32::from(b.device)),
+                    thread: u64::from(b.thread),
+                    seq: b.seq,
+                    time_ms: u64::from(b.time_ms),
+                    stack,
+                };
+                (b.api, record)
+            },
+        )
         .collect();
     let events: Vec<(Api, Event)> = snap
         .events
@@ -121,7 +130,7 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
         invalid_frees: c.invalid_frees,
         // From the list itself, so the dump is consistent even while other threads allocate.
         live_allocations: live.len() as u64,
-        live_bytes: live.iter().map(|r| r.size).sum(),
+        live_bytes: live.iter().map(LiveRecord::held).sum(),
         peak_live_bytes: c.peak_live_bytes,
         bytes_allocated: c.bytes_allocated,
         dropped_events: c.dropped_events,

@@ -4,11 +4,11 @@
 
 use cudaleak_format::EventType;
 
-use crate::api::Api;
+use crate::api::{Api, Space};
 use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
-use crate::table::{Block, EventRecord, FreeOutcome};
+use crate::table::{Block, EventRecord, FreeOutcome, Mapping};
 use crate::{guard, lifecycle};
 
 /// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
@@ -86,26 +86,70 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
         let outcome = s
             .table
             .free_finished(driver.op().space(), addr, taken, error == 0);
-        let (kind, alloc_stack) = match outcome {
-            FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
-                s.next_seq();
-                return;
-            }
-            FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
-            FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
-        };
+        settled(s, api, driver, addr, outcome, error);
+    });
+}
+
+/// Makes the event a settled free calls for, if any.
+fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, error: i32) {
+    let (kind, alloc_stack) = match outcome {
+        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
+            s.next_seq();
+            return;
+        }
+        FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
+        FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
+    };
+    let stack = capture_stack(s, api, driver);
+    s.table.event(EventRecord {
+        kind,
+        api,
+        address: Some(addr),
+        size: None,
+        error: Some(error.into()),
+        seq: s.next_seq(),
+        stack,
+        alloc_stack,
+        during_exit: lifecycle::exiting(),
+    });
+}
+
+/// A successful `cuMemMap` of physical allocation `handle` over `size` bytes at `addr`; its
+/// device is the allocation's, when the shim recorded it.
+pub fn mapped(driver: Api, addr: u64, size: u64, handle: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let api = guard::label_for(driver.op(), driver);
         let stack = capture_stack(s, api, driver);
-        s.table.event(EventRecord {
-            kind,
-            api,
-            address: Some(addr),
-            size: None,
-            error: Some(error.into()),
+        let block = Block {
+            size,
             seq: s.next_seq(),
             stack,
-            alloc_stack,
-            during_exit: lifecycle::exiting(),
-        });
+            time_ms: s.elapsed_ms(),
+            thread: guard::thread_id(),
+            device: s.table.device_of(Space::Physical, handle).unwrap_or(-1),
+            api,
+        };
+        s.table.mapped(addr, handle, block);
+        lifecycle::allocation_recorded(s);
+    });
+}
+
+/// Before `cuMemUnmap(addr, size)` is forwarded: forget the mappings it covers.
+pub fn unmap_started(addr: u64, size: u64) -> Vec<(u64, Mapping)> {
+    let Some(s) = state::recording() else {
+        return Vec::new();
+    };
+    state::shield(|| s.table.take_mappings(addr, size)).unwrap_or_default()
+}
+
+/// After the real unmap answered `error` (0 is success).
+pub fn unmap_finished(driver: Api, addr: u64, taken: Vec<(u64, Mapping)>, error: i32) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let api = guard::label_for(driver.op(), driver);
+        let outcome = s.table.unmap_finished(addr, taken, error == 0);
+        settled(s, api, driver, addr, outcome, error);
     });
 }
 

@@ -18,7 +18,22 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum block_class { BLOCK_DEVICE, BLOCK_HOST, BLOCK_ARRAY, BLOCK_PHYSICAL };
+enum block_class {
+    BLOCK_DEVICE,
+    BLOCK_HOST,
+    BLOCK_ARRAY,
+    BLOCK_PHYSICAL,
+    /* Issue 12. Registered, reserved and mapped ranges are bookkeeping: no memory of ours. */
+    BLOCK_REGISTERED,
+    BLOCK_IPC,
+    BLOCK_RESERVED,
+    BLOCK_MAPPED,
+};
+
+/* Whether a class's bytes count as used device memory (cuMemGetInfo). */
+static int counts_as_used(enum block_class cls) {
+    return cls != BLOCK_REGISTERED && cls != BLOCK_RESERVED && cls != BLOCK_MAPPED;
+}
 
 struct block {
     CUdeviceptr key; /* address, or handle value for arrays and physical allocations */
@@ -83,7 +98,8 @@ static int table_insert(CUdeviceptr key, size_t size, enum block_class cls, int 
     unsigned i = bucket_of(key);
     b->next = table[i];
     table[i] = b;
-    used_bytes += size;
+    if (counts_as_used(cls))
+        used_bytes += size;
     pthread_mutex_unlock(&table_lock);
     return 0;
 }
@@ -97,7 +113,8 @@ static struct block *table_remove(CUdeviceptr key, enum block_class cls) {
     struct block *b = *p;
     if (b) {
         *p = b->next;
-        used_bytes -= b->size;
+        if (counts_as_used(b->cls))
+            used_bytes -= b->size;
     }
     pthread_mutex_unlock(&table_lock);
     return b;
@@ -109,7 +126,9 @@ static int range_is_live(CUdeviceptr addr, size_t len) {
     pthread_mutex_lock(&table_lock);
     for (unsigned i = 0; i < BUCKETS && !found; i++)
         for (struct block *b = table[i]; b; b = b->next)
-            if ((b->cls == BLOCK_DEVICE || b->cls == BLOCK_HOST) && addr >= b->key &&
+            if ((b->cls == BLOCK_DEVICE || b->cls == BLOCK_HOST || b->cls == BLOCK_REGISTERED ||
+                 b->cls == BLOCK_IPC || b->cls == BLOCK_MAPPED) &&
+                addr >= b->key &&
                 addr + len <= b->key + b->size) {
                 found = 1;
                 break;
@@ -475,7 +494,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 }
 
 /* Physical allocations get a handle (a heap address nobody may dereference) and no backing:
- * the null driver has no cuMemMap. */
+ * cuMemMap makes the reserved range itself usable. */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                             unsigned long long flags) {
     pthread_once(&config_once, read_config);
@@ -542,17 +561,30 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    if (table_insert((CUdeviceptr)(uintptr_t)p, size, BLOCK_RESERVED, 0) != 0) {
+        munmap(p, size);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     errno = saved;
     *ptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
 
+/* Only a whole reservation, by its start and size, can be freed (as the real driver insists). */
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     int saved = errno;
-    if (!ptr || size == 0 || munmap((void *)(uintptr_t)ptr, size) != 0)
+    struct block *b = ptr ? table_remove(ptr, BLOCK_RESERVED) : NULL;
+    if (!b)
         return fail(CUDA_ERROR_INVALID_VALUE);
+    if (b->size != size) {
+        table_insert(b->key, b->size, BLOCK_RESERVED, 0);
+        free(b);
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    munmap((void *)(uintptr_t)ptr, size);
+    free(b);
     errno = saved;
     return CUDA_SUCCESS;
 }
@@ -567,16 +599,39 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     int saved = errno;
     if (mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) != 0)
         return fail(CUDA_ERROR_INVALID_VALUE);
+    if (table_insert(ptr, size, BLOCK_MAPPED, 0) != 0)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
     errno = saved;
     return CUDA_SUCCESS;
 }
 
+/* Unmaps every mapping that starts in [ptr, ptr + size); none there is an error. */
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!ptr || size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
     int saved = errno;
-    if (!ptr || size == 0 || madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED) != 0 ||
-        mprotect((void *)(uintptr_t)ptr, size, PROT_NONE) != 0)
+    int unmapped = 0;
+    for (;;) {
+        CUdeviceptr key = 0;
+        pthread_mutex_lock(&table_lock);
+        for (unsigned i = 0; i < BUCKETS && !key; i++)
+            for (struct block *b = table[i]; b; b = b->next)
+                if (b->cls == BLOCK_MAPPED && b->key >= ptr && b->key - ptr < size) {
+                    key = b->key;
+                    break;
+                }
+        pthread_mutex_unlock(&table_lock);
+        struct block *b = key ? table_remove(key, BLOCK_MAPPED) : NULL;
+        if (!b)
+            break;
+        madvise((void *)(uintptr_t)b->key, b->size, MADV_DONTNEED);
+        mprotect((void *)(uintptr_t)b->key, b->size, PROT_NONE);
+        free(b);
+        unmapped++;
+    }
+    if (!unmapped)
         return fail(CUDA_ERROR_INVALID_VALUE);
     errno = saved;
     return CUDA_SUCCESS;
@@ -644,6 +699,140 @@ EXPORT CUresult cuArrayDestroy(CUarray hArray) {
     if (!hArray)
         return fail(CUDA_ERROR_INVALID_VALUE);
     return free_block((CUdeviceptr)(uintptr_t)hArray, BLOCK_ARRAY);
+}
+
+/* ---- registered host memory and IPC (issue 12) ---- */
+
+/* Page-locks nothing: remembers the range so that a second registration or an unregistration of
+ * something never registered fails as it does on a GPU. */
+static CUresult host_register(void *p, size_t bytesize, unsigned int Flags) {
+    (void)Flags;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!p || bytesize == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    struct block *b = table_remove((CUdeviceptr)(uintptr_t)p, BLOCK_REGISTERED);
+    if (b) {
+        table_insert(b->key, b->size, BLOCK_REGISTERED, 0);
+        free(b);
+        return fail(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    }
+    if (table_insert((CUdeviceptr)(uintptr_t)p, bytesize, BLOCK_REGISTERED, 0) != 0)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+    return host_register(p, bytesize, Flags);
+}
+
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+    return host_register(p, bytesize, Flags);
+}
+
+/* The memory stays the program's: only the registration goes. */
+EXPORT CUresult cuMemHostUnregister(void *p) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    int saved = errno;
+    struct block *b = p ? table_remove((CUdeviceptr)(uintptr_t)p, BLOCK_REGISTERED) : NULL;
+    if (!b)
+        return fail(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    free(b);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+/* The live block of one of `classes` (a bit per class) containing dptr: its base and size. */
+static int containing_block(CUdeviceptr dptr, unsigned classes, CUdeviceptr *base, size_t *size) {
+    int found = 0;
+    pthread_mutex_lock(&table_lock);
+    for (unsigned i = 0; i < BUCKETS && !found; i++)
+        for (struct block *b = table[i]; b; b = b->next)
+            if ((classes & (1u << b->cls)) && dptr >= b->key && dptr - b->key < b->size) {
+                *base = b->key;
+                *size = b->size;
+                found = 1;
+                break;
+            }
+    pthread_mutex_unlock(&table_lock);
+    return found;
+}
+
+#define DEVICE_MEMORY ((1u << BLOCK_DEVICE) | (1u << BLOCK_IPC) | (1u << BLOCK_MAPPED))
+#define SHARE_MAGIC 0x6e756c6c69706321ull /* "nullipc!" */
+
+struct share { unsigned long long magic; CUdeviceptr base; size_t size; };
+
+/* Writes the exporter's base and size into an opaque 64-byte share. */
+static CUresult export_share(void *out, CUdeviceptr dptr) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    struct share sh = {SHARE_MAGIC, 0, 0};
+    if (!out || !containing_block(dptr, 1u << BLOCK_DEVICE, &sh.base, &sh.size))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    memset(out, 0, 64);
+    memcpy(out, &sh, sizeof sh);
+    return CUDA_SUCCESS;
+}
+
+/* "Opens" a share: one process has one address space, so the opener gets a fresh block of the
+ * exporter's size (class `cls`), as another process would get its own mapping. */
+static CUresult open_share(CUdeviceptr *out, const void *share, enum block_class cls) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    struct share sh;
+    memcpy(&sh, share, sizeof sh);
+    if (!out || sh.magic != SHARE_MAGIC || sh.size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return alloc_block(out, sh.size, cls);
+}
+
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+    return export_share(pHandle, dptr);
+}
+
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+    (void)Flags;
+    return open_share(pdptr, &handle, BLOCK_IPC);
+}
+
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+    (void)Flags;
+    return open_share(pdptr, &handle, BLOCK_IPC);
+}
+
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+    if (!dptr)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return free_block(dptr, BLOCK_IPC);
+}
+
+EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr) {
+    return export_share(shareData_out, ptr);
+}
+
+/* An imported pointer is freed with cuMemFree/cuMemFreeAsync: it is a device block. */
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData) {
+    if (!pool || !shareData)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return open_share(ptr_out, shareData, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!containing_block(dptr, DEVICE_MEMORY, &base, &size))
+        return fail(CUDA_ERROR_NOT_FOUND);
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
 }
 
 /* ---- copies and sets: all memory is host memory; ranges are checked against live blocks ---- */
@@ -750,6 +939,16 @@ static const struct proc procs[] = {
     P("cuMemMap", 10020, cuMemMap),
     P("cuMemUnmap", 10020, cuMemUnmap),
     P("cuMemSetAccess", 10020, cuMemSetAccess),
+    P("cuMemHostRegister", 4000, cuMemHostRegister),
+    P("cuMemHostRegister", 6050, cuMemHostRegister_v2),
+    P("cuMemHostUnregister", 4000, cuMemHostUnregister),
+    P("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+    P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
+    P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+    P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    P("cuMemPoolExportPointer", 11020, cuMemPoolExportPointer),
+    P("cuMemPoolImportPointer", 11020, cuMemPoolImportPointer),
+    P("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
     P("cuArrayCreate", 3020, cuArrayCreate_v2),
     P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
     P("cuArrayDestroy", 2000, cuArrayDestroy),

@@ -672,8 +672,8 @@ pub struct Expect {
 }
 
 /// Asserts that `dump.live` holds exactly the `expected` records (any order), each with its
-/// size, api, kind, device 0 (or none, for host memory, which belongs to no device) and
-/// allocating site in scenario `name`.
+/// size, api, kind, device 0 (or none, for host memory, which belongs to no device; none for a
+/// reservation of address space) and allocating site in scenario `name`.
 pub fn assert_live(dump: &Dump, name: &str, expected: &[Expect]) {
     let mut sizes: Vec<u64> = dump.live.iter().map(|r| r.size).collect();
     let mut want: Vec<u64> = expected.iter().map(|e| e.size).collect();
@@ -684,7 +684,17 @@ pub fn assert_live(dump: &Dump, name: &str, expected: &[Expect]) {
         let r = live_of_size(dump, e.size);
         assert_eq!(r.api, e.api, "api of the {}-byte record {r:?}", e.size);
         assert_eq!(r.kind, e.kind, "kind of the {}-byte record {r:?}", e.size);
-        if e.kind == cudaleak_format::Kind::Host {
+        if e.kind == cudaleak_format::Kind::Reserved {
+            // Address space belongs to no device.
+            assert_eq!(
+                r.device, None,
+                "device of the {}-byte reservation {r:?}",
+                e.size
+            );
+        } else if matches!(
+            e.kind,
+            cudaleak_format::Kind::Host | cudaleak_format::Kind::Registered
+        ) {
             assert!(
                 matches!(r.device, Some(0) | None),
                 "device of the {}-byte host record {r:?}",

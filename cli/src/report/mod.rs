@@ -234,16 +234,27 @@ pub fn folded_text(r: &crate::analyze::Folded) -> String {
     }
 }
 
-/// `(device 0)`, `(managed, device 0)`, `(host)`.
+/// `(device 0)`, `(managed, device 0)`, `(host)`, `(address space reserved)`.
 pub fn placement(kind: format::Kind, device: Option<i32>) -> String {
     let mut parts: Vec<String> = Vec::new();
     if kind != format::Kind::Device || device.is_none() {
-        parts.push(kind.as_str().to_string());
+        parts.push(kind_words(kind).to_string());
     }
     if let Some(d) = device {
         parts.push(format!("device {d}"));
     }
     format!("({})", parts.join(", "))
+}
+
+/// A kind in words, where its name alone would mislead: a reservation is address space, not
+/// memory, and its bytes are not in any total.
+pub fn kind_words(kind: format::Kind) -> &'static str {
+    match kind {
+        format::Kind::Registered => "registered host memory",
+        format::Kind::Ipc => "opened through IPC",
+        format::Kind::Reserved => "address space reserved",
+        other => other.as_str(),
+    }
 }
 
 /// How a process ended, in words.
@@ -573,6 +584,16 @@ mod tests {
         assert_eq!(placement(Kind::Managed, Some(1)), "(managed, device 1)");
         assert_eq!(placement(Kind::Host, None), "(host)");
         assert_eq!(placement(Kind::Device, None), "(device)");
+        assert_eq!(placement(Kind::Reserved, None), "(address space reserved)");
+        assert_eq!(placement(Kind::Mapped, Some(0)), "(mapped, device 0)");
+        assert_eq!(
+            placement(Kind::Registered, None),
+            "(registered host memory)"
+        );
+        assert_eq!(
+            placement(Kind::Ipc, Some(1)),
+            "(opened through IPC, device 1)"
+        );
     }
 
     #[test]

@@ -96,6 +96,19 @@ driver_hooks! {
     cuGraphLaunch: "cuGraphLaunch" since 10000;
     cuGraphLaunch_ptsz: "cuGraphLaunch" since 10000, ptsz;
     cuGraphExecDestroy: "cuGraphExecDestroy" since 10000;
+    // Registered host memory, IPC and virtual memory (issue 12). The _v2 functions have the
+    // same C signature as the first ones; both are exported, so both are wrapped.
+    cuMemHostRegister: "cuMemHostRegister" since 4000;
+    cuMemHostRegister_v2: "cuMemHostRegister" since 6050;
+    cuMemHostUnregister: "cuMemHostUnregister" since 4000;
+    cuIpcOpenMemHandle: "cuIpcOpenMemHandle" since 4010;
+    cuIpcOpenMemHandle_v2: "cuIpcOpenMemHandle" since 11000;
+    cuIpcCloseMemHandle: "cuIpcCloseMemHandle" since 4010;
+    cuMemPoolImportPointer: "cuMemPoolImportPointer" since 11020;
+    cuMemAddressReserve: "cuMemAddressReserve" since 10020;
+    cuMemAddressFree: "cuMemAddressFree" since 10020;
+    cuMemMap: "cuMemMap" since 10020;
+    cuMemUnmap: "cuMemUnmap" since 10020;
 }
 
 impl H {
@@ -992,6 +1005,230 @@ pub unsafe extern "C" fn cuGraphExecDestroy(exec: GraphExec) -> CuResult {
     rc
 }
 
+// ---- Registered host memory, IPC and virtual memory (issue 12) ----
+
+/// CUipcMemHandle (and cudaIpcMemHandle_t): 64 opaque bytes, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IpcMemHandle {
+    reserved: [c_char; 64],
+}
+
+static GET_ADDRESS_RANGE: Slot = Slot::new(c"cuMemGetAddressRange_v2");
+
+/// The size of the allocation holding `dptr`, as the driver tells it; 0 if it will not.
+/// Opened and imported memory has no size in the call that makes it.
+fn allocation_size(dptr: DevPtr) -> u64 {
+    type F = unsafe extern "C" fn(*mut DevPtr, *mut usize, DevPtr) -> CuResult;
+    let p = GET_ADDRESS_RANGE.get(ptr::null_mut(), real::driver);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: p is the driver's cuMemGetAddressRange_v2.
+    let f = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
+    let (mut base, mut size): (DevPtr, usize) = (0, 0);
+    // SAFETY: both out-parameters are valid.
+    match unsafe { f(&mut base, &mut size, dptr) } {
+        CUDA_SUCCESS => size as u64,
+        _ => 0,
+    }
+}
+
+/// The body shared by calls that write an address of memory allocated elsewhere (IPC) to
+/// `out`: forward, then record it with the size the driver gives for it.
+///
+/// # Safety
+/// `out` is the caller's out-parameter: null, or valid for reads once `real` has succeeded.
+#[inline]
+unsafe fn open_with(api: Api, out: *const u64, real: impl FnOnce() -> CuResult) -> CuResult {
+    let Some(_guard) = Guard::enter() else {
+        return real();
+    };
+    let rc = real();
+    // SAFETY: per the function's contract; read only after success.
+    let opened = || unsafe { read(out) };
+    let size = if rc == CUDA_SUCCESS {
+        keeping_errno(|| opened().map_or(0, allocation_size))
+    } else {
+        0
+    };
+    after_alloc(api, rc, opened, size, current_device);
+    rc
+}
+
+macro_rules! host_register {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(p: *mut c_void, bytesize: usize, flags: c_uint) -> CuResult {
+            type F = unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let addr = p as u64;
+            // SAFETY: arguments pass through unchanged; `addr` is a local.
+            unsafe {
+                alloc_with(
+                    Api::$name,
+                    &addr,
+                    bytesize as u64,
+                    || None,
+                    || real(p, bytesize, flags),
+                )
+            }
+        }
+    };
+}
+
+host_register!(cuMemHostRegister);
+host_register!(cuMemHostRegister_v2);
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemHostUnregister) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemHostUnregister, p as u64, || unsafe { real(p) })
+}
+
+macro_rules! ipc_open {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut DevPtr,
+            handle: IpcMemHandle,
+            flags: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut DevPtr, IpcMemHandle, c_uint) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+            unsafe { open_with(Api::$name, dptr, || real(dptr, handle, flags)) }
+        }
+    };
+}
+
+ipc_open!(cuIpcOpenMemHandle);
+ipc_open!(cuIpcOpenMemHandle_v2);
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: DevPtr) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuIpcCloseMemHandle) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuIpcCloseMemHandle, dptr, || unsafe { real(dptr) })
+}
+
+/// Recorded in the device space: the program frees it with cuMemFree or cuMemFreeAsync.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemPoolImportPointer(
+    dptr: *mut DevPtr,
+    pool: *mut c_void,
+    share_data: *mut c_void,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, *mut c_void, *mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemPoolImportPointer) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        open_with(Api::cuMemPoolImportPointer, dptr, || {
+            real(dptr, pool, share_data)
+        })
+    }
+}
+
+/// Address space, no memory: recorded with its size, counted in no byte total.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAddressReserve(
+    dptr: *mut DevPtr,
+    size: usize,
+    alignment: usize,
+    addr: DevPtr,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, usize, usize, DevPtr, u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAddressReserve) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuMemAddressReserve,
+            dptr,
+            size as u64,
+            || None,
+            || real(dptr, size, alignment, addr, flags),
+        )
+    }
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAddressFree(dptr: DevPtr, size: usize) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr, usize) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAddressFree) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemAddressFree, dptr, || unsafe { real(dptr, size) })
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemMap(
+    dptr: DevPtr,
+    size: usize,
+    offset: usize,
+    handle: u64,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr, usize, usize, u64, u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemMap) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let Some(_guard) = Guard::enter() else {
+        // SAFETY: arguments are the caller's, passed through unchanged.
+        return unsafe { real(dptr, size, offset, handle, flags) };
+    };
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(dptr, size, offset, handle, flags) };
+    keeping_errno(|| match rc {
+        CUDA_SUCCESS => record::mapped(Api::cuMemMap, dptr, size as u64, handle),
+        error => record::allocation_failed(Api::cuMemMap, size as u64, error),
+    });
+    rc
+}
+
+/// Unmaps every mapping that starts in `dptr..dptr + size`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemUnmap(dptr: DevPtr, size: usize) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr, usize) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemUnmap) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let Some(_guard) = Guard::enter() else {
+        // SAFETY: arguments are the caller's, passed through unchanged.
+        return unsafe { real(dptr, size) };
+    };
+    let taken = keeping_errno(|| record::unmap_started(dptr, size as u64));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(dptr, size) };
+    keeping_errno(|| record::unmap_finished(Api::cuMemUnmap, dptr, taken, rc));
+    rc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1036,6 +1273,31 @@ mod tests {
             Some(H::cuMemFreeHost as usize)
         );
         assert_eq!(hook_for_proc(b"cuMemcpy", p, 3020, 0), None);
+    }
+
+    #[test]
+    fn second_versions_are_picked_from_their_cuda_version_on() {
+        let p = 0x1234 as *mut c_void;
+        let pick = |name: &[u8], v| hook_for_proc(name, p, v, 0);
+        assert_eq!(
+            pick(b"cuMemHostRegister", 6000),
+            Some(H::cuMemHostRegister as usize)
+        );
+        assert_eq!(
+            pick(b"cuMemHostRegister", 6050),
+            Some(H::cuMemHostRegister_v2 as usize)
+        );
+        assert_eq!(
+            pick(b"cuIpcOpenMemHandle", 10020),
+            Some(H::cuIpcOpenMemHandle as usize)
+        );
+        assert_eq!(
+            pick(b"cuIpcOpenMemHandle", 12000),
+            Some(H::cuIpcOpenMemHandle_v2 as usize)
+        );
+        assert_eq!(pick(b"cuMemPoolImportPointer", 11010), None);
+        assert_eq!(pick(b"cuMemMap", 10020), Some(H::cuMemMap as usize));
+        assert_eq!(pick(b"cuMemAddressReserve", 10010), None);
     }
 
     #[test]

@@ -251,6 +251,41 @@ typedef CUresult (*PFN_cuMemGetInfo)(size_t *, size_t *);
 typedef CUresult (*PFN_cuCtxSynchronize)(void);
 typedef CUresult (*PFN_cuDeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
 
+/* ---- registered host memory, IPC and virtual memory (issue 12) ---- */
+enum {
+    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+};
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+/* Opaque 64 bytes, passed by value. The null driver writes the exporter's base and size. */
+typedef struct { char reserved[64]; } CUipcMemHandle;
+typedef struct { unsigned char reserved[64]; } CUmemPoolPtrExportData;
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostUnregister(void *p);
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr);
+CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+
+typedef CUresult (*PFN_cuMemHostRegister)(void *, size_t, unsigned int);
+typedef CUresult (*PFN_cuMemHostUnregister)(void *);
+typedef CUresult (*PFN_cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle, unsigned int);
+typedef CUresult (*PFN_cuIpcCloseMemHandle)(CUdeviceptr);
+typedef CUresult (*PFN_cuMemPoolExportPointer)(CUmemPoolPtrExportData *, CUdeviceptr);
+typedef CUresult (*PFN_cuMemPoolImportPointer)(CUdeviceptr *, CUmemoryPool, CUmemPoolPtrExportData *);
+typedef CUresult (*PFN_cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
+typedef CUresult (*PFN_cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*PFN_cuMemAddressFree)(CUdeviceptr, size_t);
+typedef CUresult (*PFN_cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*PFN_cuMemUnmap)(CUdeviceptr, size_t);
+
 #ifdef __cplusplus
 }
 #endif
