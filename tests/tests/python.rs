@@ -9,7 +9,7 @@ use std::process::Command;
 
 use cudaleak_format::{Dump, Frame, LiveRecord};
 use cudaleak_tests::{
-    cli, python_marker_line, python_script, pythons, Python, Run, Scenario, NULLCUDA_DIR,
+    cudaleak_cli, python_marker_line, python_script, pythons, Python, Run, Scenario, NULLCUDA_DIR,
 };
 
 fn run(py: &Python, mode: &str, env: &[(&str, &str)]) -> Run {
