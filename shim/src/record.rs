@@ -30,6 +30,19 @@ fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
     })
 }
 
+/// A live block made now, on this thread.
+fn new_block(s: &State, api: Api, size: u64, stack: StackId, device: Option<i32>) -> Block {
+    Block {
+        size,
+        seq: s.next_seq(),
+        stack,
+        time_ms: s.elapsed_ms(),
+        thread: guard::thread_id(),
+        device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
+        api,
+    }
+}
+
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
 pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
     let Some(s) = state::recording() else { return };
@@ -37,16 +50,8 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
         let op = driver.op();
         let api = guard::label_for(op, driver);
         let stack = capture_stack(s, api, driver);
-        let block = Block {
-            size,
-            seq: s.next_seq(),
-            stack,
-            time_ms: s.elapsed_ms(),
-            thread: guard::thread_id(),
-            device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
-            api,
-        };
-        s.table.allocated(op.space(), addr, block);
+        s.table
+            .allocated(op.space(), addr, new_block(s, api, size, stack, device));
         lifecycle::allocation_recorded(s);
     });
 }
@@ -121,16 +126,9 @@ pub fn mapped(driver: Api, addr: u64, size: u64, handle: u64) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         let stack = capture_stack(s, api, driver);
-        let block = Block {
-            size,
-            seq: s.next_seq(),
-            stack,
-            time_ms: s.elapsed_ms(),
-            thread: guard::thread_id(),
-            device: s.table.device_of(Space::Physical, handle).unwrap_or(-1),
-            api,
-        };
-        s.table.mapped(addr, handle, block);
+        let device = s.table.device_of(Space::Physical, handle).map(i32::from);
+        s.table
+            .mapped(addr, handle, new_block(s, api, size, stack, device));
         lifecycle::allocation_recorded(s);
     });
 }
@@ -197,16 +195,8 @@ pub fn graph_launched(driver: Api, exec: u64, device: Option<i32>) {
                 Some(stack) => stack,
                 None => *launch_stack.get_or_insert_with(|| capture_stack(s, driver, driver)),
             };
-            let block = Block {
-                size,
-                seq: s.next_seq(),
-                stack,
-                time_ms: s.elapsed_ms(),
-                thread: guard::thread_id(),
-                device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
-                api: driver,
-            };
-            s.table.allocated(space, addr, block);
+            s.table
+                .allocated(space, addr, new_block(s, driver, size, stack, device));
         }
         for &addr in &memory.frees {
             let taken = s.table.take(space, addr);
