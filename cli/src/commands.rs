@@ -14,6 +14,7 @@ use crate::growth;
 use crate::load;
 use crate::report;
 use crate::run::{self, Outcome};
+use crate::say;
 use crate::suppressions;
 
 /// Exit status for usage errors and unreadable input.
@@ -29,7 +30,7 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 fn fail(f: Failure) -> u8 {
-    eprintln!("cudaleak: {}", f.0);
+    say!("{}", f.0);
     EXIT_ERROR
 }
 
@@ -149,7 +150,7 @@ pub fn run(a: &RunArgs) -> u8 {
             exe.as_deref(),
         )?;
         let dir = run::fresh_run_dir(&a.out)?;
-        eprintln!("cudaleak: dumps of this run go to {}", dir.display());
+        say!("dumps of this run go to {}", dir.display());
         let program_status = match run::run_program(&a.program, &shim, &dir)? {
             Outcome::NotStarted(code) => {
                 let _ = std::fs::remove_dir(&dir);
@@ -158,12 +159,12 @@ pub fn run(a: &RunArgs) -> u8 {
             Outcome::Exited(code) => code,
         };
         if program_status != 0 {
-            eprintln!("cudaleak: the program exited with status {program_status}; that is this run's status");
+            say!("the program exited with status {program_status}; that is this run's status");
         }
         let files = load::expand(std::slice::from_ref(&dir), true)?;
         if files.is_empty() {
-            eprintln!(
-                "cudaleak: the program wrote no dump into {}: the shim was not loaded \
+            say!(
+                "the program wrote no dump into {}: the shim was not loaded \
                  (a static or setuid program, or one that clears LD_PRELOAD) or the program \
                  was killed before it could write one; nothing was checked",
                 dir.display()

@@ -11,6 +11,7 @@ pub mod commands;
 pub mod fuzz_target;
 pub mod growth;
 pub mod load;
+pub mod message;
 pub mod report;
 pub mod run;
 pub mod suppressions;

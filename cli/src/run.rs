@@ -186,8 +186,8 @@ pub fn run_program(program: &[OsString], shim: &Path, run_dir: &Path) -> Result<
                 std::io::ErrorKind::NotFound => 127,
                 _ => 126,
             };
-            eprintln!(
-                "cudaleak: cannot run {}: {}",
+            crate::say!(
+                "cannot run {}: {}",
                 Path::new(prog).display(),
                 e.to_string().split(" (os error").next().unwrap_or("")
             );
