@@ -7,21 +7,23 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use cudaleak_format as format;
-use format::{EventType, Kind};
+use crate::load::schema as format;
+use format::{EventType, Kind, Name};
 
 use crate::args::{Gate, View};
 use crate::suppressions::Rule;
 
-/// One frame as reporters show it.
+/// One frame as reporters show it. Its names are shared with the dump and every other view
+/// of the same name (cut to [`MAX_NAME_BYTES`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameView {
-    pub function: Option<String>,
-    pub file: Option<String>,
+    pub function: Option<Name>,
+    pub file: Option<Name>,
     pub line: Option<u32>,
     /// Full path of the module, as in the dump.
-    pub module: Option<String>,
+    pub module: Option<Name>,
     pub offset: Option<u64>,
     pub ip: u64,
     /// Inside the CUDA runtime/driver, the shim or start-up code (shown only with
@@ -41,9 +43,10 @@ pub fn basename(path: &str) -> &str {
 }
 
 /// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
+/// Made once per stack; every group, callsite and event from that stack shares its frames.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StackView {
-    pub frames: Vec<FrameView>,
+    pub frames: Arc<[FrameView]>,
     /// Internal frames left out.
     pub hidden: usize,
     /// Visible frames left out by `--frames`.
@@ -84,7 +87,7 @@ pub struct LeakGroup {
     pub allocations: u64,
     pub stack: StackView,
     /// The callsite's identity across processes and dumps: API plus visible frames.
-    pub callsite: String,
+    pub callsite: Arc<str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -388,13 +391,22 @@ pub fn process_view(p: &format::Process) -> format::Process {
     }
 }
 
+/// `cut` for a name from the dump: itself (shared) when short enough.
+fn cut_name(s: &Name) -> Name {
+    if s.len() <= MAX_NAME_BYTES {
+        s.clone()
+    } else {
+        cut(s).into()
+    }
+}
+
 fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
     FrameView {
         internal,
-        function: f.function.as_deref().map(cut),
-        file: f.file.as_deref().map(cut),
+        function: f.function.as_ref().map(cut_name),
+        file: f.file.as_ref().map(cut_name),
         line: f.line,
-        module: f.module.as_deref().map(cut),
+        module: f.module.as_ref().map(cut_name),
         offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
     }
@@ -478,7 +490,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
         view: StackView {
             omitted: idx.len() - shown.len(),
             hidden: stack.frames.len() - idx.len(),
-            frames: shown,
+            frames: shown.into(),
         },
     }
 }
@@ -557,7 +569,7 @@ struct GroupAcc {
 
 /// Groups live records by API, kind, device and visible stack.
 fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
-    let mut index: HashMap<(String, Kind, Option<i32>), usize> = HashMap::new();
+    let mut index: HashMap<(Arc<str>, Kind, Option<i32>), usize> = HashMap::new();
     // Records of one stack index, API, kind and device share a group: found without building
     // the callsite key (a whole stack's worth of text) for every record.
     let mut fast: HashMap<(usize, &'a str, Kind, Option<i32>), usize> = HashMap::new();
@@ -570,7 +582,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
-        let callsite = format!("{}\u{1d}{}", r.api, p.key);
+        let callsite: Arc<str> = format!("{}\u{1d}{}", r.api, p.key).into();
         let slot = *index
             .entry((callsite.clone(), r.kind, r.device))
             .or_insert_with(|| {
@@ -1434,8 +1446,8 @@ mod tests {
     fn processes_are_sorted_by_pid_and_shared_callsites_count_once() {
         let c = cfg();
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/multi");
-        let a = format::read_file(&dir.join("cudaleak.2002.json")).unwrap();
-        let b = format::read_file(&dir.join("cudaleak.2001.json")).unwrap();
+        let a = crate::load::read(&dir.join("cudaleak.2002.json")).unwrap();
+        let b = crate::load::read(&dir.join("cudaleak.2001.json")).unwrap();
         let f = finish(
             vec![
                 analyze_process(&a, Path::new("a"), &c),
@@ -1462,8 +1474,8 @@ mod tests {
     #[test]
     fn diff_matches_callsites_across_stack_indices_and_puts_growth_first() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/snapshots");
-        let old = format::read_file(&dir.join("cudaleak.3001.snapshot-1.json")).unwrap();
-        let new = format::read_file(&dir.join("cudaleak.3001.snapshot-2.json")).unwrap();
+        let old = crate::load::read(&dir.join("cudaleak.3001.snapshot-1.json")).unwrap();
+        let new = crate::load::read(&dir.join("cudaleak.3001.snapshot-2.json")).unwrap();
         let d = diff(&old, Path::new("o"), &new, Path::new("n"), &view());
         assert_eq!(d.rows.len(), 3);
         assert_eq!((d.grew, d.unchanged, d.shrank), (1, 1, 1));

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cudaleak_format as format;
+use crate::load::schema as format;
 
 use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
 
@@ -598,7 +598,7 @@ mod tests {
     fn one_dump_per_process_is_an_error_that_names_it() {
         let c = cfg();
         let mut b = Builder::new(&c);
-        let d = format::read_file(
+        let d = crate::load::read(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/leak_loop.json"),
         )
         .unwrap();
@@ -616,7 +616,7 @@ mod tests {
     fn many_single_dumps_are_counted_and_the_first_few_named_one_per_line() {
         let c = cfg();
         let mut b = Builder::new(&c);
-        let mut d = format::read_file(
+        let mut d = crate::load::read(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/leak_loop.json"),
         )
         .unwrap();

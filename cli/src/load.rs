@@ -17,8 +17,18 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use cudaleak_format as format;
-use serde::de::IgnoredAny;
-use serde::Deserialize;
+
+/// The dump schema as the CLI holds it: `cudaleak_format`'s types with names interned
+/// (`cudaleak_format::from_reader`), so frames that repeat a name share it. Analysis code
+/// imports this module as `format`.
+pub mod schema {
+    pub use cudaleak_format::*;
+    pub type Dump = cudaleak_format::Dump<Name>;
+    pub type Stack = cudaleak_format::Stack<Name>;
+    pub type Frame = cudaleak_format::Frame<Name>;
+    pub type LiveRecord = cudaleak_format::LiveRecord<Name>;
+    pub type Event = cudaleak_format::Event<Name>;
+}
 
 /// Dumps larger than this (4 GiB) are refused rather than read; so is a file that reads on past
 /// it whatever its size says (one still being written, a `/proc` file). A dump of ten million live blocks is about 1.7 GB.
@@ -286,8 +296,9 @@ fn latest_run_dir(dir: &Path) -> Option<PathBuf> {
     runs.max_by_key(|(key, _)| *key).map(|(_, path)| path)
 }
 
-/// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the parser.
-pub fn read(path: &Path) -> Result<format::Dump, LoadError> {
+/// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the format crate's
+/// reader, names interned.
+pub fn read(path: &Path) -> Result<schema::Dump, LoadError> {
     read_limited(path, MAX_DUMP_BYTES)
 }
 
@@ -322,9 +333,9 @@ fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
 }
 
 /// `read` with another limit (tests use a small one).
-pub fn read_limited(path: &Path, limit: u64) -> Result<format::Dump, LoadError> {
+pub fn read_limited(path: &Path, limit: u64) -> Result<schema::Dump, LoadError> {
     let mut input = open_limited(path, limit)?;
-    let parsed = parse(&mut input, || open_limited(path, limit).ok());
+    let parsed = format::from_reader(&mut input, || open_limited(path, limit).ok());
     if input.get_ref().n > limit {
         return Err(err(path, LoadErrorKind::TooLarge(None)));
     }
@@ -332,73 +343,6 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<format::Dump, LoadError> 
         format::ReadError::Io(e) => err(path, LoadErrorKind::Io(e)),
         e => err(path, LoadErrorKind::Read(e)),
     })
-}
-
-/// Parses and validates a dump streamed from `input`, with the same verdicts as
-/// `cudaleak_format::from_slice`; `reopen` gives the input again from its start, for a second
-/// streaming pass that names the version of a dump whose shape does not fit.
-pub fn parse<R: Read, S: Read>(
-    input: R,
-    reopen: impl FnOnce() -> Option<S>,
-) -> Result<format::Dump, format::ReadError> {
-    let parsed = {
-        let mut de = serde_json::Deserializer::from_reader(input);
-        format::Dump::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
-    };
-    match parsed {
-        Ok(dump) => {
-            if dump.cudaleak_dump != format::SCHEMA_VERSION {
-                return Err(format::ReadError::Version(Some(dump.cudaleak_dump.into())));
-            }
-            dump.validate().map_err(format::ReadError::Inconsistent)?;
-            Ok(dump)
-        }
-        Err(e) if e.is_io() => Err(format::ReadError::Io(io::Error::other(strip_position(&e)))),
-        Err(e) => {
-            // A dump of another version usually fails on its shape first: say "version" then.
-            if !e.is_syntax() && !e.is_eof() {
-                if let Some(v) = reopen().and_then(peek_version) {
-                    if v != Some(u64::from(format::SCHEMA_VERSION)) {
-                        return Err(format::ReadError::Version(v));
-                    }
-                }
-            }
-            Err(format::ReadError::Syntax {
-                line: e.line(),
-                column: e.column(),
-                message: strip_position(&e),
-            })
-        }
-    }
-}
-
-/// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
-/// the input is not a JSON object. Streams, keeping nothing but the version.
-fn peek_version(input: impl Read) -> Option<Option<u64>> {
-    #[derive(Deserialize)]
-    struct Peek {
-        cudaleak_dump: Option<NumberOrOther>,
-    }
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumberOrOther {
-        Number(u64),
-        Other(IgnoredAny),
-    }
-    let p: Peek = serde_json::from_reader(input).ok()?;
-    Some(match p.cudaleak_dump {
-        Some(NumberOrOther::Number(v)) => Some(v),
-        _ => None,
-    })
-}
-
-/// serde_json appends " at line L column C"; the position is reported as file:line:col.
-fn strip_position(e: &serde_json::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" at line ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ fn first_frame(s: &StackView, root: Option<&str>) -> String {
 }
 
 fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()> {
-    for f in &s.frames {
+    for f in s.frames.iter() {
         writeln!(w, "1. {}", escape(&frame_text_under(f, root)))?;
     }
     if s.omitted > 0 {
