@@ -460,10 +460,28 @@ fn push_frame_key(key: &mut String, f: &format::Frame) {
     key.push('\u{1e}');
 }
 
-/// A stack prepared once per (stack index, API): its grouping key and what is shown.
+/// A stack prepared once per (stack index, API): its grouping key and what is shown. The key is
+/// kept once, as the callsite of the API it was prepared for (`API \u{1d} frames`), and shared
+/// by the group or callsite made from it.
 struct Prepared {
-    key: String,
+    callsite: Arc<str>,
+    api_len: usize,
     view: StackView,
+}
+
+impl Prepared {
+    /// The visible frames' identity, without the API.
+    fn key(&self) -> &str {
+        self.callsite.get(self.api_len + 1..).unwrap_or("")
+    }
+    /// The callsite of `api` at this stack: shared when `api` is the one it was prepared for.
+    fn callsite(&self, api: &str) -> Arc<str> {
+        if self.callsite.get(..self.api_len) == Some(api) {
+            Arc::clone(&self.callsite)
+        } else {
+            format!("{api}\u{1d}{}", self.key()).into()
+        }
+    }
 }
 
 fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
@@ -475,7 +493,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
             user[i] = true;
         }
     }
-    let mut key = String::new();
+    let mut key = format!("{api}\u{1d}");
     for &i in &idx {
         push_frame_key(&mut key, &stack.frames[i]);
     }
@@ -486,7 +504,8 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
         .map(|&i| frame_view(&stack.frames[i], !user[i]))
         .collect();
     Prepared {
-        key,
+        callsite: key.into(),
+        api_len: api.len(),
         view: StackView {
             omitted: idx.len() - shown.len(),
             hidden: stack.frames.len() - idx.len(),
@@ -582,7 +601,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
-        let callsite: Arc<str> = format!("{}\u{1d}{}", r.api, p.key).into();
+        let callsite = p.callsite(&r.api);
         let slot = *index
             .entry((callsite.clone(), r.kind, r.device))
             .or_insert_with(|| {
@@ -719,7 +738,7 @@ fn group_events<'a>(
     let mut bad_index: HashMap<String, usize> = HashMap::new();
     for e in &dump.events {
         let p = stacks.get(e.stack, &e.api);
-        let (key, view) = (format!("{}\u{1d}{}", e.api, p.key), p.view.clone());
+        let (key, view) = (p.callsite(&e.api).to_string(), p.view.clone());
         match e.kind {
             EventType::FailedAllocation => {
                 let slot = *failed_index.entry(key).or_insert_with(|| {
@@ -746,7 +765,7 @@ fn group_events<'a>(
             EventType::DoubleFree | EventType::InvalidFree => {
                 let alloc = e.alloc_stack.map(|s| {
                     let p = stacks.get(s, &e.api);
-                    (p.key.clone(), p.view.clone())
+                    (p.key().to_string(), p.view.clone())
                 });
                 let full_key = format!(
                     "{}\u{1c}{}\u{1c}{}",
@@ -922,7 +941,7 @@ fn side_counts(dump: &format::Dump) -> Counts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsiteLive {
     /// API plus visible frames: equal for the same code in any dump of any run.
-    pub key: String,
+    pub key: Arc<str>,
     pub api: String,
     pub stack: StackView,
     pub live: Counts,
@@ -938,7 +957,7 @@ pub fn live_by_callsite(
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<Arc<str>, usize> = HashMap::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
@@ -967,7 +986,7 @@ pub fn live_by_callsite(
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
-        let key = format!("{}\u{1d}{}", r.api, p.key);
+        let key = p.callsite(&r.api);
         let slot = match index.get(&key) {
             Some(&i) => i,
             None => {
@@ -1002,7 +1021,7 @@ pub fn diff(
     view: &View,
 ) -> DiffFindings {
     let mut rows: Vec<DiffRow> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<Arc<str>, usize> = HashMap::new();
     for (dump, is_new) in [(old, false), (new, true)] {
         for c in live_by_callsite(dump, view, &[]).0 {
             let slot = *index.entry(c.key).or_insert_with(|| {

@@ -176,7 +176,7 @@ struct ProcessAcc {
     process_order: (bool, u64, u64),
     points: Vec<Point>,
     rows: Vec<RowAcc>,
-    index: HashMap<String, usize>,
+    index: HashMap<std::sync::Arc<str>, usize>,
 }
 
 struct RowAcc {
