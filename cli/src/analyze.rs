@@ -1020,10 +1020,37 @@ pub fn diff(
     new_source: &Path,
     view: &View,
 ) -> DiffFindings {
+    diff_of(
+        diff_input(old, old_source, view),
+        diff_input(new, new_source, view),
+        view,
+    )
+}
+
+/// What `diff` needs of one dump: taken before the next dump is read, so a diff holds one dump
+/// in memory at a time.
+pub struct DiffInput {
+    side: DiffSide,
+    callsites: Vec<CallsiteLive>,
+}
+
+pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput {
+    DiffInput {
+        side: DiffSide {
+            source: source.to_path_buf(),
+            process: process_view(&dump.process),
+            live: side_counts(dump),
+        },
+        callsites: live_by_callsite(dump, view, &[]).0,
+    }
+}
+
+/// `diff` of two dumps' inputs.
+pub fn diff_of(old: DiffInput, new: DiffInput, view: &View) -> DiffFindings {
     let mut rows: Vec<DiffRow> = Vec::new();
     let mut index: HashMap<Arc<str>, usize> = HashMap::new();
-    for (dump, is_new) in [(old, false), (new, true)] {
-        for c in live_by_callsite(dump, view, &[]).0 {
+    for (callsites, is_new) in [(old.callsites, false), (new.callsites, true)] {
+        for c in callsites {
             let slot = *index.entry(c.key).or_insert_with(|| {
                 rows.push(DiffRow {
                     api: c.api,
@@ -1041,6 +1068,7 @@ pub fn diff(
             }
         }
     }
+    drop(index);
     rows.sort_by(|a, b| {
         b.trend()
             .cmp(&a.trend())
@@ -1054,16 +1082,8 @@ pub fn diff(
     let total = rows.len();
     rows.truncate(view.top.unwrap_or(usize::MAX));
     DiffFindings {
-        old: DiffSide {
-            source: old_source.to_path_buf(),
-            process: process_view(&old.process),
-            live: side_counts(old),
-        },
-        new: DiffSide {
-            source: new_source.to_path_buf(),
-            process: process_view(&new.process),
-            live: side_counts(new),
-        },
+        old: old.side,
+        new: new.side,
         rows_not_shown: (total - rows.len()) as u64,
         rows,
         grew,

@@ -191,11 +191,11 @@ pub fn run(a: &RunArgs) -> u8 {
 /// `cudaleak diff`.
 pub fn diff(a: &DiffArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
-        let old = load::read(&a.old)?;
-        let new = load::read(&a.new)?;
         let view = a.view(false);
-        let d = analyze::diff(&old, &a.old, &new, &a.new, &view);
-        drop((old, new));
+        // One dump in memory at a time: each is reduced to its callsites before the next is read.
+        let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
+        let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
+        let d = analyze::diff_of(old, new, &view);
         let (mut out, tty) = open_output(a.output.as_deref())?;
         let view = View {
             color: a.view(tty).color,
