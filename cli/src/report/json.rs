@@ -37,8 +37,18 @@ struct Frame<'a> {
     offset: Option<String>,
 }
 
-fn frames(s: &StackView) -> Vec<Frame<'_>> {
-    s.frames.iter().map(frame).collect()
+/// A stack's frames, written straight from the findings as the document is written (never a
+/// copy of every frame of every group).
+struct Frames<'a>(&'a StackView);
+
+impl Serialize for Frames<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.frames.iter().map(frame))
+    }
+}
+
+fn frames(s: &StackView) -> Frames<'_> {
+    Frames(s)
 }
 
 fn frame(f: &FrameView) -> Frame<'_> {
@@ -59,7 +69,7 @@ struct Group<'a> {
     api: &'a str,
     kind: &'static str,
     device: Option<i32>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
 }
@@ -84,7 +94,7 @@ struct Callsite<'a> {
     bytes: u64,
     allocations: u64,
     processes: u64,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -100,7 +110,7 @@ struct Failed<'a> {
     count: u64,
     bytes: u64,
     errors: Vec<ErrorCode>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -111,8 +121,8 @@ struct BadFree<'a> {
     api: &'a str,
     count: u64,
     address: Option<String>,
-    frames: Vec<Frame<'a>>,
-    alloc_frames: Option<Vec<Frame<'a>>>,
+    frames: Frames<'a>,
+    alloc_frames: Option<Frames<'a>>,
 }
 
 #[derive(Serialize)]
@@ -396,7 +406,7 @@ struct DiffRowDoc<'a> {
     new_allocations: u64,
     delta_bytes: i128,
     delta_allocations: i128,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -451,7 +461,7 @@ struct GrowthRowDoc<'a> {
     grew_intervals: u64,
     shrank_intervals: u64,
     series: Vec<LiveDoc>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
 }
