@@ -7,7 +7,7 @@
 // chunks and the accumulator were freed.
 //
 // EXPECT: summary allocations=8 frees=7 live_allocations=1 live_bytes=2097152 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=1 bytes=2097152 api=cudaMallocAsync static_api=cuMemAllocAsync kind=async function=process_chunks
+// EXPECT: leak marker=LEAK-HERE count=1 bytes=2097152 api=cudaMallocAsync kind=async function=process_chunks
 #include "check.h"
 
 const int CHUNK = 1 << 19; // floats: 2 MiB

@@ -1,4 +1,4 @@
-// correct_usage.cu — seed §3.1, the right way: one cudaMalloc, use, one cudaFree.
+// correct_usage.cu — tutorial §3.1, the right way: one cudaMalloc, use, one cudaFree.
 //
 // The report must show NOTHING: no live allocation, no failed allocation, no bad free.
 // Exactly one allocation and one free are seen.

@@ -5,7 +5,7 @@
 // FREED-TWICE, naming where the block was allocated (main, line marked ALLOC-HERE); and no leak.
 //
 // EXPECT: summary allocations=1 frees=1 live_allocations=0 live_bytes=0 failed_allocations=0 invalid_frees=1
-// EXPECT: event type=double_free marker=FREED-TWICE count=1 api=cudaFree static_api=cuMemFree_v2 function=release_buffers alloc_marker=ALLOC-HERE
+// EXPECT: event type=double_free marker=FREED-TWICE count=1 api=cudaFree function=release_buffers alloc_marker=ALLOC-HERE
 #include "check.h"
 
 struct Buffers {

@@ -1,4 +1,4 @@
-// failed_allocation.cu — seed §3.5, rule one: "check every allocation; never assume there is
+// failed_allocation.cu — tutorial §3.5, rule one: "check every allocation; never assume there is
 // enough memory". This program asks for 1 PiB (1 << 50 bytes, more than any GPU has), ignores the
 // error code, prints it and carries on with a normal allocation that it frees.
 //
@@ -6,7 +6,7 @@
 // (out of memory), called from main at the line marked FAILS-HERE; and no leak.
 //
 // EXPECT: summary allocations=1 frees=1 live_allocations=0 live_bytes=0 failed_allocations=1 invalid_frees=0
-// EXPECT: event type=failed_allocation marker=FAILS-HERE count=1 api=cudaMalloc static_api=cuMemAlloc_v2 size=1125899906842624 error=2 function=main
+// EXPECT: event type=failed_allocation marker=FAILS-HERE count=1 api=cudaMalloc size=1125899906842624 error=2 function=main
 #include "check.h"
 
 int main() {

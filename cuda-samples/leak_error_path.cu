@@ -1,4 +1,4 @@
-// leak_error_path.cu — seed §3.2, leak scenario 2: an early return on an error path skips the
+// leak_error_path.cu — tutorial §3.2, leak scenario 2: an early return on an error path skips the
 // cudaFree at the end of process_data.
 //
 // process_data runs three times; the second input is invalid, so that call returns early.
@@ -6,7 +6,7 @@
 // memory), allocated in process_data at the line marked LEAK-HERE. The two good calls freed theirs.
 //
 // EXPECT: summary allocations=3 frees=2 live_allocations=1 live_bytes=4194304 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=1 bytes=4194304 api=cudaMalloc static_api=cuMemAlloc_v2 kind=device function=process_data
+// EXPECT: leak marker=LEAK-HERE count=1 bytes=4194304 api=cudaMalloc kind=device function=process_data
 #include "check.h"
 
 const int N = 1 << 20;

@@ -1,11 +1,11 @@
-// leak_loop.cu — seed §3.2, leak scenario 1: a loop that allocates a temporary buffer on every
+// leak_loop.cu — tutorial §3.2, leak scenario 1: a loop that allocates a temporary buffer on every
 // iteration and never frees it. 1000 iterations × 1024 floats = 1000 blocks of 4 KiB.
 //
 // The report must show ONE leak group, not a thousand entries: 1000 allocations, 4 096 000
 // bytes, via cudaMalloc (device memory), allocated in run_batches at the line marked LEAK-HERE.
 //
 // EXPECT: summary allocations=1000 frees=0 live_allocations=1000 live_bytes=4096000 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=1000 bytes=4096000 api=cudaMalloc static_api=cuMemAlloc_v2 kind=device function=run_batches
+// EXPECT: leak marker=LEAK-HERE count=1000 bytes=4096000 api=cudaMalloc kind=device function=run_batches
 #include "check.h"
 
 __global__ void fill(float *p, int n, float v) {

@@ -1,4 +1,4 @@
-// managed_traps.cu — seed §3.3: cudaMallocManaged looks simple (no explicit copies) but every
+// managed_traps.cu — tutorial §3.3: cudaMallocManaged looks simple (no explicit copies) but every
 // kernel access may migrate pages between host and GPU, and the memory is easy to forget.
 //
 // A managed buffer of 262 144 floats is initialised on the host, used by a kernel and never
@@ -7,7 +7,7 @@
 // line marked LEAK-HERE, and list that callsite as managed memory (migration/capacity risk).
 //
 // EXPECT: summary allocations=2 frees=1 live_allocations=1 live_bytes=1048576 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=1 bytes=1048576 api=cudaMallocManaged static_api=cuMemAllocManaged kind=managed function=prepare_weights
+// EXPECT: leak marker=LEAK-HERE count=1 bytes=1048576 api=cudaMallocManaged kind=managed function=prepare_weights
 #include "check.h"
 
 const int N = 1 << 18;
@@ -28,7 +28,7 @@ float *prepare_weights() {
     return data; // the caller never frees it
 }
 
-// The seed's "looks simple" version, freed correctly.
+// The tutorial's "looks simple" version, freed correctly.
 void scratch_pass() {
     float *data;
     CHECK(cudaMallocManaged(&data, N * sizeof(float)));

@@ -7,7 +7,7 @@
 // make_staging_buffer at the line marked LEAK-HERE.
 //
 // EXPECT: summary allocations=3 frees=2 live_allocations=1 live_bytes=4194304 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=1 bytes=4194304 api=cudaMallocHost static_api=cuMemHostAlloc kind=host function=make_staging_buffer
+// EXPECT: leak marker=LEAK-HERE count=1 bytes=4194304 api=cudaMallocHost kind=host function=make_staging_buffer
 #include <cstring>
 #include "check.h"
 

@@ -1,4 +1,4 @@
-// raii_fixed.cu — the seed's fix for leak_error_path.cu: an RAII device buffer whose destructor
+// raii_fixed.cu — the tutorial's fix for leak_error_path.cu: an RAII device buffer whose destructor
 // calls cudaFree, so every way out of process_data releases the memory, the early return included.
 //
 // Same inputs as leak_error_path.cu (three calls, the second rejected). The report must show

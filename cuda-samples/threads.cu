@@ -5,7 +5,7 @@
 // memory) in worker at the line marked LEAK-HERE, made by 4 different threads.
 //
 // EXPECT: summary allocations=8 frees=4 live_allocations=4 live_bytes=262144 failed_allocations=0 invalid_frees=0
-// EXPECT: leak marker=LEAK-HERE count=4 bytes=262144 threads=4 api=cudaMalloc static_api=cuMemAlloc_v2 kind=device function=worker
+// EXPECT: leak marker=LEAK-HERE count=4 bytes=262144 threads=4 api=cudaMalloc kind=device function=worker
 #include <thread>
 #include <vector>
 #include "check.h"

@@ -25,11 +25,11 @@ SUMMARY_KEYS = {
     "live_allocations", "live_bytes", "peak_live_bytes", "bytes_allocated",
 }
 LEAK_KEYS = {
-    "marker", "file", "size", "count", "bytes", "api", "static_api", "kind", "function",
+    "marker", "file", "size", "count", "bytes", "api", "kind", "function",
     "module", "threads",
 }
 EVENT_KEYS = {
-    "type", "marker", "file", "size", "count", "api", "static_api", "function", "module",
+    "type", "marker", "file", "size", "count", "api", "function", "module",
     "error", "alloc_marker", "alloc_file",
 }
 INT_KEYS = SUMMARY_KEYS | {"size", "count", "bytes", "threads", "error"}
@@ -126,8 +126,8 @@ def load_dump(path):
             dump = json.load(f)
     except (OSError, ValueError) as e:
         raise BadInput(f"{path}: {e}") from None
-    if not isinstance(dump, dict) or dump.get("cudaleak_dump") != 1:
-        raise BadInput(f"{path}: not a cudaleak v1 dump")
+    if not isinstance(dump, dict) or dump.get("cudaleak_dump") not in (1, 2):
+        raise BadInput(f"{path}: not a cudaleak v1 or v2 dump")
     return dump
 
 
@@ -178,8 +178,7 @@ class Checker:
                     frames[0] if frames else None)
 
     def expected_api(self, fields):
-        if self.flavour == "static" and "static_api" in fields:
-            return fields["static_api"]
+        # Both flavours: a static runtime's record is named by the runtime function in its stack.
         return fields.get("api")
 
     def select(self, items, fields, n, stack_key):
@@ -218,7 +217,9 @@ class Checker:
             want = fields["module"]
 
             def has_module(item, frame):
-                frames = [frame] if frame else self.stacks[item.get("stack", 0)]["frames"]
+                # A Python frame has no module: the module is then anywhere in the stack.
+                located = frame and frame.get("module")
+                frames = [frame] if located else self.stacks[item.get("stack", 0)]["frames"]
                 return any(os.path.basename(fr.get("module") or "") == want for fr in frames)
 
             seen = sorted({os.path.basename((f or {}).get("module") or "?") for _, f in chosen})

@@ -20,6 +20,13 @@ set -euo pipefail
 # Pinned: the same release as the GPU machine's /usr/local/cuda (13.0.88).
 CUDA_PYPI_VERSION="${CUDALEAK_CUDA_PYPI_VERSION:-13.0.88}"
 
+# nvcc compiles host code with a C++ compiler; without one it fails on the first sample with a
+# message that does not say so. (NVCC_FLAGS="-ccbin ..." names another one.)
+if [[ "${NVCC_FLAGS:-}" != *-ccbin* ]] && ! command -v g++ >/dev/null && ! command -v c++ >/dev/null; then
+    echo "cudaleak: nvcc needs a C++ host compiler and there is none (g++, c++): install g++ (Debian/Ubuntu: apt install g++), or set NVCC_FLAGS=\"-ccbin PATH\"" >&2
+    exit 1
+fi
+
 found() {
     printf '%s\n' "$1"
     exit 0
@@ -47,7 +54,7 @@ if [[ -z "$python" ]] || ! "$python" -m pip --version >/dev/null 2>&1; then
 fi
 cc="$(command -v cc || command -v gcc || true)"
 if [[ -z "$cc" ]]; then
-    echo "cudaleak: no nvcc found and no C compiler (cc/gcc) for nvcc to use as its host compiler" >&2
+    echo "cudaleak: no nvcc found and no C compiler (cc/gcc) to build the driver stub with" >&2
     exit 1
 fi
 

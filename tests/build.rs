@@ -1,6 +1,8 @@
-//! Builds the null-device CUDA runtime and driver (nullcuda/), the call spy, and the scenario
-//! programs (scenarios/) with the system C compiler, into OUT_DIR. Tests find them through
-//! `NULLCUDA_DIR`, `SPY_LIB` and `SCENARIO_DIR`.
+//! Builds the null-device CUDA runtime and driver (nullcuda/), the call spy, stand-ins for
+//! framework libraries (frameworks/: a libcublas.so.13 and a PyTorch libc10_cuda.so that allocate
+//! under their real names) and the scenario programs (scenarios/) with the system C and C++
+//! compilers, into OUT_DIR. Tests find them through `NULLCUDA_DIR`, `SPY_LIB`, `FRAMEWORKS_DIR`
+//! and `SCENARIO_DIR`.
 //!
 //! Must never: touch anything outside OUT_DIR, or link a scenario with an rpath (programs find
 //! the null libraries through LD_LIBRARY_PATH, as real ones find the real driver).
@@ -24,7 +26,9 @@ fn main() {
     fs::create_dir_all(&scenario_dir).expect("create OUT_DIR/scenarios");
     println!("cargo:rerun-if-changed=nullcuda");
     println!("cargo:rerun-if-changed=scenarios");
+    println!("cargo:rerun-if-changed=frameworks");
     println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=CXX");
 
     let shared = |soname: &str, source: &str, map: Option<&str>, libs: &[&str]| {
         let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
@@ -76,6 +80,42 @@ fn main() {
     println!("cargo:rustc-env=BENCHCUDA_DIR={}", bench_dir.display());
     dev_symlink(&lib_dir, "libcudart.so", "libcudart.so.13");
 
+    // Framework stand-ins live apart: only tests that put FRAMEWORKS_DIR on LD_LIBRARY_PATH
+    // load them. Neither has debug information, like the real wheels: c10 keeps its symbol table
+    // (names come from it, an anonymous namespace included); cuBLAS is stripped, so only its
+    // exported names resolve.
+    let cxx = env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let fw_src = manifest.join("frameworks");
+    let fw_dir = out.join("frameworks");
+    fs::create_dir_all(&fw_dir).expect("create OUT_DIR/frameworks");
+    let framework = |compiler: &str, soname: &str, source: &str, strip: bool, libs: &[&str]| {
+        let mut args: Vec<String> = [
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-fno-omit-frame-pointer",
+        ]
+        .iter()
+        .chain(WARNINGS)
+        .map(|s| s.to_string())
+        .collect();
+        if strip {
+            args.push("-s".into());
+        }
+        args.push(format!("-I{}", include.display()));
+        args.push(format!("-Wl,-soname,{soname}"));
+        args.push("-o".into());
+        args.push(fw_dir.join(soname).display().to_string());
+        args.push(fw_src.join(source).display().to_string());
+        args.push(format!("-L{}", lib_dir.display()));
+        args.extend(libs.iter().map(|s| s.to_string()));
+        compile(compiler, &args);
+    };
+    framework(&cc, "libcublas.so.13", "cublas.c", true, &["-lcuda"]);
+    dev_symlink(&fw_dir, "libcublas.so", "libcublas.so.13");
+    framework(&cxx, "libc10_cuda.so", "c10_cuda.cpp", false, &["-lcudart"]);
+
     // The spy is not a CUDA library: it lives apart so LD_LIBRARY_PATH never finds it.
     let spy_dir = out.join("spy");
     fs::create_dir_all(&spy_dir).expect("create OUT_DIR/spy");
@@ -117,6 +157,9 @@ fn main() {
         args.push(scenario_dir.join(&*name).display().to_string());
         args.push(source.display().to_string());
         args.push(format!("-L{}", lib_dir.display()));
+        args.push(format!("-L{}", fw_dir.display()));
+        // Where the linker finds the libraries those depend on (not an rpath in the program).
+        args.push(format!("-Wl,-rpath-link,{}", lib_dir.display()));
         args.extend(link_flags(&text));
         compile(&cc, &args);
     }
@@ -124,6 +167,7 @@ fn main() {
     println!("cargo:rustc-env=NULLCUDA_DIR={}", lib_dir.display());
     println!("cargo:rustc-env=SPY_LIB={}", spy.display());
     println!("cargo:rustc-env=SCENARIO_DIR={}", scenario_dir.display());
+    println!("cargo:rustc-env=FRAMEWORKS_DIR={}", fw_dir.display());
 }
 
 /// The libraries a scenario names on its ` * build: -l…` header line.

@@ -1,5 +1,7 @@
-//! Pure analysis: dumps plus a configuration in, findings out. Grouping of leaks by stack,
-//! hiding of internal frames, suppressions and size filters, the gate's verdict, and `diff`.
+//! Pure analysis: dumps plus a configuration in, findings out. Grouping of live blocks by stack,
+//! hiding of internal frames, the split of live blocks into leaks and blocks held by caches,
+//! teardown errors set apart from real ones, suppressions and size filters, the gate's verdict,
+//! and `diff`.
 //!
 //! No I/O and no formatting of output here (reporters do that), and nothing may panic on a
 //! dump that `cudaleak-format` accepted. Findings own their strings so a dump can be dropped
@@ -13,6 +15,7 @@ use crate::load::schema as format;
 use format::{EventType, Kind, Name};
 
 use crate::args::{Gate, View};
+use crate::caches::{self, CacheRule};
 use crate::suppressions::Rule;
 
 /// One frame as reporters show it. Its names are shared with the dump and every other view
@@ -26,6 +29,8 @@ pub struct FrameView {
     pub module: Option<Name>,
     pub offset: Option<u64>,
     pub ip: u64,
+    /// A Python function's frame (the dump's `kind: python`).
+    pub python: bool,
     /// Inside the CUDA runtime/driver, the shim or start-up code (shown only with
     /// `--show-internal`).
     pub internal: bool,
@@ -35,6 +40,14 @@ impl FrameView {
     /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
     pub fn module_name(&self) -> Option<&str> {
         self.module.as_deref().map(basename)
+    }
+
+    /// The module's file name; for a Python frame, its script's (`train.py`).
+    pub fn module_or_script(&self) -> Option<&str> {
+        match (self.python, &self.file) {
+            (true, Some(file)) => Some(basename(file)),
+            _ => self.module_name(),
+        }
     }
 }
 
@@ -51,6 +64,74 @@ pub struct StackView {
     pub hidden: usize,
     /// Visible frames left out by `--frames`.
     pub omitted: usize,
+    /// Runs of frames folded into one line each (stacks with Python frames, without `--native`),
+    /// in stack order.
+    pub folded: Vec<Folded>,
+}
+
+/// Native frames (and Python frames of installed packages) next to the program's Python frames,
+/// shown as one line: `… 18 frames in libtorch_cpu.so, torch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folded {
+    /// The index in `frames` of the frame the run stood before (`frames.len()`: after the last).
+    pub at: usize,
+    pub frames: usize,
+    /// The run's modules (file names) and Python packages, innermost first, each once.
+    pub modules: Vec<String>,
+}
+
+/// The package of a Python frame in installed code — `torch` for
+/// `…/site-packages/torch/nn/modules/linear.py`, the file name for the standard library or a
+/// frozen module — or `None` for the program's own scripts.
+fn python_library(f: &format::Frame) -> Option<&str> {
+    let file = f.file.as_deref()?;
+    for dir in ["/site-packages/", "/dist-packages/"] {
+        if let Some((_, rest)) = file.split_once(dir) {
+            return Some(rest.split('/').next().unwrap_or(rest));
+        }
+    }
+    let stdlib = file.contains("/lib/python3.") || file.starts_with("<frozen ");
+    stdlib.then(|| basename(file))
+}
+
+/// Folds the runs of native frames of `frames` (indices into `all`) when any is a Python frame —
+/// and with them the Python frames of installed packages and the standard library, when a
+/// Python frame of the program's own is left: the frames kept, and the folded runs.
+fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Folded>) {
+    let python = |i: &usize| all[*i].is_python();
+    let own = |i: &usize| python(i) && python_library(&all[*i]).is_none();
+    if !frames.iter().any(python) {
+        return (frames.to_vec(), Vec::new());
+    }
+    let keep_libraries = !frames.iter().any(own);
+    let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
+    let mut run: Option<Folded> = None;
+    for &i in frames {
+        let f = &all[i];
+        if own(&i) || (keep_libraries && f.is_python()) {
+            folded.extend(run.take());
+            kept.push(i);
+            continue;
+        }
+        let r = run.get_or_insert_with(|| Folded {
+            at: kept.len(),
+            frames: 0,
+            modules: Vec::new(),
+        });
+        r.frames += 1;
+        let module = if f.is_python() {
+            python_library(f)
+        } else {
+            f.module.as_deref().map(basename)
+        };
+        if let Some(m) = module {
+            if !r.modules.iter().any(|x| x == m) {
+                r.modules.push(cut(m));
+            }
+        }
+    }
+    folded.extend(run);
+    (kept, folded)
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,11 +164,17 @@ pub struct LeakGroup {
     pub api: String,
     pub kind: Kind,
     pub device: Option<i32>,
+    /// The records' sizes: for `reserved` and `mapped`, the address range.
     pub bytes: u64,
+    /// Bytes of memory the records keep allocated (`LiveRecord::held`): what totals add up, so
+    /// memory reached through a reservation, a mapping and a physical allocation counts once.
+    pub held: u64,
     pub allocations: u64,
     pub stack: StackView,
     /// The callsite's identity across processes and dumps: API plus visible frames.
     pub callsite: Arc<str>,
+    /// The cache that holds these blocks (an index into [`Findings::caches`]); `None` for a leak.
+    pub held_by: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +198,33 @@ pub struct BadFreeGroup {
     pub stack: StackView,
     /// Where the block was allocated (double frees whose allocation the shim saw).
     pub alloc_stack: Option<StackView>,
+}
+
+/// Failed allocations and frees that failed because the CUDA runtime or driver was shutting
+/// down: notes, not errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeardownGroup {
+    /// `FailedAllocation`, `DoubleFree` or `InvalidFree`, as the shim recorded the call.
+    pub kind: EventType,
+    pub api: String,
+    pub count: u64,
+    /// Distinct return codes, ascending.
+    pub errors: Vec<i64>,
+    /// Calls made after the program had begun to exit.
+    pub during_exit: u64,
+    pub stack: StackView,
+}
+
+/// Whether a failed call failed because CUDA was shutting down: error 4
+/// (cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED) always; 3 (cudaErrorInitializationError
+/// / CUDA_ERROR_NOT_INITIALIZED) and 201 (cudaErrorDeviceUninitialized /
+/// CUDA_ERROR_INVALID_CONTEXT) only when the call was made after the program had begun to exit.
+pub fn is_teardown(e: &format::Event) -> bool {
+    match e.error {
+        Some(4) => true,
+        Some(3) | Some(201) => e.during_exit,
+        _ => false,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -142,21 +256,66 @@ pub struct ProcessFindings {
     pub bad_frees: Vec<BadFreeGroup>,
     /// Live managed-memory groups (before filters): a performance risk, whether leaked or not.
     pub managed: Vec<LeakGroup>,
+    /// Groups held by a cache or library handle, largest first, cut to `--top`.
+    pub cached: Vec<LeakGroup>,
+    /// Everything held by caches (not cut by `--top`).
+    pub cached_total: Counts,
+    /// Per cache rule, parallel to [`Config::caches`].
+    pub cached_per_rule: Vec<Counts>,
+    /// Double and invalid frees that were not teardown.
     pub double_frees: u64,
     pub invalid_frees: u64,
+    /// Failed calls that failed because CUDA was shutting down, in order of first occurrence.
+    pub teardown: Vec<TeardownGroup>,
+    pub teardown_failed_allocations: u64,
+    pub teardown_bad_frees: u64,
     pub stats: Stats,
 }
 
 impl ProcessFindings {
-    /// Double and invalid frees; the summary counter also covers events the shim had to drop.
+    /// Double and invalid frees that were not teardown; the summary counter also covers events
+    /// the shim had to drop.
     pub fn bad_free_count(&self) -> u64 {
         self.summary
             .invalid_frees
+            .saturating_sub(self.teardown_bad_frees)
             .max(self.double_frees + self.invalid_frees)
+    }
+    /// Failed allocations that were not teardown (the counter covers dropped events too).
+    pub fn failed_allocation_count(&self) -> u64 {
+        self.summary
+            .failed_allocations
+            .saturating_sub(self.teardown_failed_allocations)
     }
     pub fn leaks_not_shown(&self) -> u64 {
         self.leaked.groups.saturating_sub(self.leaks.len() as u64)
     }
+    pub fn cached_not_shown(&self) -> u64 {
+        self.cached_total
+            .groups
+            .saturating_sub(self.cached.len() as u64)
+    }
+    /// The process made no CUDA allocation and no failed call: nothing to report on it.
+    pub fn is_quiet(&self) -> bool {
+        let s = &self.summary;
+        s.allocations == 0
+            && s.failed_allocations == 0
+            && s.invalid_frees == 0
+            && s.untracked_frees == 0
+            && s.live_allocations == 0
+            && self.failed.is_empty()
+            && self.bad_frees.is_empty()
+            && self.teardown.is_empty()
+            && self.process.recording_stopped.is_none()
+    }
+}
+
+/// A process left out of the report because it made no CUDA allocation (`cudaleak run`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuietProcess {
+    pub pid: u32,
+    pub exe: String,
+    pub source: PathBuf,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -172,6 +331,12 @@ pub struct Totals {
     pub invalid_frees: u64,
     pub bad_frees: u64,
     pub managed: Counts,
+    /// Live blocks held by caches and library handles.
+    pub cached: Counts,
+    /// Failed calls set apart as teardown.
+    pub teardown: u64,
+    /// Processes left out because they made no CUDA allocation.
+    pub quiet_processes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +346,8 @@ pub struct Verdict {
     /// Leaks remain but are within `--max-leaked-bytes`.
     pub tolerated: bool,
     pub fails_on_leaks: bool,
+    /// `--fail-on strict` and blocks held by caches are part of what fails the gate.
+    pub fails_on_cached: bool,
     pub fails_on_errors: bool,
     /// 0, or the gate's exit code.
     pub exit_code: u8,
@@ -192,6 +359,12 @@ pub struct Findings {
     /// Leaks merged by callsite across processes, largest first, cut to `--top`.
     pub callsites: Vec<CallsiteTotal>,
     pub rules: Vec<Rule>,
+    /// The cache rules in use (`cache:` lines, then the built-in ones); `held_by` indexes here.
+    pub caches: Vec<CacheRule>,
+    /// Blocks held per cache rule over all processes, parallel to `caches`.
+    pub cached_per_rule: Vec<Counts>,
+    /// Processes left out because they made no CUDA allocation, by pid.
+    pub quiet: Vec<QuietProcess>,
     pub min_bytes: u64,
     pub gate: Gate,
     pub totals: Totals,
@@ -212,9 +385,14 @@ pub struct CallsiteTotal {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub view: View,
+    /// `leak:` suppressions.
     pub rules: Vec<Rule>,
+    /// Cache rules, in the order they are tried ([`caches::rules`]).
+    pub caches: Vec<CacheRule>,
     pub min_bytes: u64,
     pub gate: Gate,
+    /// Leave processes that made no CUDA allocation out of the report (`cudaleak run`).
+    pub hide_quiet: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,11 +513,12 @@ pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) 
             continue;
         }
         let leading = out.is_empty();
-        if leading && f.function.as_deref().is_some_and(|n| is_api_entry(n, api)) {
+        if leading && !f.is_python() && f.function.as_deref().is_some_and(|n| is_api_entry(n, api))
+        {
             continue;
         }
         out.push(i);
-        if f.function.as_deref() == Some("main") {
+        if f.function.as_deref() == Some("main") && !f.is_python() {
             break; // what calls main is the C start-up code
         }
     }
@@ -409,6 +588,7 @@ fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
         module: f.module.as_ref().map(cut_name),
         offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
+        python: f.is_python(),
     }
 }
 
@@ -460,13 +640,14 @@ fn push_frame_key(key: &mut String, f: &format::Frame) {
     key.push('\u{1e}');
 }
 
-/// A stack prepared once per (stack index, API): its grouping key and what is shown. The key is
-/// kept once, as the callsite of the API it was prepared for (`API \u{1d} frames`), and shared
-/// by the group or callsite made from it.
+/// A stack prepared once per (stack index, API): its grouping key, what is shown, and the cache
+/// that holds what it allocated. The key is kept once, as the callsite of the API it was
+/// prepared for (`API \u{1d} frames`), and shared by the group or callsite made from it.
 struct Prepared {
     callsite: Arc<str>,
     api_len: usize,
     view: StackView,
+    held_by: Option<usize>,
 }
 
 impl Prepared {
@@ -484,7 +665,10 @@ impl Prepared {
     }
 }
 
-fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
+fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> Prepared {
+    // The allocating end: past the runtime's, driver's and API entry frames, whatever is shown.
+    let start = leading_entries(&stack.frames, api, false);
+    let held_by = caches::classify(caches, &stack.frames, start);
     let idx = visible_frames(&stack.frames, api, view.show_internal);
     // With --show-internal every frame is shown; remember which ones a user would have seen.
     let mut user = vec![!view.show_internal; stack.frames.len()];
@@ -497,20 +681,34 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
     for &i in &idx {
         push_frame_key(&mut key, &stack.frames[i]);
     }
+    let (idx, folded) = if view.native {
+        (idx, Vec::new())
+    } else {
+        fold_native(&stack.frames, &idx)
+    };
     let limit = view.frames.unwrap_or(usize::MAX);
     let shown: Vec<FrameView> = idx
         .iter()
         .take(limit)
         .map(|&i| frame_view(&stack.frames[i], !user[i]))
         .collect();
+    let folded_frames: usize = folded.iter().map(|r| r.frames).sum();
+    // A run after the last frame `--frames` shows is cut with the frames after it.
+    let cut_off = shown.len() < idx.len();
+    let (folded, cut_runs): (Vec<Folded>, Vec<Folded>) = folded
+        .into_iter()
+        .partition(|r| r.at < shown.len() || (r.at == shown.len() && !cut_off));
+    let cut_frames: usize = cut_runs.iter().map(|r| r.frames).sum();
     Prepared {
         callsite: key.into(),
         api_len: api.len(),
         view: StackView {
-            omitted: idx.len() - shown.len(),
-            hidden: stack.frames.len() - idx.len(),
+            omitted: idx.len() - shown.len() + cut_frames,
+            hidden: stack.frames.len() - idx.len() - folded_frames,
             frames: shown.into(),
+            folded,
         },
+        held_by,
     }
 }
 
@@ -520,6 +718,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View) -> Prepared {
 struct Stacks<'a> {
     dump: &'a format::Dump,
     view: &'a View,
+    caches: &'a [CacheRule],
     cache: HashMap<(usize, usize), Prepared>,
 }
 
@@ -538,22 +737,25 @@ fn leading_entries(frames: &[format::Frame], api: &str, show_internal: bool) -> 
 }
 
 impl<'a> Stacks<'a> {
-    fn new(dump: &'a format::Dump, view: &'a View) -> Self {
+    fn new(dump: &'a format::Dump, view: &'a View, caches: &'a [CacheRule]) -> Self {
         Stacks {
             dump,
             view,
+            caches,
             cache: HashMap::new(),
         }
     }
     fn get(&mut self, stack: usize, api: &str) -> &Prepared {
-        let (dump, view) = (self.dump, self.view);
+        let (dump, view, caches) = (self.dump, self.view, self.caches);
         // Indices were validated by cudaleak-format; an empty stack stands in regardless.
         static EMPTY: format::Stack = format::Stack { frames: Vec::new() };
         let s = dump.stacks.get(stack).unwrap_or(&EMPTY);
-        let lead = leading_entries(&s.frames, api, view.show_internal);
+        // What is shown and which cache holds the blocks depend on the API only through this
+        // count (with --show-internal nothing shown depends on it at all).
+        let lead = leading_entries(&s.frames, api, false);
         self.cache
             .entry((stack, lead))
-            .or_insert_with(|| prepare(s, api, view))
+            .or_insert_with(|| prepare(s, api, view, caches))
     }
 }
 
@@ -573,8 +775,9 @@ fn suppressing_rule(rules: &[Rule], stack: &format::Stack) -> Option<usize> {
 
 /// Sort order of leak groups: most bytes, then most blocks, then callsite for stability.
 fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
-    b.bytes
-        .cmp(&a.bytes)
+    b.held
+        .cmp(&a.held)
+        .then(b.bytes.cmp(&a.bytes))
         .then(b.allocations.cmp(&a.allocations))
         .then_with(|| a.callsite.cmp(&b.callsite))
         .then(a.kind.cmp(&b.kind))
@@ -586,9 +789,10 @@ struct GroupAcc {
     stacks: Vec<usize>,
 }
 
-/// Groups live records by API, kind, device and visible stack.
+/// Groups live records by API, kind, device, visible stack and the cache that holds them.
 fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
-    let mut index: HashMap<(Arc<str>, Kind, Option<i32>), usize> = HashMap::new();
+    type Key = (Arc<str>, Option<usize>, Kind, Option<i32>);
+    let mut index: HashMap<Key, usize> = HashMap::new();
     // Records of one stack index, API, kind and device share a group: found without building
     // the callsite key (a whole stack's worth of text) for every record.
     let mut fast: HashMap<(usize, &'a str, Kind, Option<i32>), usize> = HashMap::new();
@@ -597,13 +801,14 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
         if let Some(&slot) = fast.get(&(r.stack, r.api.as_str(), r.kind, r.device)) {
             let acc = &mut groups[slot];
             acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+            acc.group.held = acc.group.held.saturating_add(r.held());
             acc.group.allocations += 1;
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
         let callsite = p.callsite(&r.api);
         let slot = *index
-            .entry((callsite.clone(), r.kind, r.device))
+            .entry((callsite.clone(), p.held_by, r.kind, r.device))
             .or_insert_with(|| {
                 groups.push(GroupAcc {
                     group: LeakGroup {
@@ -611,9 +816,11 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
                         kind: r.kind,
                         device: r.device,
                         bytes: 0,
+                        held: 0,
                         allocations: 0,
                         stack: p.view.clone(),
                         callsite,
+                        held_by: p.held_by,
                     },
                     stacks: Vec::new(),
                 });
@@ -622,6 +829,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
         fast.insert((r.stack, r.api.as_str(), r.kind, r.device), slot);
         let acc = &mut groups[slot];
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+        acc.group.held = acc.group.held.saturating_add(r.held());
         acc.group.allocations += 1;
         if !acc.stacks.contains(&r.stack) && acc.stacks.len() < 64 {
             acc.stacks.push(r.stack);
@@ -630,11 +838,12 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
     groups
 }
 
+/// Counts add memory held, never address ranges: a leaked reservation adds no bytes.
 fn group_counts(g: &LeakGroup) -> Counts {
     Counts {
         groups: 1,
         allocations: g.allocations,
-        bytes: g.bytes,
+        bytes: g.held,
     }
 }
 
@@ -654,7 +863,7 @@ fn sorted_tally(map: BTreeMap<String, Counts>) -> Vec<(String, Counts)> {
 
 /// Analyses one dump.
 pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
-    let mut stacks = Stacks::new(dump, &cfg.view);
+    let mut stacks = Stacks::new(dump, &cfg.view, &cfg.caches);
     let mut groups = group_live(dump, &mut stacks);
     groups.sort_by(|a, b| by_size(&a.group, &b.group));
 
@@ -668,7 +877,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
             .stack
             .frames
             .first()
-            .and_then(FrameView::module_name)
+            .and_then(FrameView::module_or_script)
             .unwrap_or("(unknown module)");
         tally(&mut by_module, module, g);
     }
@@ -690,7 +899,17 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let mut suppressed = vec![Counts::default(); cfg.rules.len()];
     let mut below_min_bytes = Counts::default();
     let mut kept: Vec<LeakGroup> = Vec::new();
+    let mut cached: Vec<LeakGroup> = Vec::new();
+    let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
     for acc in groups {
+        // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply.
+        if let Some(c) = acc.group.held_by {
+            if let Some(n) = cached_per_rule.get_mut(c) {
+                n.add(group_counts(&acc.group));
+            }
+            cached.push(acc.group);
+            continue;
+        }
         let rule = acc
             .stacks
             .iter()
@@ -705,9 +924,21 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         }
     }
     let leaked = sum_groups(&kept);
+    let cached_total = sum_groups(&cached);
 
-    let (failed, bad_frees) = group_events(dump, &mut stacks);
-    let count = |t: EventType| dump.events.iter().filter(|e| e.kind == t).count() as u64;
+    let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
+    let count = |t: EventType| {
+        dump.events
+            .iter()
+            .filter(|e| e.kind == t && !is_teardown(e))
+            .count() as u64
+    };
+    let teardown_count = |bad: bool| {
+        dump.events
+            .iter()
+            .filter(|e| is_teardown(e) && (e.kind != EventType::FailedAllocation) == bad)
+            .count() as u64
+    };
 
     ProcessFindings {
         source: source.to_path_buf(),
@@ -720,25 +951,62 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         failed,
         bad_frees,
         managed,
+        cached,
+        cached_total,
+        cached_per_rule,
         double_frees: count(EventType::DoubleFree),
         invalid_frees: count(EventType::InvalidFree),
+        teardown,
+        teardown_failed_allocations: teardown_count(false),
+        teardown_bad_frees: teardown_count(true),
         stats,
     }
 }
 
-/// Groups failed allocations by (API, stack) and bad frees by (type, API, free stack, alloc
-/// stack), in order of first occurrence.
+/// Adds `code` to a sorted list of at most 16 distinct codes.
+fn add_code(codes: &mut Vec<i64>, code: Option<i64>) {
+    if let Some(code) = code {
+        if let Err(at) = codes.binary_search(&code) {
+            if codes.len() < 16 {
+                codes.insert(at, code);
+            }
+        }
+    }
+}
+
+/// Groups failed allocations by (API, stack), bad frees by (type, API, free stack, alloc
+/// stack) and teardown failures by (type, API, stack), in order of first occurrence.
 fn group_events<'a>(
     dump: &'a format::Dump,
     stacks: &mut Stacks<'a>,
-) -> (Vec<FailedGroup>, Vec<BadFreeGroup>) {
+) -> (Vec<FailedGroup>, Vec<BadFreeGroup>, Vec<TeardownGroup>) {
     let mut failed: Vec<FailedGroup> = Vec::new();
     let mut failed_index: HashMap<String, usize> = HashMap::new();
     let mut bad: Vec<BadFreeGroup> = Vec::new();
     let mut bad_index: HashMap<String, usize> = HashMap::new();
+    let mut teardown: Vec<TeardownGroup> = Vec::new();
+    let mut teardown_index: HashMap<(EventType, String), usize> = HashMap::new();
     for e in &dump.events {
         let p = stacks.get(e.stack, &e.api);
         let (key, view) = (p.callsite(&e.api).to_string(), p.view.clone());
+        if is_teardown(e) {
+            let slot = *teardown_index.entry((e.kind, key)).or_insert_with(|| {
+                teardown.push(TeardownGroup {
+                    kind: e.kind,
+                    api: cut(&e.api),
+                    count: 0,
+                    errors: Vec::new(),
+                    during_exit: 0,
+                    stack: view,
+                });
+                teardown.len() - 1
+            });
+            let g = &mut teardown[slot];
+            g.count += 1;
+            g.during_exit += u64::from(e.during_exit);
+            add_code(&mut g.errors, e.error);
+            continue;
+        }
         match e.kind {
             EventType::FailedAllocation => {
                 let slot = *failed_index.entry(key).or_insert_with(|| {
@@ -754,13 +1022,7 @@ fn group_events<'a>(
                 let g = &mut failed[slot];
                 g.count += 1;
                 g.bytes = g.bytes.saturating_add(e.size.unwrap_or(0));
-                if let Some(code) = e.error {
-                    if let Err(at) = g.errors.binary_search(&code) {
-                        if g.errors.len() < 16 {
-                            g.errors.insert(at, code);
-                        }
-                    }
-                }
+                add_code(&mut g.errors, e.error);
             }
             EventType::DoubleFree | EventType::InvalidFree => {
                 let alloc = e.alloc_stack.map(|s| {
@@ -788,7 +1050,7 @@ fn group_events<'a>(
             }
         }
     }
-    (failed, bad)
+    (failed, bad, teardown)
 }
 
 /// Sums leak groups by callsite over all processes.
@@ -833,33 +1095,64 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
             .cmp(&b.process.pid)
             .then_with(|| a.source.cmp(&b.source))
     });
-    let mut t = Totals {
-        processes: processes.len() as u64,
-        ..Totals::default()
-    };
+    let mut t = Totals::default();
+    let mut quiet = Vec::new();
+    if cfg.hide_quiet {
+        processes.retain(|p| {
+            if !p.is_quiet() {
+                return true;
+            }
+            quiet.push(QuietProcess {
+                pid: p.process.pid,
+                exe: p.process.exe.clone(),
+                source: p.source.clone(),
+            });
+            false
+        });
+    }
+    t.processes = processes.len() as u64;
+    t.quiet_processes = quiet.len() as u64;
     let mut callsites = merge_callsites(&processes);
     t.callsites = callsites.len() as u64;
     let top = cfg.view.top.unwrap_or(usize::MAX);
     callsites.truncate(top);
     for p in &mut processes {
         p.leaks.truncate(top);
+        p.cached.truncate(top);
     }
+    let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
     for p in &processes {
         t.leaked.add(p.leaked);
         for c in &p.suppressed {
             t.suppressed.add(*c);
         }
         t.below_min_bytes.add(p.below_min_bytes);
-        t.failed_allocations += p.summary.failed_allocations;
+        t.failed_allocations += p.failed_allocation_count();
         t.double_frees += p.double_frees;
         t.invalid_frees += p.invalid_frees;
         t.bad_frees += p.bad_free_count();
         t.managed.add(sum_groups(&p.managed));
+        t.cached.add(p.cached_total);
+        t.teardown += p.teardown.iter().map(|g| g.count).sum::<u64>();
+        for (all, c) in cached_per_rule.iter_mut().zip(&p.cached_per_rule) {
+            all.add(*c);
+        }
     }
 
     let leaks = t.leaked.allocations > 0;
-    let tolerated = leaks && t.leaked.bytes <= cfg.gate.max_leaked_bytes;
-    let fails_on_leaks = cfg.gate.fail_on_leaks && leaks && !tolerated;
+    // What the gate counts as leaked: leaks, and with --fail-on strict what caches hold.
+    let count_cached = cfg.gate.count_cached && t.cached.allocations > 0;
+    let counted_bytes = if count_cached {
+        t.leaked.bytes.saturating_add(t.cached.bytes)
+    } else {
+        t.leaked.bytes
+    };
+    let counted = leaks || count_cached;
+    // A tolerance is of bytes: with none, a leak that holds no memory (a reservation) still fails.
+    let tolerated =
+        counted && cfg.gate.max_leaked_bytes > 0 && counted_bytes <= cfg.gate.max_leaked_bytes;
+    let fails_on_leaks = cfg.gate.fail_on_leaks && counted && !tolerated;
+    let fails_on_cached = fails_on_leaks && count_cached;
     let fails_on_errors = cfg.gate.fail_on_errors && t.bad_frees > 0;
     let exit_code = if fails_on_leaks || fails_on_errors {
         cfg.gate.exit_code
@@ -870,6 +1163,9 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         processes,
         callsites,
         rules: cfg.rules.clone(),
+        caches: cfg.caches.clone(),
+        cached_per_rule,
+        quiet,
         min_bytes: cfg.min_bytes,
         gate: cfg.gate,
         totals: t,
@@ -877,6 +1173,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
             leaks,
             tolerated,
             fails_on_leaks,
+            fails_on_cached,
             fails_on_errors,
             exit_code,
         },
@@ -962,7 +1259,7 @@ pub fn live_by_callsite(
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
     let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
-    let mut stacks = Stacks::new(dump, view);
+    let mut stacks = Stacks::new(dump, view, &[]);
     for r in &dump.live {
         if !rules.is_empty() {
             let rule = *rule_of.entry(r.stack).or_insert_with(|| {
@@ -974,7 +1271,7 @@ pub fn live_by_callsite(
                 suppressed[i].add(Counts {
                     groups: 0,
                     allocations: 1,
-                    bytes: r.size,
+                    bytes: r.held(),
                 });
                 continue;
             }
@@ -982,7 +1279,7 @@ pub fn live_by_callsite(
         if let Some(&slot) = fast.get(&(r.stack, r.api.as_str())) {
             let c = &mut out[slot].live;
             c.allocations += 1;
-            c.bytes = c.bytes.saturating_add(r.size);
+            c.bytes = c.bytes.saturating_add(r.held());
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
@@ -1006,7 +1303,7 @@ pub fn live_by_callsite(
         fast.insert((r.stack, r.api.as_str()), slot);
         let c = &mut out[slot].live;
         c.allocations += 1;
-        c.bytes = c.bytes.saturating_add(r.size);
+        c.bytes = c.bytes.saturating_add(r.held());
     }
     (out, suppressed)
 }
@@ -1108,8 +1405,10 @@ mod tests {
         Config {
             view: view(),
             rules: Vec::new(),
+            caches: caches::builtin().unwrap(),
             min_bytes: 0,
             gate: Gate::default(),
+            hide_quiet: false,
         }
     }
 
@@ -1126,6 +1425,7 @@ mod tests {
 
     fn frame(function: &str, module: &str) -> Frame {
         Frame {
+            kind: None,
             ip: Hex(0x1000),
             module: Some(module.into()),
             offset: Some(Hex(0x10)),
@@ -1170,6 +1470,7 @@ mod tests {
         LiveRecord {
             address: Hex(0x7f00),
             size,
+            bytes_held: None,
             api: "cudaMalloc".into(),
             kind: Kind::Device,
             device,
@@ -1184,7 +1485,7 @@ mod tests {
     fn dump_of(stacks: Vec<Vec<Frame>>, live: Vec<LiveRecord>) -> format::Dump {
         let mut d = fixture("clean.json");
         d.summary.live_allocations = live.len() as u64;
-        d.summary.live_bytes = live.iter().map(|r| r.size).sum();
+        d.summary.live_bytes = live.iter().map(LiveRecord::held).sum();
         d.stacks = stacks.into_iter().map(|frames| Stack { frames }).collect();
         d.live = live;
         d.validate().unwrap();
@@ -1203,6 +1504,66 @@ mod tests {
         assert_eq!(functions(&g.stack), ["loop_alloc(int)", "main"]);
         assert_eq!(g.stack.hidden, 5);
         assert_eq!(f.totals.callsites, 1);
+        assert_eq!(f.verdict.exit_code, 23);
+    }
+
+    #[test]
+    fn reserved_and_mapped_ranges_are_shown_but_memory_is_totalled_once() {
+        let mib = 1 << 20;
+        let rec = |size, held, api: &str, kind, stack| LiveRecord {
+            bytes_held: held,
+            api: api.into(),
+            kind,
+            ..record(size, stack, Some(0))
+        };
+        let d = dump_of(
+            vec![
+                vec![frame("reserve_pool()", "/bin/app")],
+                vec![frame("create_chunk()", "/bin/app")],
+                vec![frame("map_chunk()", "/bin/app")],
+                vec![frame("map_released_chunk()", "/bin/app")],
+            ],
+            vec![
+                rec(64 * mib, Some(0), "cuMemAddressReserve", Kind::Reserved, 0),
+                rec(2 * mib, None, "cuMemCreate", Kind::Physical, 1),
+                rec(2 * mib, Some(0), "cuMemMap", Kind::Mapped, 2),
+                // Its physical allocation was released: the mapping holds the memory now.
+                rec(4 * mib, Some(4 * mib), "cuMemMap", Kind::Mapped, 3),
+            ],
+        );
+        let f = one(&d, &cfg());
+        let p = &f.processes[0];
+        let groups: Vec<(&str, u64, u64)> = p
+            .leaks
+            .iter()
+            .map(|g| (g.kind.as_str(), g.bytes, g.held))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("mapped", 4 * mib, 4 * mib),
+                ("physical", 2 * mib, 2 * mib),
+                ("reserved", 64 * mib, 0),
+                ("mapped", 2 * mib, 0),
+            ]
+        );
+        assert_eq!(f.totals.leaked.allocations, 4);
+        assert_eq!(f.totals.leaked.bytes, 6 * mib);
+        assert_eq!(f.totals.leaked.bytes, d.summary.live_bytes);
+
+        // A leaked reservation alone holds no memory, and still fails the gate.
+        let reservation_only = dump_of(
+            vec![vec![frame("reserve_pool()", "/bin/app")]],
+            vec![rec(
+                64 * mib,
+                Some(0),
+                "cuMemAddressReserve",
+                Kind::Reserved,
+                0,
+            )],
+        );
+        let f = one(&reservation_only, &cfg());
+        assert_eq!(f.totals.leaked.bytes, 0);
         assert_eq!(f.verdict.exit_code, 23);
     }
 
@@ -1508,6 +1869,206 @@ mod tests {
             (2 << 20, 2, 2)
         );
         assert_eq!(f.callsites[1].processes, 1);
+    }
+
+    fn framework() -> Findings {
+        one(&fixture("framework.json"), &cfg())
+    }
+
+    #[test]
+    fn cache_and_handle_blocks_are_held_not_leaked_and_do_not_fail_the_gate() {
+        let f = framework();
+        let p = &f.processes[0];
+        let held: Vec<(&str, u64, u64)> = p
+            .cached
+            .iter()
+            .map(|g| {
+                (
+                    f.caches[g.held_by.unwrap()].id.as_str(),
+                    g.bytes,
+                    g.allocations,
+                )
+            })
+            .collect();
+        assert_eq!(
+            held,
+            [("cublas", 64 << 20, 1), ("pytorch-native", 22 << 20, 2)]
+        );
+        assert_eq!(p.cached_total.bytes, 86 << 20);
+        assert_eq!(f.totals.cached.allocations, 3);
+        let per_rule: Vec<(&str, u64)> = f
+            .caches
+            .iter()
+            .zip(&f.cached_per_rule)
+            .filter(|(_, c)| c.allocations > 0)
+            .map(|(r, c)| (r.id.as_str(), c.bytes))
+            .collect();
+        assert_eq!(
+            per_rule,
+            [("pytorch-native", 22 << 20), ("cublas", 64 << 20)]
+        );
+        // The extension's own cudaMalloc is a leak although alloc_block is above it.
+        assert_eq!(p.leaks.len(), 1);
+        assert_eq!(
+            functions(&p.leaks[0].stack)[..2],
+            [
+                "my_ext::scratch(unsigned long)",
+                "my_ext::on_alloc_hook(void*)"
+            ]
+        );
+        assert_eq!(p.leaks[0].held_by, None);
+        assert_eq!(f.verdict.exit_code, 23);
+        assert!(f.verdict.fails_on_leaks && !f.verdict.fails_on_cached);
+    }
+
+    #[test]
+    fn without_the_user_leak_the_gate_passes_and_strict_counts_what_caches_hold() {
+        let mut d = fixture("framework.json");
+        d.live.retain(|r| r.stack != 2);
+        d.summary.live_allocations = d.live.len() as u64;
+        d.summary.live_bytes = d.live.iter().map(|r| r.size).sum();
+        let f = one(&d, &cfg());
+        assert_eq!(f.totals.leaked, Counts::default());
+        assert_eq!(f.verdict.exit_code, 0);
+        let mut c = cfg();
+        c.gate.count_cached = true;
+        let f = one(&d, &c);
+        assert!(f.verdict.fails_on_cached && f.verdict.fails_on_leaks);
+        assert_eq!(f.verdict.exit_code, 23);
+        // --max-leaked-bytes applies to what strict counts.
+        c.gate.max_leaked_bytes = 86 << 20;
+        assert_eq!(one(&d, &c).verdict.exit_code, 0);
+        // Suppressions never apply to what caches hold.
+        let mut c = cfg();
+        c.rules = vec![Rule::new("libc10_cuda", Path::new("s"), 1)];
+        let f = one(&d, &c);
+        assert_eq!(f.totals.suppressed, Counts::default());
+        assert_eq!(f.totals.cached.allocations, 3);
+    }
+
+    #[test]
+    fn a_cache_line_holds_the_user_s_own_pool_and_comes_before_the_builtin_rules() {
+        use crate::suppressions::RuleKind;
+        let mut c = cfg();
+        c.caches = caches::rules(&[Rule::with_kind(
+            RuleKind::Cache,
+            "my_ext::scratch",
+            Path::new("ci.supp"),
+            3,
+        )])
+        .unwrap();
+        let f = one(&fixture("framework.json"), &c);
+        let p = &f.processes[0];
+        assert!(p.leaks.is_empty());
+        assert_eq!(f.caches[0].id, "cache:my_ext::scratch");
+        assert_eq!(f.cached_per_rule[0].bytes, 4096);
+        assert_eq!(f.verdict.exit_code, 0);
+        // Anchored: a pattern that matches only a frame higher up holds nothing.
+        c.caches = caches::rules(&[Rule::with_kind(
+            RuleKind::Cache,
+            "on_alloc_hook",
+            Path::new("ci.supp"),
+            3,
+        )])
+        .unwrap();
+        let f = one(&fixture("framework.json"), &c);
+        assert_eq!(f.cached_per_rule[0], Counts::default());
+        assert_eq!(f.processes[0].leaks.len(), 1);
+    }
+
+    #[test]
+    fn teardown_failures_are_notes_not_failed_allocations_or_bad_frees() {
+        let f = framework();
+        let p = &f.processes[0];
+        assert_eq!(p.failed.len(), 1);
+        assert_eq!(p.failed[0].errors, [2]);
+        assert!(p.bad_frees.is_empty());
+        let notes: Vec<(EventType, &str, &[i64], u64)> = p
+            .teardown
+            .iter()
+            .map(|g| (g.kind, g.api.as_str(), g.errors.as_slice(), g.during_exit))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                (
+                    EventType::FailedAllocation,
+                    "cudaMallocAsync",
+                    &[201][..],
+                    1
+                ),
+                (EventType::InvalidFree, "cudaFree", &[4][..], 1)
+            ]
+        );
+        assert_eq!(
+            (
+                f.totals.failed_allocations,
+                f.totals.bad_frees,
+                f.totals.teardown
+            ),
+            (1, 0, 2)
+        );
+        // No bad free fails the gate: only the extension's leak does.
+        let mut c = cfg();
+        c.gate.fail_on_leaks = false;
+        assert_eq!(one(&fixture("framework.json"), &c).verdict.exit_code, 0);
+    }
+
+    #[test]
+    fn error_201_or_3_before_exit_began_is_a_real_failure_but_4_never_is() {
+        let e = |error, during_exit| format::Event {
+            kind: EventType::FailedAllocation,
+            api: "cudaMalloc".into(),
+            address: None,
+            size: Some(1),
+            error: Some(error),
+            seq: 1,
+            stack: 0,
+            alloc_stack: None,
+            during_exit,
+        };
+        assert!(is_teardown(&e(4, false)) && is_teardown(&e(4, true)));
+        assert!(!is_teardown(&e(201, false)) && is_teardown(&e(201, true)));
+        assert!(!is_teardown(&e(3, false)) && is_teardown(&e(3, true)));
+        assert!(!is_teardown(&e(2, true)));
+        let mut d = fixture("framework.json");
+        for ev in &mut d.events {
+            ev.during_exit = false;
+        }
+        let f = one(&d, &cfg());
+        let p = &f.processes[0];
+        assert_eq!(p.failed.len(), 2, "201 before exit is a failed allocation");
+        assert_eq!(p.teardown.len(), 1, "4 is teardown whenever it comes");
+        assert_eq!(f.totals.failed_allocations, 2);
+    }
+
+    #[test]
+    fn quiet_processes_are_left_out_only_when_asked_and_counted() {
+        let mut c = cfg();
+        let f = finish(
+            vec![
+                analyze_process(&fixture("quiet.json"), Path::new("q"), &c),
+                analyze_process(&fixture("leak_loop.json"), Path::new("l"), &c),
+            ],
+            &c,
+        );
+        assert_eq!(f.processes.len(), 2);
+        assert!(f.quiet.is_empty());
+        c.hide_quiet = true;
+        let f = finish(
+            vec![
+                analyze_process(&fixture("quiet.json"), Path::new("q"), &c),
+                analyze_process(&fixture("clean.json"), Path::new("c"), &c),
+                analyze_process(&fixture("failed_alloc.json"), Path::new("f"), &c),
+            ],
+            &c,
+        );
+        // clean.json allocated (and freed); failed_alloc.json has a failed call: both shown.
+        let pids: Vec<u32> = f.processes.iter().map(|p| p.process.pid).collect();
+        assert_eq!(pids, [7007, 8008]);
+        assert_eq!(f.quiet.len(), 1);
+        assert_eq!(f.quiet[0].pid, 10011);
+        assert_eq!((f.totals.processes, f.totals.quiet_processes), (2, 1));
     }
 
     #[test]

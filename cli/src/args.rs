@@ -16,7 +16,10 @@ pub const DEFAULT_EXIT_CODE: u8 = 23;
     version,
     about = "Find CUDA memory leaks: run a program under the cudaleak shim, report what leaked and from where, gate CI",
     after_help = "Exit status: 0 clean, 23 leaks or bad frees remain (see --exit-code, --fail-on), \
-                  2 usage error or unreadable input. `run` returns the program's own failure first."
+                  2 usage error or unreadable input. `run` returns the program's own failure first.\n\
+                  Blocks held by a cache or library handle (PyTorch's caching allocator, cuBLAS handles, …) \
+                  are reported apart and do not fail the gate unless --fail-on strict; \
+                  `cudaleak report --list-caches` prints the rules."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -52,6 +55,12 @@ pub struct RunArgs {
     /// The shim library to preload (default: $CUDALEAK_SHIM, then next to this binary)
     #[arg(long, value_name = "PATH")]
     pub shim: Option<PathBuf>,
+    /// Make frameworks give every tensor/array its own driver allocation: PyTorch
+    /// (PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync, other keys kept) and JAX/XLA
+    /// (XLA_PYTHON_CLIENT_ALLOCATOR=platform, XLA_PYTHON_CLIENT_PREALLOCATE=false); CuPy has no
+    /// such variable
+    #[arg(long)]
+    pub exact_pools: bool,
     /// Directory that receives one fresh subdirectory of dumps per run
     #[arg(long, value_name = "DIR", default_value = "cudaleak-out")]
     pub out: PathBuf,
@@ -76,8 +85,11 @@ pub struct ReportArgs {
     /// whose live bytes grew across the series: leak suspects, with growth per hour
     #[arg(long)]
     pub growth: bool,
+    /// Print the built-in cache rules (and the `cache:` lines of --suppressions) and exit
+    #[arg(long, conflicts_with = "growth")]
+    pub list_caches: bool,
     /// Dump files or directories of dumps
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required_unless_present = "list_caches", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 
@@ -104,7 +116,11 @@ pub struct ReportOptions {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
-    /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards
+    /// In stacks with Python frames, show every frame instead of folding framework runs
+    #[arg(long)]
+    pub native: bool,
+    /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards;
+    /// `cache:PATTERN` lines name caches of your own
     #[arg(long, value_name = "FILE")]
     pub suppressions: Option<PathBuf>,
     /// Ignore leak groups smaller than N bytes (suffixes K, M, G, KiB, MiB, GiB are binary)
@@ -116,7 +132,8 @@ pub struct ReportOptions {
     /// Exit status when the gate fails; 0 disables the gate
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EXIT_CODE)]
     pub exit_code: u8,
-    /// What fails the gate: leaks, errors (double and invalid frees), or all
+    /// What fails the gate: leaks, errors (double and invalid frees), all (both), or strict (both,
+    /// and blocks held by caches and library handles count as leaked)
     #[arg(long, value_enum, default_value_t = FailOn::All, value_name = "WHAT")]
     pub fail_on: FailOn,
 }
@@ -147,6 +164,9 @@ pub struct DiffArgs {
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
+    /// In stacks with Python frames, show every frame instead of folding framework runs
+    #[arg(long)]
+    pub native: bool,
     /// Exit with --exit-code when any callsite's live bytes grew
     #[arg(long)]
     pub fail_on_growth: bool,
@@ -175,6 +195,8 @@ pub enum FailOn {
     Leaks,
     Errors,
     All,
+    /// All, and what caches hold counts as leaked.
+    Strict,
 }
 
 /// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
@@ -185,6 +207,10 @@ pub struct View {
     pub frames: Option<usize>,
     pub stats: bool,
     pub show_internal: bool,
+    /// Show every frame of a stack with Python frames (by default each run of native frames, and
+    /// of Python frames of installed packages, next to the program's Python frames is folded
+    /// into one line).
+    pub native: bool,
     pub color: bool,
     /// Absolute source paths under this directory are written relative to it in SARIF
     /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
@@ -197,6 +223,9 @@ pub struct Gate {
     pub exit_code: u8,
     pub fail_on_leaks: bool,
     pub fail_on_errors: bool,
+    /// Blocks held by caches and library handles count as leaked (`--fail-on strict`).
+    pub count_cached: bool,
+    /// Applies to what is counted as leaked (with `count_cached`, cached blocks too).
     pub max_leaked_bytes: u64,
 }
 
@@ -206,6 +235,7 @@ impl Default for Gate {
             exit_code: DEFAULT_EXIT_CODE,
             fail_on_leaks: true,
             fail_on_errors: true,
+            count_cached: false,
             max_leaked_bytes: 0,
         }
     }
@@ -213,10 +243,13 @@ impl Default for Gate {
 
 impl FailOn {
     fn leaks(self) -> bool {
-        matches!(self, FailOn::Leaks | FailOn::All)
+        matches!(self, FailOn::Leaks | FailOn::All | FailOn::Strict)
     }
     fn errors(self) -> bool {
-        matches!(self, FailOn::Errors | FailOn::All)
+        matches!(self, FailOn::Errors | FailOn::All | FailOn::Strict)
+    }
+    fn cached(self) -> bool {
+        self == FailOn::Strict
     }
 }
 
@@ -242,6 +275,7 @@ impl ReportOptions {
             frames: to_usize(self.frames),
             stats: self.stats,
             show_internal: self.show_internal,
+            native: self.native,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
             source_root: None,
         }
@@ -252,6 +286,7 @@ impl ReportOptions {
             exit_code: self.exit_code,
             fail_on_leaks: self.fail_on.leaks(),
             fail_on_errors: self.fail_on.errors(),
+            count_cached: self.fail_on.cached(),
             max_leaked_bytes: self.max_leaked_bytes.unwrap_or(0),
         }
     }
@@ -264,6 +299,7 @@ impl DiffArgs {
             frames: to_usize(self.frames),
             stats: false,
             show_internal: self.show_internal,
+            native: self.native,
             color: self.format == Format::Text && use_color(self.color, to_terminal),
             source_root: None,
         }
@@ -329,6 +365,8 @@ mod tests {
         assert!(FailOn::All.leaks() && FailOn::All.errors());
         assert!(FailOn::Leaks.leaks() && !FailOn::Leaks.errors());
         assert!(!FailOn::Errors.leaks() && FailOn::Errors.errors());
+        assert!(FailOn::Strict.leaks() && FailOn::Strict.errors() && FailOn::Strict.cached());
+        assert!(!FailOn::All.cached());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analyze::{self, Config, Findings};
 use crate::args::{DiffArgs, ReportArgs, ReportOptions, RunArgs, View};
+use crate::caches;
 use crate::growth;
 use crate::load;
 use crate::report;
@@ -70,16 +71,22 @@ fn source_root() -> Option<String> {
     Some(format!("{s}/"))
 }
 
-fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
-    let rules = match &opts.suppressions {
+fn read_suppressions(opts: &ReportOptions) -> Result<suppressions::Suppressions, Failure> {
+    Ok(match &opts.suppressions {
         Some(p) => suppressions::read(p)?,
-        None => Vec::new(),
-    };
+        None => suppressions::Suppressions::default(),
+    })
+}
+
+fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
+    let rules = read_suppressions(opts)?;
     Ok(Config {
         view,
-        rules,
+        caches: caches::rules(&rules.cache)?,
+        rules: rules.leak,
         min_bytes: opts.min_bytes.unwrap_or(0),
         gate: opts.gate(),
+        hide_quiet: false,
     })
 }
 
@@ -128,6 +135,13 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
 /// `cudaleak report`.
 pub fn report(a: &ReportArgs) -> u8 {
     let run = || -> Result<u8, Failure> {
+        if a.list_caches {
+            let user = read_suppressions(&a.report)?.cache;
+            let text = caches::listing(&user, a.report.suppressions.as_deref());
+            let (mut out, _) = open_output(a.report.output.as_deref())?;
+            emit(&mut *out, |w| w.write_all(text.as_bytes()))?;
+            return Ok(0);
+        }
         let cfg = config(&a.report, a.report.view(false))?;
         if a.growth {
             return growth(a, &cfg);
@@ -142,7 +156,19 @@ pub fn report(a: &ReportArgs) -> u8 {
 pub fn run(a: &RunArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         // Everything that can be wrong with the command line is checked before the program runs.
-        let cfg = config(&a.report, a.report.view(false))?;
+        let cfg = Config {
+            hide_quiet: true,
+            ..config(&a.report, a.report.view(false))?
+        };
+        let extra_env = if a.exact_pools {
+            let (env, notes) = run::exact_pools_env(|k| std::env::var_os(k));
+            for n in notes {
+                say!("{n}");
+            }
+            env
+        } else {
+            Vec::new()
+        };
         let exe = std::env::current_exe().ok();
         let (shim, _) = run::find_shim(
             a.shim.as_deref(),
@@ -151,7 +177,7 @@ pub fn run(a: &RunArgs) -> u8 {
         )?;
         let dir = run::fresh_run_dir(&a.out)?;
         say!("dumps of this run go to {}", dir.display());
-        let program_status = match run::run_program(&a.program, &shim, &dir)? {
+        let program_status = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
             Outcome::NotStarted(code) => {
                 let _ = std::fs::remove_dir(&dir);
                 return Ok(code);

@@ -23,6 +23,7 @@ fn views() -> [View; 2] {
         frames: None,
         stats: true,
         show_internal: false,
+        native: false,
         color: false,
         source_root: Some("/work/".into()),
     };
@@ -31,6 +32,7 @@ fn views() -> [View; 2] {
         frames: Some(2),
         stats: false,
         show_internal: true,
+        native: true,
         color: true,
         source_root: None,
     };
@@ -66,8 +68,16 @@ pub fn render_all(bytes: &[u8]) {
                 Path::new("fuzz.supp"),
                 1,
             )],
+            caches: crate::caches::rules(&[crate::suppressions::Rule::with_kind(
+                crate::suppressions::RuleKind::Cache,
+                "*pool*",
+                Path::new("fuzz.supp"),
+                2,
+            )])
+            .unwrap_or_default(),
             min_bytes: 1,
             gate: Gate::default(),
+            hide_quiet: true,
         };
         let findings = analyze::finish(vec![analyze::analyze_process(&dump, source, &cfg)], &cfg);
         let d = analyze::diff(&dump, source, &dump, source, &view);

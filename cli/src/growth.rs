@@ -475,8 +475,10 @@ mod tests {
         Config {
             view: View::default(),
             rules: Vec::new(),
+            caches: Vec::new(),
             min_bytes: 0,
             gate: Gate::default(),
+            hide_quiet: false,
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod analyze;
 pub mod args;
+pub mod caches;
 pub mod commands;
 pub mod fuzz_target;
 pub mod growth;

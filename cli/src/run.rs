@@ -1,5 +1,6 @@
 //! `cudaleak run`: finds the shim, makes a fresh dump directory, runs the program with the shim
-//! preloaded and the signals a user sends forwarded, and returns the program's exit status.
+//! preloaded (and, with `--exact-pools`, the frameworks' allocator variables set) and the signals
+//! a user sends forwarded, and returns the program's exit status.
 //!
 //! Owns the child process and nothing else: reporting on the dumps is `commands`' job. The
 //! program's stdin, stdout and stderr are inherited untouched.
@@ -89,6 +90,113 @@ pub fn ld_preload(existing: Option<OsString>, shim: &Path) -> Result<OsString, S
     }
 }
 
+/// The variable PyTorch reads its allocator settings from (all versions); newer ones read
+/// `PYTORCH_ALLOC_CONF` too, and some prefer it, so a value the user set there is merged as well.
+pub const TORCH_CONF: &str = "PYTORCH_CUDA_ALLOC_CONF";
+pub const TORCH_CONF_GENERIC: &str = "PYTORCH_ALLOC_CONF";
+/// The PyTorch backend that hands every tensor to the driver (`cudaMallocAsync` per tensor).
+pub const TORCH_BACKEND: &str = "cudaMallocAsync";
+
+/// `value` (a PyTorch allocator setting: `key:value` items separated by commas, brackets may
+/// hold commas) with `backend:cudaMallocAsync`: the user's other items kept in order, a `backend`
+/// item of the user's replaced in place, else one appended. Also returns the backend replaced,
+/// if it was another one.
+pub fn merge_torch_conf(value: &str) -> (String, Option<String>) {
+    let mut items: Vec<String> = Vec::new();
+    let mut depth = 0usize;
+    let mut cur = String::new();
+    for c in value.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    items.push(cur);
+    let mut replaced = None;
+    let mut found = false;
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let key = item.split(':').next().unwrap_or("").trim();
+        if key == "backend" {
+            let old = item.split_once(':').map_or("", |(_, v)| v.trim());
+            if old != TORCH_BACKEND {
+                replaced = Some(old.to_string());
+            }
+            if !found {
+                out.push(format!("backend:{TORCH_BACKEND}"));
+            }
+            found = true;
+            continue;
+        }
+        out.push(item.to_string());
+    }
+    if !found {
+        out.push(format!("backend:{TORCH_BACKEND}"));
+    }
+    (out.join(","), replaced)
+}
+
+/// The variables `--exact-pools` gives the child, computed from the current ones (`get`), and a
+/// note for each value of the user's it replaced. A value of the user's that already says the
+/// same is passed on unchanged.
+pub fn exact_pools_env(
+    get: impl Fn(&str) -> Option<OsString>,
+) -> (Vec<(&'static str, OsString)>, Vec<String>) {
+    let mut env: Vec<(&'static str, OsString)> = Vec::new();
+    let mut notes = Vec::new();
+    let text = |k: &str| get(k).map(|v| v.to_string_lossy().into_owned());
+    let torch_vars: Vec<&'static str> = [TORCH_CONF, TORCH_CONF_GENERIC]
+        .into_iter()
+        .filter(|k| get(k).is_some())
+        .collect();
+    let torch_vars = if torch_vars.is_empty() {
+        vec![TORCH_CONF]
+    } else {
+        torch_vars
+    };
+    for k in torch_vars {
+        let (merged, replaced) = merge_torch_conf(&text(k).unwrap_or_default());
+        if let Some(old) = replaced {
+            notes.push(format!(
+                "--exact-pools: {k} said backend:{old}; the program gets backend:{TORCH_BACKEND}"
+            ));
+        }
+        env.push((k, merged.into()));
+    }
+    for (k, want, same) in [
+        (
+            "XLA_PYTHON_CLIENT_ALLOCATOR",
+            "platform",
+            &["platform"] as &[&str],
+        ),
+        ("XLA_PYTHON_CLIENT_PREALLOCATE", "false", &["false", "0"]),
+    ] {
+        match text(k) {
+            Some(v) if same.contains(&v.trim().to_ascii_lowercase().as_str()) => {
+                env.push((k, v.into()));
+            }
+            Some(v) => {
+                notes.push(format!(
+                    "--exact-pools: {k} was {v:?}; the program gets {want:?}"
+                ));
+                env.push((k, want.into()));
+            }
+            None => env.push((k, want.into())),
+        }
+    }
+    (env, notes)
+}
+
 /// Creates `<out>/run-<unix seconds>-<pid>[-n]`, a directory no earlier run used.
 pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
@@ -147,7 +255,12 @@ fn forwardable(sig: i32) -> Option<rustix::process::Signal> {
 /// Runs the program to completion. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudaleak by a
 /// process (`kill`) are passed on to the child; ones the kernel sent for the terminal (Ctrl-C)
 /// already reached the child, which shares our process group, and are not sent twice.
-pub fn run_program(program: &[OsString], shim: &Path, run_dir: &Path) -> Result<Outcome, String> {
+pub fn run_program(
+    program: &[OsString],
+    shim: &Path,
+    run_dir: &Path,
+    extra_env: &[(&str, OsString)],
+) -> Result<Outcome, String> {
     let (prog, args) = program
         .split_first()
         .ok_or_else(|| "no program given after --".to_string())?;
@@ -177,6 +290,7 @@ pub fn run_program(program: &[OsString], shim: &Path, run_dir: &Path) -> Result<
 
     let spawned = Command::new(prog)
         .args(args)
+        .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .env("LD_PRELOAD", &preload)
         .env("CUDALEAK_OUTPUT", &output)
         .spawn();
@@ -263,6 +377,70 @@ mod tests {
             "/usr/lib/libfoo.so:/opt/lib/libcudaleak.so"
         );
         assert!(ld_preload(None, Path::new("/my dir/libcudaleak.so")).is_err());
+    }
+
+    #[test]
+    fn torch_conf_gets_the_async_backend_and_keeps_the_user_s_other_items() {
+        let m = |v: &str| merge_torch_conf(v);
+        assert_eq!(m(""), ("backend:cudaMallocAsync".into(), None));
+        assert_eq!(
+            m("expandable_segments:True"),
+            (
+                "expandable_segments:True,backend:cudaMallocAsync".into(),
+                None
+            )
+        );
+        // Brackets hold commas; the user's backend is replaced in place and named.
+        assert_eq!(
+            m("roundup_power2_divisions:[64:8,>:1], backend:native ,max_split_size_mb:128"),
+            (
+                "roundup_power2_divisions:[64:8,>:1],backend:cudaMallocAsync,max_split_size_mb:128"
+                    .into(),
+                Some("native".into())
+            )
+        );
+        assert_eq!(
+            m("backend:cudaMallocAsync,,"),
+            ("backend:cudaMallocAsync".into(), None)
+        );
+    }
+
+    #[test]
+    fn exact_pools_sets_torch_and_xla_and_names_what_it_replaced() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        let (vars, notes) = exact_pools_env(env(&[]));
+        assert_eq!(
+            vars,
+            vec![
+                ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync".into()),
+                ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform".into()),
+                ("XLA_PYTHON_CLIENT_PREALLOCATE", "false".into()),
+            ]
+        );
+        assert!(notes.is_empty());
+        let (vars, notes) = exact_pools_env(env(&[
+            ("PYTORCH_ALLOC_CONF", "backend:native"),
+            ("XLA_PYTHON_CLIENT_ALLOCATOR", "bfc"),
+            ("XLA_PYTHON_CLIENT_PREALLOCATE", "0"),
+        ]));
+        assert_eq!(
+            vars,
+            vec![
+                ("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync".into()),
+                ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform".into()),
+                ("XLA_PYTHON_CLIENT_PREALLOCATE", "0".into()),
+            ]
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("PYTORCH_ALLOC_CONF said backend:native"));
+        assert!(notes[1].contains("XLA_PYTHON_CLIENT_ALLOCATOR was \"bfc\""));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! LeakSanitizer-style suppression files: parsing (`leak:PATTERN`, `#` comments) and matching a
-//! pattern against one name.
+//! LeakSanitizer-style suppression files: parsing (`leak:PATTERN` and `cache:PATTERN` lines, `#`
+//! comments) and matching a pattern against one name. The built-in cache rules (`caches.rs`) use
+//! the same [`Pattern`].
 //!
 //! Pattern semantics (docs/report-format.md): `*` matches any run of characters; without anchors a
 //! pattern matches anywhere in the name (a substring match, as in LSan); a leading `^` anchors it
@@ -8,18 +9,53 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// One `leak:` line.
+/// A name pattern: `*` wildcards, substring match unless anchored with `^` / `$`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
-    /// The pattern exactly as written after `leak:`.
-    pub pattern: String,
-    /// Where the rule was written, for messages and reports.
-    pub file: PathBuf,
-    pub line: usize,
+pub struct Pattern {
+    /// The pattern exactly as written.
+    pub text: String,
     anchored_start: bool,
     anchored_end: bool,
     /// The pattern between the anchors, split at `*`.
     pieces: Vec<String>,
+}
+
+/// What a suppression line does with the blocks it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// `leak:` — the leak is suppressed (counted per rule, never reported).
+    Leak,
+    /// `cache:` — the blocks are held by a cache of the program's own (reported apart from leaks,
+    /// not counted by the gate by default); matched anchored, like the built-in cache rules.
+    Cache,
+}
+
+impl RuleKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleKind::Leak => "leak",
+            RuleKind::Cache => "cache",
+        }
+    }
+}
+
+/// One `leak:` or `cache:` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub kind: RuleKind,
+    /// The pattern exactly as written after `leak:` / `cache:`.
+    pub pattern: String,
+    /// Where the rule was written, for messages and reports.
+    pub file: PathBuf,
+    pub line: usize,
+    matcher: Pattern,
+}
+
+/// A suppression file's rules, by kind, each in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Suppressions {
+    pub leak: Vec<Rule>,
+    pub cache: Vec<Rule>,
 }
 
 #[derive(Debug)]
@@ -43,7 +79,7 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 /// Reads a suppression file: a regular file, opened without blocking (`load::open_regular`).
-pub fn read(path: &Path) -> Result<Vec<Rule>, ParseError> {
+pub fn read(path: &Path) -> Result<Suppressions, ParseError> {
     let cannot = |message: String| ParseError {
         file: path.to_path_buf(),
         line: 0,
@@ -69,8 +105,8 @@ pub fn read(path: &Path) -> Result<Vec<Rule>, ParseError> {
 }
 
 /// Parses suppression text; `file` is only used in errors and rule locations.
-pub fn parse(text: &str, file: &Path) -> Result<Vec<Rule>, ParseError> {
-    let mut rules = Vec::new();
+pub fn parse(text: &str, file: &Path) -> Result<Suppressions, ParseError> {
+    let mut rules = Suppressions::default();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -84,23 +120,57 @@ pub fn parse(text: &str, file: &Path) -> Result<Vec<Rule>, ParseError> {
         let Some((kind, pattern)) = line.split_once(':') else {
             return Err(fail(format!("expected \"leak:PATTERN\", found {line:?}")));
         };
-        if kind.trim() != "leak" {
-            return Err(fail(format!(
-                "unsupported suppression type {:?} (cudaleak understands only \"leak:\")",
-                kind.trim()
-            )));
-        }
+        let kind = match kind.trim() {
+            "leak" => RuleKind::Leak,
+            "cache" => RuleKind::Cache,
+            other => {
+                return Err(fail(format!(
+                    "unsupported suppression type {other:?} (cudaleak understands \"leak:\" and \"cache:\")"
+                )))
+            }
+        };
         let pattern = pattern.trim();
         if pattern.is_empty() || pattern == "^" || pattern == "$" || pattern == "^$" {
-            return Err(fail("empty pattern after \"leak:\"".into()));
+            return Err(fail(format!("empty pattern after \"{}:\"", kind.as_str())));
         }
-        rules.push(Rule::new(pattern, file, i + 1));
+        let rule = Rule::with_kind(kind, pattern, file, i + 1);
+        match kind {
+            RuleKind::Leak => rules.leak.push(rule),
+            RuleKind::Cache => rules.cache.push(rule),
+        }
     }
     Ok(rules)
 }
 
 impl Rule {
+    /// A `leak:` rule.
     pub fn new(pattern: &str, file: &Path, line: usize) -> Rule {
+        Rule::with_kind(RuleKind::Leak, pattern, file, line)
+    }
+
+    pub fn with_kind(kind: RuleKind, pattern: &str, file: &Path, line: usize) -> Rule {
+        Rule {
+            kind,
+            pattern: pattern.to_string(),
+            file: file.to_path_buf(),
+            line,
+            matcher: Pattern::new(pattern),
+        }
+    }
+
+    /// How the rule is written in a suppression file.
+    pub fn text(&self) -> String {
+        format!("{}:{}", self.kind.as_str(), self.pattern)
+    }
+
+    /// Whether the pattern matches `name` (an empty name never matches, as in LSan).
+    pub fn matches(&self, name: &str) -> bool {
+        self.matcher.matches(name)
+    }
+}
+
+impl Pattern {
+    pub fn new(pattern: &str) -> Pattern {
         let mut core = pattern;
         let anchored_start = core.starts_with('^');
         if anchored_start {
@@ -110,19 +180,12 @@ impl Rule {
         if anchored_end {
             core = &core[..core.len() - 1];
         }
-        Rule {
-            pattern: pattern.to_string(),
-            file: file.to_path_buf(),
-            line,
+        Pattern {
+            text: pattern.to_string(),
             anchored_start,
             anchored_end,
             pieces: core.split('*').map(str::to_string).collect(),
         }
-    }
-
-    /// How the rule is written in a suppression file.
-    pub fn text(&self) -> String {
-        format!("leak:{}", self.pattern)
     }
 
     /// Whether the pattern matches `name` (an empty name never matches, as in LSan).
@@ -200,14 +263,19 @@ mod tests {
     #[test]
     fn file_syntax_comments_blank_lines_and_errors_with_line_numbers() {
         let rules = parse(
-            "# third-party\n\n  leak:libfoo.so  \nleak:^init_*$\n",
+            "# third-party\n\n  leak:libfoo.so  \nleak:^init_*$\ncache: MyPool::*\n",
             Path::new("x.supp"),
         )
         .unwrap();
-        assert_eq!(rules.len(), 2);
-        assert_eq!(rules[0].pattern, "libfoo.so");
-        assert_eq!(rules[0].line, 3);
-        assert_eq!(rules[1].text(), "leak:^init_*$");
+        assert_eq!(rules.leak.len(), 2);
+        assert_eq!(rules.leak[0].pattern, "libfoo.so");
+        assert_eq!(rules.leak[0].line, 3);
+        assert_eq!(rules.leak[1].text(), "leak:^init_*$");
+        assert_eq!(rules.cache.len(), 1);
+        assert_eq!(rules.cache[0].kind, RuleKind::Cache);
+        assert_eq!(rules.cache[0].text(), "cache:MyPool::*");
+        assert_eq!(rules.cache[0].line, 5);
+        assert!(rules.cache[0].matches("MyPool::grow(unsigned long)"));
 
         let e = parse("leak:a\nrace:b\n", Path::new("x.supp")).unwrap_err();
         assert_eq!(e.line, 2);
@@ -221,5 +289,7 @@ mod tests {
         );
         let e = parse("\nleak:  \n", Path::new("x.supp")).unwrap_err();
         assert_eq!(e.line, 2);
+        let e = parse("cache:^\n", Path::new("x.supp")).unwrap_err();
+        assert_eq!(e.to_string(), "x.supp:1: empty pattern after \"cache:\"");
     }
 }

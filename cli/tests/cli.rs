@@ -111,6 +111,70 @@ fn suppressions_silence_matching_leaks_and_show_counts() {
 }
 
 #[test]
+fn list_caches_prints_the_builtin_rules_and_the_suppression_file_s_cache_lines() {
+    let out = report(&["--list-caches"])
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text, cudaleak_cli::caches::BUILTIN);
+    for id in [
+        "[pytorch-native]",
+        "[pytorch-async]",
+        "[cublas]",
+        "[cudnn]",
+        "[cufft]",
+        "[cusolver]",
+        "[cusparse]",
+        "[nccl]",
+        "[cupy-pool]",
+        "[rmm-pool]",
+        "[xla-bfc]",
+    ] {
+        assert!(text.contains(&format!("\n{id}\n")), "{id}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("ci.supp");
+    std::fs::write(&supp, "leak:x\ncache:MyPool::*\n").unwrap();
+    report(&["--list-caches", "--suppressions", supp.to_str().unwrap()])
+        .code(0)
+        .stdout(predicate::str::ends_with("cache:MyPool::*    # line 2\n"));
+    // --list-caches needs no dump, but a report does; --growth and --list-caches exclude each other.
+    report(&["--list-caches", "--growth"]).code(2);
+}
+
+#[test]
+fn framework_dump_passes_the_gate_for_its_caches_and_fails_for_its_leak() {
+    report(&[&fx("framework.json")])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "Held by caches: 86.00 MiB in 3 allocations (cublas 64.00 MiB, pytorch-native 22.00 MiB)",
+        ))
+        .stdout(predicate::str::contains("Gate failed (leaks): exit status 23."));
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("ci.supp");
+    std::fs::write(&supp, "leak:my_ext::scratch\n").unwrap();
+    report(&[
+        "--suppressions",
+        supp.to_str().unwrap(),
+        &fx("framework.json"),
+    ])
+    .code(0);
+    report(&[
+        "--suppressions",
+        supp.to_str().unwrap(),
+        "--fail-on",
+        "strict",
+        &fx("framework.json"),
+    ])
+    .code(23)
+    .stdout(predicate::str::contains(
+        "Gate failed (cached memory (--fail-on strict)): exit status 23.",
+    ));
+}
+
+#[test]
 fn bad_suppression_file_is_a_usage_error_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let supp = dir.path().join("bad.supp");
@@ -135,7 +199,7 @@ fn broken_inputs_exit_2_with_file_line_and_column() {
         ("non_utf8.json", ":49:24: invalid unicode code point"),
         (
             "wrong_version.json",
-            ": dump schema version 2 is not supported",
+            ": dump schema version 99 is not supported",
         ),
         (
             "dangling_stack.json",

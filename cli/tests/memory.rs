@@ -19,6 +19,7 @@ fn dump(n: usize) -> Dump {
         )
     };
     let frame = |j: usize, line: u32| Frame {
+        kind: None,
         ip: Hex(0x55d4_c2a0_0000 + j as u64 * 0x40),
         module: Some(format!("/home/ci/build/lib/libsolver_{}.so.2", j % 7)),
         offset: Some(Hex(j as u64 * 0x40)),
@@ -41,6 +42,7 @@ fn dump(n: usize) -> Dump {
         .map(|i| LiveRecord {
             address: Hex(0x7f00_0000_0000 + (i as u64) * 0x10_0000),
             size: 4096,
+            bytes_held: None,
             api: "cudaMalloc".into(),
             kind: Kind::Device,
             device: Some(0),

@@ -6,7 +6,7 @@
 // the module libplan.so — not in this program.
 //
 // EXPECT: summary allocations=2 frees=0 live_allocations=2 live_bytes=3145728 failed_allocations=0 invalid_frees=0
-// EXPECT: leak file=libplan.cu marker=LEAK-HERE count=2 bytes=3145728 api=cudaMalloc static_api=cuMemAlloc_v2 kind=device function=plan_create module=libplan.so
+// EXPECT: leak file=libplan.cu marker=LEAK-HERE count=2 bytes=3145728 api=cudaMalloc kind=device function=plan_create module=libplan.so
 #include <cstdio>
 #include "plan.h"
 

@@ -4,14 +4,14 @@ pool's chunks are visible).
 
 Three arrays of 2 MiB are made; one is dropped (its free is seen), two are leaked by taking a
 reference that is never released, so interpreter shutdown cannot free them before the exit dump.
-CuPy reaches the driver through its own runtime, which cannot be interposed, so the shim records
-the driver call: cuMemAlloc_v2.
+CuPy reaches the driver through its own, statically linked runtime, which cannot be interposed:
+the shim records the driver call and names it by the runtime's cudaMalloc in its stack.
 
-The report must show ONE leak group: 2 allocations of 2 MiB (4 194 304 bytes) via cuMemAlloc_v2
-(device memory); nothing else live, no events.
+The report must show ONE leak group: 2 allocations of 2 MiB (4 194 304 bytes) via cudaMalloc
+(device memory), its first frame this script's LEAK-HERE line; nothing else live, no events.
 GPU only: run by scripts/gpu-validate.sh as `cudaleak run -- python3 cuda-samples/python/cupy_arrays.py`.
 """
-# EXPECT: leak size=2097152 count=2 bytes=4194304 api=cuMemAlloc_v2 kind=device
+# EXPECT: leak marker=LEAK-HERE size=2097152 count=2 bytes=4194304 api=cudaMalloc kind=device
 
 import ctypes
 
@@ -21,7 +21,7 @@ cupy.cuda.set_allocator(None)  # no pool: every array is one cuMemAlloc / cuMemF
 
 N = 1 << 19  # float32 elements: 2 MiB
 
-arrays = [cupy.zeros(N, dtype=cupy.float32) for _ in range(3)]
+arrays = [cupy.zeros(N, dtype=cupy.float32) for _ in range(3)]  # LEAK-HERE
 cupy.cuda.Device().synchronize()
 del arrays[0]  # freed now
 

@@ -1,5 +1,5 @@
-//! The cudaleak dump schema, version 1: the one definition of what the shim writes and the CLI
-//! reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
+//! The cudaleak dump schema, versions 1 and 2: the one definition of what the shim writes and the
+//! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
 //! This crate holds types, the version constant, reading (with positions in errors) and
 //! consistency checks. It must never depend on the shim or the CLI, and never panic on input.
@@ -19,8 +19,29 @@ pub use name::{interning, Name};
 use serde::de::{self, IgnoredAny, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The value of the top-level `cudaleak_dump` field this crate writes and accepts.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The newest value of the top-level `cudaleak_dump` field: version 2 is version 1 plus the
+/// optional `kind` of a frame (Python frames).
+pub const SCHEMA_VERSION: u32 = 2;
+/// The oldest version this crate still reads.
+pub const MIN_SCHEMA_VERSION: u32 = 1;
+
+/// Whether a dump of version `v` can be read.
+pub fn is_supported_version(v: u64) -> bool {
+    (u64::from(MIN_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v)
+}
+
+/// The version a dump should carry: the lowest that describes it, so that readers which know
+/// only version 1 keep reading dumps without Python frames.
+pub fn version_for(stacks: &[Stack]) -> u32 {
+    let python = stacks
+        .iter()
+        .any(|s| s.frames.iter().any(|f| f.kind.is_some()));
+    if python {
+        SCHEMA_VERSION
+    } else {
+        MIN_SCHEMA_VERSION
+    }
+}
 
 /// A whole dump: one process at one moment (exit, a signal, or a snapshot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,26 +145,46 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Stack<S = String> {
     /// Innermost frame first: `frames[0]` is the code that called the CUDA function.
     pub frames: Vec<Frame<S>>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Frame<S = String> {
-    /// The return address as captured.
+    /// What runs in this frame: absent for native code (every frame of a version 1 dump),
+    /// `python` for a Python function (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FrameKind>,
+    /// The return address as captured; `0x0` for a Python frame, which has none.
     pub ip: Hex,
     /// Path of the module (executable or shared library) holding `ip`.
     pub module: Option<S>,
-    /// `ip` in the module's own address space (ip minus load bias), as `addr2line -e module` takes it.
+    /// `ip` in the module's own address space (ip minus load bias), as `addr2line -e module` takes it;
+    /// for a Python frame, the byte offset of the instruction in its code object's bytecode.
     pub offset: Option<Hex>,
     /// Demangled function name.
     pub function: Option<S>,
     pub file: Option<S>,
     pub line: Option<u32>,
+}
+
+/// What runs in a frame other than native code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameKind {
+    /// A CPython frame: `function` is the code object's qualified name (`Model.train_step`; the
+    /// plain name before Python 3.11), `file` its `co_filename`, `line` the executing line.
+    Python,
+}
+
+impl<S> Frame<S> {
+    pub fn is_python(&self) -> bool {
+        self.kind == Some(FrameKind::Python)
+    }
 }
 
 /// What kind of memory a record is.
@@ -156,6 +197,16 @@ pub enum Kind {
     Async,
     Array,
     Physical,
+    /// Made by a CUDA graph's memory allocation node when the graph was launched.
+    Graph,
+    /// Host memory the program page-locked with `cuMemHostRegister`.
+    Registered,
+    /// Another process's memory opened through IPC.
+    Ipc,
+    /// A virtual address range reserved with `cuMemAddressReserve`.
+    Reserved,
+    /// A mapping of physical memory into a reserved range (`cuMemMap`).
+    Mapped,
 }
 
 impl Kind {
@@ -167,6 +218,11 @@ impl Kind {
             Kind::Async => "async",
             Kind::Array => "array",
             Kind::Physical => "physical",
+            Kind::Graph => "graph",
+            Kind::Registered => "registered",
+            Kind::Ipc => "ipc",
+            Kind::Reserved => "reserved",
+            Kind::Mapped => "mapped",
         }
     }
 }
@@ -177,8 +233,13 @@ impl Kind {
 pub struct LiveRecord<S = String> {
     /// Device or host address; the handle for `array` and `physical`.
     pub address: Hex,
-    /// Bytes (pitch × height for pitched allocations).
+    /// Bytes (pitch × height for pitched allocations); the range for `reserved` and `mapped`.
     pub size: u64,
+    /// Bytes of memory the record keeps allocated, written only when that is not `size`:
+    /// 0 for `reserved` (address space), and for `mapped` 0 while the physical allocation it
+    /// maps is live, that allocation's size once the program released it. See [`LiveRecord::held`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_held: Option<u64>,
     /// The call the program made, e.g. `cudaMalloc` or `cuMemAlloc_v2`.
     pub api: S,
     pub kind: Kind,
@@ -192,6 +253,15 @@ pub struct LiveRecord<S = String> {
     pub time_ms: u64,
     /// Index into `Dump::stacks`.
     pub stack: usize,
+}
+
+impl<S> LiveRecord<S> {
+    /// Bytes of memory this record keeps allocated: what `summary.live_bytes` adds up, so that
+    /// memory reached through several records (a physical allocation and its mappings) is
+    /// counted once.
+    pub fn held(&self) -> u64 {
+        self.bytes_held.unwrap_or(self.size)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -327,7 +397,7 @@ impl fmt::Display for ReadError {
             } => write!(f, "{line}:{column}: {message}"),
             ReadError::Version(Some(v)) => write!(
                 f,
-                "dump schema version {v} is not supported (this cudaleak reads version {SCHEMA_VERSION})"
+                "dump schema version {v} is not supported (this cudaleak reads versions {MIN_SCHEMA_VERSION} to {SCHEMA_VERSION})"
             ),
             ReadError::Version(None) => {
                 write!(f, "not a cudaleak dump (no \"cudaleak_dump\" version field)")
@@ -389,7 +459,7 @@ where
     };
     match parsed {
         Ok(dump) => {
-            if dump.cudaleak_dump != SCHEMA_VERSION {
+            if !is_supported_version(dump.cudaleak_dump.into()) {
                 return Err(ReadError::Version(Some(dump.cudaleak_dump.into())));
             }
             dump.validate().map_err(ReadError::Inconsistent)?;
@@ -400,7 +470,7 @@ where
             // A dump of another version usually fails on its shape first: say "version" then.
             if !e.is_syntax() && !e.is_eof() {
                 if let Some(v) = reopen().and_then(peek_version) {
-                    if v != Some(u64::from(SCHEMA_VERSION)) {
+                    if !v.is_some_and(is_supported_version) {
                         return Err(ReadError::Version(v));
                     }
                 }
@@ -489,11 +559,11 @@ impl<S> Dump<S> {
         let bytes = self
             .live
             .iter()
-            .try_fold(0u64, |acc, r| acc.checked_add(r.size))
+            .try_fold(0u64, |acc, r| acc.checked_add(r.held()))
             .ok_or("the sizes in \"live\" overflow 64 bits")?;
         if s.live_bytes != bytes {
             return Err(format!(
-                "summary.live_bytes is {} but the records in \"live\" add up to {bytes}",
+                "summary.live_bytes is {} but the records in \"live\" hold {bytes}",
                 s.live_bytes
             ));
         }
@@ -533,6 +603,7 @@ mod tests {
             },
             stacks: vec![Stack {
                 frames: vec![Frame {
+                    kind: None,
                     ip: Hex(0x55aa_0000_1234),
                     module: Some("/bin/app".into()),
                     offset: Some(Hex(0x1234)),
@@ -544,6 +615,7 @@ mod tests {
             live: vec![LiveRecord {
                 address: Hex(0x7f00_0000_0000),
                 size: 4096,
+                bytes_held: None,
                 api: "cudaMalloc".into(),
                 kind: Kind::Device,
                 device: Some(0),
@@ -632,6 +704,40 @@ mod tests {
     }
 
     #[test]
+    fn python_frames_round_trip_and_make_the_dump_version_2() {
+        let mut d = sample();
+        assert_eq!(version_for(&d.stacks), 1, "no Python frame: version 1");
+        d.stacks[0].frames.push(Frame {
+            kind: Some(FrameKind::Python),
+            ip: Hex(0),
+            module: None,
+            offset: Some(Hex(0x1c)),
+            function: Some("Trainer.train_step".into()),
+            file: Some("/work/train.py".into()),
+            line: Some(8),
+        });
+        d.cudaleak_dump = version_for(&d.stacks);
+        assert_eq!(d.cudaleak_dump, 2);
+        let mut out = Vec::new();
+        write(&d, &mut out).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            text.contains(r#"{"kind":"python","ip":"0x0","module":null,"offset":"0x1c","function":"Trainer.train_step","file":"/work/train.py","line":8}"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"{"kind":null"#),
+            "native frames carry no kind"
+        );
+        assert_eq!(from_slice(&out).unwrap(), d);
+        // A version 1 dump is read as before.
+        let mut v1 = sample();
+        v1.cudaleak_dump = 1;
+        let bytes = serde_json::to_vec(&v1).unwrap();
+        assert_eq!(from_slice(&bytes).unwrap(), v1);
+    }
+
+    #[test]
     fn truncated_input_reports_line_and_column() {
         let mut out = Vec::new();
         write(&sample(), &mut out).unwrap();
@@ -647,11 +753,11 @@ mod tests {
     #[test]
     fn other_versions_are_refused_by_name() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["cudaleak_dump"] = 2.into();
+        v["cudaleak_dump"] = 3.into();
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(2)))
+            Err(ReadError::Version(Some(3)))
         ));
         v.as_object_mut()
             .unwrap()
@@ -659,7 +765,7 @@ mod tests {
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(2)))
+            Err(ReadError::Version(Some(3)))
         ));
         assert!(matches!(
             from_slice(b"{\"hello\": 1}"),
@@ -693,6 +799,26 @@ mod tests {
     fn summary_must_match_live_list() {
         let mut d = sample();
         d.summary.live_bytes = 1;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        assert!(matches!(
+            from_slice(&bytes),
+            Err(ReadError::Inconsistent(_))
+        ));
+    }
+
+    #[test]
+    fn live_bytes_count_what_records_hold_not_their_ranges() {
+        let mut d = sample();
+        let mut reserved = d.live[0].clone();
+        reserved.kind = Kind::Reserved;
+        reserved.size = 1 << 30;
+        reserved.bytes_held = Some(0);
+        d.live.push(reserved);
+        d.summary.live_allocations = 2;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).contains(r#""size":1073741824,"bytes_held":0,"#));
+        assert_eq!(from_slice(&bytes).unwrap(), d, "live_bytes stays 4096");
+        d.summary.live_bytes += 1 << 30;
         let bytes = serde_json::to_vec(&d).unwrap();
         assert!(matches!(
             from_slice(&bytes),

@@ -19,6 +19,22 @@ pub enum Op {
     FreeHost,
     FreeArray,
     FreePhysical,
+    /// A graph launch: the memory of its allocation nodes becomes live.
+    AllocGraph,
+    /// A graph's allocation node is made (explicitly, or by an allocation in stream capture):
+    /// where its memory is asked for, not yet an allocation.
+    GraphNode,
+    // Issue 12: memory the program borrows or maps rather than allocates.
+    Register,
+    Unregister,
+    IpcOpen,
+    IpcClose,
+    /// `cuMemPoolImportPointer`: another process's pool memory, freed like device memory.
+    ImportPointer,
+    Reserve,
+    AddressFree,
+    Map,
+    Unmap,
 }
 
 /// Address spaces that frees look up: a device pointer and a host pointer or an opaque
@@ -29,6 +45,10 @@ pub enum Space {
     Host,
     Array,
     Physical,
+    Registered,
+    Ipc,
+    Reserved,
+    Mapped,
 }
 
 impl Op {
@@ -40,10 +60,17 @@ impl Op {
             | Op::AllocAsync
             | Op::AllocFromPool
             | Op::FreeDevice
-            | Op::FreeAsync => Space::Device,
+            | Op::FreeAsync
+            | Op::AllocGraph
+            | Op::GraphNode => Space::Device,
             Op::AllocHost | Op::FreeHost => Space::Host,
             Op::AllocArray | Op::FreeArray => Space::Array,
             Op::AllocPhysical | Op::FreePhysical => Space::Physical,
+            Op::Register | Op::Unregister => Space::Registered,
+            Op::IpcOpen | Op::IpcClose => Space::Ipc,
+            Op::ImportPointer => Space::Device,
+            Op::Reserve | Op::AddressFree => Space::Reserved,
+            Op::Map | Op::Unmap => Space::Mapped,
         }
     }
 
@@ -55,6 +82,11 @@ impl Op {
             Op::AllocAsync | Op::AllocFromPool | Op::FreeAsync => Kind::Async,
             Op::AllocArray | Op::FreeArray => Kind::Array,
             Op::AllocPhysical | Op::FreePhysical => Kind::Physical,
+            Op::AllocGraph | Op::GraphNode => Kind::Graph,
+            Op::Register | Op::Unregister => Kind::Registered,
+            Op::IpcOpen | Op::IpcClose | Op::ImportPointer => Kind::Ipc,
+            Op::Reserve | Op::AddressFree => Kind::Reserved,
+            Op::Map | Op::Unmap => Kind::Mapped,
         }
     }
 }
@@ -68,7 +100,6 @@ macro_rules! apis {
         pub enum Api { $($name,)* }
 
         impl Api {
-            #[cfg(test)]
             pub const ALL: &'static [Api] = &[$(Api::$name,)*];
 
             pub fn name(self) -> &'static str {
@@ -107,6 +138,21 @@ apis! {
     cuArrayCreate_v2 => AllocArray,
     cuArray3DCreate_v2 => AllocArray,
     cuArrayDestroy => FreeArray,
+    cuGraphLaunch => AllocGraph,
+    cuGraphLaunch_ptsz => AllocGraph,
+    cuGraphAddMemAllocNode => GraphNode,
+    // Registered host memory, IPC and virtual memory (issue 12).
+    cuMemHostRegister => Register,
+    cuMemHostRegister_v2 => Register,
+    cuMemHostUnregister => Unregister,
+    cuIpcOpenMemHandle => IpcOpen,
+    cuIpcOpenMemHandle_v2 => IpcOpen,
+    cuIpcCloseMemHandle => IpcClose,
+    cuMemPoolImportPointer => ImportPointer,
+    cuMemAddressReserve => Reserve,
+    cuMemAddressFree => AddressFree,
+    cuMemMap => Map,
+    cuMemUnmap => Unmap,
     // Runtime API: labels only.
     cudaMalloc => AllocDevice,
     cudaMallocManaged => AllocManaged,
@@ -124,11 +170,74 @@ apis! {
     cudaMallocFromPoolAsync_ptsz => AllocFromPool,
     cudaMallocArray => AllocArray,
     cudaFreeArray => FreeArray,
+    // Registered host memory and IPC (issue 12).
+    cudaHostRegister => Register,
+    cudaHostUnregister => Unregister,
+    cudaIpcOpenMemHandle => IpcOpen,
+    cudaIpcCloseMemHandle => IpcClose,
+    cudaMemPoolImportPointer => ImportPointer,
+}
+
+impl Api {
+    /// The runtime function a driver record was reached through, named by the first frame of
+    /// its stack (innermost first) that is a runtime entry doing the same thing: a statically
+    /// linked runtime has no exported symbol to label the record as the shared one does, but a
+    /// binary that is not stripped still names `cudaMalloc` in the stack. Only driver records
+    /// are relabelled, only by an exact function name, within the first `LOOK` frames.
+    pub fn called_as<'a>(self, functions: impl IntoIterator<Item = Option<&'a str>>) -> Api {
+        const LOOK: usize = 12;
+        if self.name().starts_with("cuda") {
+            return self;
+        }
+        functions
+            .into_iter()
+            .take(LOOK)
+            .flatten()
+            .find_map(|f| {
+                Api::ALL
+                    .iter()
+                    .copied()
+                    .find(|r| r.name() == f && r.name().starts_with("cuda") && r.op() == self.op())
+            })
+            .unwrap_or(self)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_static_runtime_entry_in_the_stack_names_the_driver_record() {
+        let frames = [
+            None,
+            Some("cudart::cudaApiMalloc"),
+            Some("cudaMalloc"),
+            Some("main"),
+        ];
+        assert_eq!(Api::cuMemAlloc_v2.called_as(frames), Api::cudaMalloc);
+        let host = [Some("cudaHostAlloc"), Some("cudaMallocHost")];
+        assert_eq!(Api::cuMemHostAlloc.called_as(host), Api::cudaHostAlloc);
+        // A runtime name of another operation, or none, leaves the driver name.
+        assert_eq!(
+            Api::cuMemAlloc_v2.called_as([Some("cudaFree"), Some("main")]),
+            Api::cuMemAlloc_v2
+        );
+        assert_eq!(
+            Api::cuMemAlloc_v2.called_as([None, None]),
+            Api::cuMemAlloc_v2
+        );
+        // Already a runtime label: kept.
+        assert_eq!(
+            Api::cudaMalloc.called_as([Some("cudaMallocManaged")]),
+            Api::cudaMalloc
+        );
+        // Only the first frames count: a cudaMalloc far up the stack is not this call.
+        let far: Vec<Option<&str>> = std::iter::repeat_n(Some("f"), 12)
+            .chain([Some("cudaMalloc")])
+            .collect();
+        assert_eq!(Api::cuMemAlloc_v2.called_as(far), Api::cuMemAlloc_v2);
+    }
 
     #[test]
     fn index_round_trips_for_every_api() {
@@ -149,5 +258,36 @@ mod tests {
             Api::cudaFreeAsync.op().space(),
             Api::cudaMalloc.op().space()
         );
+    }
+
+    #[test]
+    fn borrowed_and_mapped_memory_has_its_own_spaces_and_kinds() {
+        // A registered pointer is not a cuMemAllocHost block: cuMemFreeHost must not match it.
+        assert_ne!(
+            Api::cuMemHostRegister_v2.op().space(),
+            Api::cuMemFreeHost.op().space()
+        );
+        assert_eq!(Api::cuMemHostRegister.op().kind(), Kind::Registered);
+        assert_eq!(Api::cudaHostRegister.op(), Api::cuMemHostRegister_v2.op());
+        assert_eq!(Api::cudaHostUnregister.op(), Api::cuMemHostUnregister.op());
+        assert_ne!(Api::cuIpcOpenMemHandle_v2.op().space(), Space::Device);
+        assert_eq!(
+            Api::cudaIpcOpenMemHandle.op(),
+            Api::cuIpcOpenMemHandle_v2.op()
+        );
+        assert_eq!(
+            Api::cudaIpcCloseMemHandle.op(),
+            Api::cuIpcCloseMemHandle.op()
+        );
+        // An imported pool pointer is freed with cuMemFree/cuMemFreeAsync, yet is IPC memory.
+        assert_eq!(Api::cuMemPoolImportPointer.op().space(), Space::Device);
+        assert_eq!(Api::cuMemPoolImportPointer.op().kind(), Kind::Ipc);
+        assert_eq!(
+            Api::cudaMemPoolImportPointer.op(),
+            Api::cuMemPoolImportPointer.op()
+        );
+        assert_eq!(Api::cuMemAddressReserve.op().kind(), Kind::Reserved);
+        assert_eq!(Api::cuMemMap.op().kind(), Kind::Mapped);
+        assert_eq!(Api::cuMemUnmap.op().space(), Space::Mapped);
     }
 }

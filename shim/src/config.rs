@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::stack::{Unwind, MAX_DEPTH};
 
 pub const DEFAULT_DEPTH: usize = 32;
+pub const DEFAULT_PY_DEPTH: usize = 32;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -15,6 +16,8 @@ pub struct Config {
     pub output: Option<OsString>,
     /// CUDALEAK_DEPTH: frames per stack.
     pub depth: usize,
+    /// CUDALEAK_PY_DEPTH: Python frames per stack; 0 records none.
+    pub py_depth: usize,
     /// CUDALEAK_QUIET=1: no line on stderr at exit.
     pub quiet: bool,
     /// CUDALEAK_DISABLE=1: forward every call, record nothing, write no dump.
@@ -47,6 +50,20 @@ impl Config {
                         v.to_string_lossy()
                     ));
                     DEFAULT_DEPTH
+                }
+            },
+        };
+        let py_depth = match get("CUDALEAK_PY_DEPTH") {
+            None => DEFAULT_PY_DEPTH,
+            Some(v) => match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
+                Some(d) if d <= crate::python::MAX_DEPTH => d,
+                _ => {
+                    warnings.push(format!(
+                        "CUDALEAK_PY_DEPTH={} is not a number from 0 to {}; using {DEFAULT_PY_DEPTH}",
+                        v.to_string_lossy(),
+                        crate::python::MAX_DEPTH
+                    ));
+                    DEFAULT_PY_DEPTH
                 }
             },
         };
@@ -84,6 +101,7 @@ impl Config {
             signals: get("CUDALEAK_SIGNAL").is_none_or(|v| v != "0"),
             output: get("CUDALEAK_OUTPUT").filter(|v| !v.is_empty()),
             depth,
+            py_depth,
             quiet: flag("CUDALEAK_QUIET"),
             disabled: flag("CUDALEAK_DISABLE"),
             warnings,
@@ -200,5 +218,13 @@ mod tests {
         assert_eq!(config(&[("CUDALEAK_DEPTH", "0")]).depth, DEFAULT_DEPTH);
         assert_eq!(config(&[("CUDALEAK_DEPTH", "8")]).depth, 8);
         assert!(config(&[("CUDALEAK_QUIET", "1")]).quiet);
+    }
+
+    #[test]
+    fn python_depth_may_be_zero_and_warns_past_the_maximum() {
+        assert_eq!(config(&[]).py_depth, DEFAULT_PY_DEPTH);
+        assert_eq!(config(&[("CUDALEAK_PY_DEPTH", "0")]).py_depth, 0);
+        let c = config(&[("CUDALEAK_PY_DEPTH", "9999")]);
+        assert_eq!((c.py_depth, c.warnings.len()), (DEFAULT_PY_DEPTH, 1));
     }
 }

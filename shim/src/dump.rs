@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
@@ -13,9 +13,13 @@ use cudaleak_format::{
     self as format, End, Event, Hex, LiveRecord, Process, ShimInfo, Stack, Summary,
 };
 
+use crate::api::Api;
+use crate::python::{self, PyFrame};
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
+use crate::stdio;
 use crate::symbolize::Symbolizer;
+use crate::table::Live;
 
 /// When a dump is taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,43 +39,86 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
     let mut symbolizer = Symbolizer::new(exe.clone());
     let mut stacks = Vec::new();
     let mut index: HashMap<StackId, usize> = HashMap::new();
+    // Ids that differ only in what the dump does not show (two instructions of one Python line)
+    // give the same frames: one stack.
+    let mut by_frames: HashMap<Stack, usize> = HashMap::new();
     let mut stack_index = |id: StackId| -> usize {
         *index.entry(id).or_insert_with(|| {
-            let ips = s.stacks.get(id).unwrap_or_default();
-            stacks.push(Stack {
-                frames: symbolizer.frames(&ips),
-            });
-            stacks.len() - 1
+            let stack = Stack {
+                frames: frames_of(s, &mut symbolizer, id),
+            };
+            *by_frames.entry(stack).or_insert_with_key(|stack| {
+                stacks.push(stack.clone());
+                stacks.len() - 1
+            })
         })
     };
-    let live: Vec<LiveRecord> = snap
+    let live: Vec<(Api, LiveRecord)> = snap
         .live
         .iter()
-        .map(|(_, addr, b)| LiveRecord {
-            address: Hex(*addr),
-            size: b.size,
-            api: b.api.name().to_string(),
-            kind: b.api.op().kind(),
-            device: (b.device >= 0).then_some(i32::from(b.device)),
-            thread: u64::from(b.thread),
-            seq: b.seq,
-            time_ms: u64::from(b.time_ms),
-            stack: stack_index(b.stack),
-        })
+        .map(
+            |&Live {
+                 addr,
+                 block: b,
+                 held,
+                 ..
+             }| {
+                let stack = stack_index(b.stack);
+                let record = LiveRecord {
+                    address: Hex(addr),
+                    size: b.size,
+                    bytes_held: (held != b.size).then_some(held),
+                    api: String::new(),
+                    kind: b.api.op().kind(),
+                    device: (b.device >= 0).then_some(i32::from(b.device)),
+                    thread: u64::from(b.thread),
+                    seq: b.seq,
+                    time_ms: u64::from(b.time_ms),
+                    stack,
+                };
+                (b.api, record)
+            },
+        )
         .collect();
-    let events: Vec<Event> = snap
+    let events: Vec<(Api, Event)> = snap
         .events
         .iter()
-        .map(|e| Event {
-            kind: e.kind,
-            api: e.api.name().to_string(),
-            address: e.address.map(Hex),
-            size: e.size,
-            error: e.error,
-            seq: e.seq,
-            stack: stack_index(e.stack),
-            alloc_stack: e.alloc_stack.map(&mut stack_index),
-            during_exit: e.during_exit,
+        .map(|e| {
+            (
+                e.api,
+                Event {
+                    kind: e.kind,
+                    api: String::new(),
+                    address: e.address.map(Hex),
+                    size: e.size,
+                    error: e.error,
+                    seq: e.seq,
+                    stack: stack_index(e.stack),
+                    alloc_stack: e.alloc_stack.map(&mut stack_index),
+                    during_exit: e.during_exit,
+                },
+            )
+        })
+        .collect();
+    // The name the program called, now that the stacks are symbolised.
+    let called_as = |api: Api, stack: usize| {
+        let frames = &stacks[stack].frames;
+        api.called_as(frames.iter().map(|f| f.function.as_deref()))
+            .name()
+            .to_string()
+    };
+    let live: Vec<LiveRecord> = live
+        .into_iter()
+        .map(|(api, mut r)| {
+            r.api = called_as(api, r.stack);
+            r
+        })
+        .collect();
+    let events: Vec<Event> = events
+        .into_iter()
+        .map(|(api, mut e)| {
+            e.api = called_as(api, e.stack);
+            e
         })
         .collect();
     let c = snap.totals;
@@ -83,13 +130,13 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
         invalid_frees: c.invalid_frees,
         // From the list itself, so the dump is consistent even while other threads allocate.
         live_allocations: live.len() as u64,
-        live_bytes: live.iter().map(|r| r.size).sum(),
+        live_bytes: live.iter().map(LiveRecord::held).sum(),
         peak_live_bytes: c.peak_live_bytes,
         bytes_allocated: c.bytes_allocated,
         dropped_events: c.dropped_events,
     };
     format::Dump {
-        cudaleak_dump: format::SCHEMA_VERSION,
+        cudaleak_dump: format::version_for(&stacks),
         process: process(s, exe, moment, snapshot),
         summary,
         stacks,
@@ -101,6 +148,26 @@ pub fn build(s: &State, moment: Moment, snapshot: Option<u64>) -> format::Dump {
             stack_reuses: stack::REUSES.load(Relaxed),
         }),
     }
+}
+
+/// The frames of an interned stack: native ones symbolised, Python ones spliced in where the
+/// interpreter evaluated them.
+fn frames_of(s: &State, symbolizer: &mut Symbolizer, id: StackId) -> Vec<format::Frame> {
+    if !id.has_python() {
+        return symbolizer.frames(&s.stacks.get(id).unwrap_or_default());
+    }
+    let Some((native, python)) = stack::split_python(&s.mixed, id) else {
+        return Vec::new();
+    };
+    let native = symbolizer.frames(&s.stacks.get(native).unwrap_or_default());
+    let python: Vec<_> = python
+        .iter()
+        .map(|&w| {
+            let f = PyFrame::unpack(w);
+            (f, s.python.frame(f))
+        })
+        .collect();
+    python::splice(native, &python)
 }
 
 fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Process {
@@ -159,12 +226,10 @@ pub fn write_atomically(dump: &format::Dump, path: &Path) -> io::Result<PathBuf>
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "cudaleak.json".into());
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    create_dir(&dir)?;
+    // Short, so that any valid final name is possible; one per process (the dumping lock
+    // serialises a process's dumps).
+    let tmp = dir.join(format!(".cudaleak.{}.tmp", std::process::id()));
     // A stale temporary (a reused pid) or a planted link is removed, never followed.
     let _ = fs::remove_file(&tmp);
     let result = (|| {
@@ -173,6 +238,7 @@ pub fn write_atomically(dump: &format::Dump, path: &Path) -> io::Result<PathBuf>
             .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
+        let file = stdio::file_above_stdio(file)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
         format::write(dump, &mut w)?;
         w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
@@ -182,8 +248,32 @@ pub fn write_atomically(dump: &format::Dump, path: &Path) -> io::Result<PathBuf>
     result
 }
 
+/// Creates `dir` and its parents, saying which part of the path is in the way when one is not a
+/// directory (`create_dir_all` reports only "File exists").
+fn create_dir(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir).map_err(|e| {
+        let blocker = dir
+            .ancestors()
+            .find(|a| fs::symlink_metadata(a).is_ok_and(|m| !m.is_dir()) && !a.is_dir());
+        match blocker {
+            Some(b) => io::Error::other(format!("{} is not a directory", b.display())),
+            None => e,
+        }
+    })
+}
+
 /// Links `tmp` to `path` or to the first free alternative name; `tmp` is left for the caller.
+/// A name taken by something other than a regular file (a device such as `/dev/stdout`, a FIFO,
+/// a directory) is an error: the dump would not be where the user looks for it.
 fn publish(tmp: &Path, path: &Path) -> io::Result<PathBuf> {
+    if let Ok(m) = fs::symlink_metadata(path) {
+        if !m.file_type().is_file() && !m.file_type().is_symlink() {
+            return Err(io::Error::other(format!(
+                "{} exists and is not a regular file",
+                path.display()
+            )));
+        }
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -268,7 +358,7 @@ pub fn write(s: &State, moment: Moment) {
         }
         Err(e) => format!("cudaleak: could not write {}: {e}\n", path.display()),
     };
-    let _ = io::stderr().write_all(line.as_bytes());
+    stdio::say(&line);
 }
 
 #[cfg(test)]
@@ -282,6 +372,53 @@ mod tests {
         assert_eq!(human_bytes(75_878), "74.1 KiB");
         assert_eq!(human_bytes(1 << 20), "1.0 MiB");
         assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cudaleak-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn sample() -> format::Dump {
+        format::from_slice(include_bytes!("../../format/tests/v1-sample.json")).unwrap()
+    }
+
+    #[test]
+    fn a_file_in_the_way_of_the_directory_is_named() {
+        let dir = scratch("notdir");
+        fs::write(dir.join("plain"), "x").unwrap();
+        let err = write_atomically(&sample(), &dir.join("plain/sub/d.json")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{} is not a directory", dir.join("plain").display())
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_name_of_255_bytes_can_be_written() {
+        let dir = scratch("longname");
+        let name = format!("{}.json", "n".repeat(250));
+        let written = write_atomically(&sample(), &dir.join(&name)).unwrap();
+        assert_eq!(written, dir.join(&name));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_name_taken_by_something_not_a_regular_file_is_an_error_not_a_new_name() {
+        let dir = scratch("nonregular");
+        fs::create_dir(dir.join("taken.json")).unwrap();
+        let err = write_atomically(&sample(), &dir.join("taken.json")).unwrap_err();
+        assert!(err.to_string().ends_with("is not a regular file"), "{err}");
+        let mut names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec![std::ffi::OsString::from("taken.json")]);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

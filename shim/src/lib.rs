@@ -3,6 +3,8 @@
 //! each live block with the stack that allocated it, and writes a JSON dump at exit.
 //!
 //! Capture (this crate) → persist (`cudaleak-format`) → analyse (the `cudaleak` CLI).
+//! A thread running CPython also gets its Python frames (`python/`, which reads the interpreter's
+//! structures by per-version layouts and never takes its locks or changes its objects).
 //! Nothing here may panic across FFI, change a return code or errno, or call CUDA on its own.
 
 // In unit tests nothing is exported (see hooks/) and the constructor is not registered, so the
@@ -12,12 +14,15 @@
 mod api;
 mod config;
 mod dump;
+mod graphs;
 mod guard;
 mod hooks;
 mod lifecycle;
+mod python;
 mod real;
 mod record;
 mod stack;
 mod state;
+mod stdio;
 mod symbolize;
 mod table;

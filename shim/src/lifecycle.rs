@@ -1,23 +1,24 @@
 //! Process lifecycle: the constructor, the exit dump, snapshots, terminating signals and fork.
 //!
-//! The constructor reads the environment, installs signal handlers where the program has none,
-//! and registers the exit handler first, so it runs after every handler the program and the CUDA
-//! runtime register later (static destructors' frees are seen). It calls nothing that is hooked.
+//! The constructor reads the environment and registers the exit handler first, so it runs after
+//! every handler the program and the CUDA runtime register later (static destructors' frees are
+//! seen). It calls nothing that is hooked and installs no signal handler: a disposition the
+//! program could observe before it has set up its own would change what it does (CPython keeps
+//! the default SIGINT only where it finds it). Signal handlers, the worker and the late exit
+//! handler that marks teardown are installed at the first recorded allocation ([`arm`]).
 //!
 //! Signal handlers never dump themselves (a dump allocates and locks): they wake the worker
 //! thread through a pipe and wait on another for it to finish, using only async-signal-safe
-//! calls. The worker is started at the first recorded allocation, so programs that never use
-//! CUDA get no thread and no file descriptors.
+//! calls. Programs that never use CUDA get no handler, no thread and no file descriptors.
 
 use std::ffi::c_int;
-use std::io::Write;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::time::Instant;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
-use crate::{guard, real, stack, state};
+use crate::{guard, real, stack, state, stdio};
 
 /// Signals that end a program by default and after which a dump is written.
 const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
@@ -49,15 +50,13 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 
 extern "C" fn constructor() {
     let _ = std::panic::catch_unwind(|| {
+        stdio::init();
         let config = Config::from_env();
         for w in &config.warnings {
-            let _ = writeln!(std::io::stderr(), "cudaleak: {w}");
+            stdio::say(&format!("cudaleak: {w}\n"));
         }
         if real::dlsym_fn().is_none() {
-            let _ = writeln!(
-                std::io::stderr(),
-                "cudaleak: cannot find the C library's dlsym; passing everything through, recording nothing"
-            );
+            stdio::say("cudaleak: cannot find the C library's dlsym; passing everything through, recording nothing\n");
             return;
         }
         stack::init_own_range();
@@ -215,8 +214,19 @@ pub fn exiting() -> bool {
 fn pipe() -> Option<(c_int, c_int)> {
     let mut fds = [-1; 2];
     // SAFETY: fds is a valid two-element array.
-    let ok = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0;
-    ok.then_some((fds[0], fds[1]))
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return None;
+    }
+    // A program started with fd 0, 1 or 2 closed must not find our pipe there.
+    let (r, w) = (stdio::above_stdio(fds[0]), stdio::above_stdio(fds[1]));
+    if r < 0 || w < 0 {
+        for fd in [r, w].into_iter().filter(|&fd| fd >= 0) {
+            // SAFETY: closing a descriptor we created and nobody else knows.
+            unsafe { libc::close(fd) };
+        }
+        return None;
+    }
+    Some((r, w))
 }
 
 fn start_worker(s: &'static state::State) {

@@ -4,22 +4,30 @@
 
 use cudaleak_format::EventType;
 
-use crate::api::Api;
+use crate::api::{Api, Space};
+use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
-use crate::table::{Block, EventRecord, FreeOutcome};
+use crate::table::{Block, EventRecord, FreeOutcome, Mapping};
 use crate::{guard, lifecycle};
 
-/// The caller's stack. `api` is what is recorded, `driver` the hook that records it: when they
-/// differ the call came through a runtime forward, whose caller is where the stack starts.
+/// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
+/// recorded, `driver` the hook that records it: when they differ the call came through a
+/// runtime forward, whose caller is where the stack starts.
 fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
-    stack::capture_interned(
+    let native = stack::capture_interned(
         &s.stacks,
         s.config.depth,
         driver as u8,
         api != driver,
         s.config.unwind,
-    )
+    );
+    if s.config.py_depth == 0 || !python::present() {
+        return native;
+    }
+    stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
+        python::capture(&s.python, buf)
+    })
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
@@ -78,26 +86,70 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
         let outcome = s
             .table
             .free_finished(driver.op().space(), addr, taken, error == 0);
-        let (kind, alloc_stack) = match outcome {
-            FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
-                s.next_seq();
-                return;
-            }
-            FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
-            FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
-        };
+        settled(s, api, driver, addr, outcome, error);
+    });
+}
+
+/// Makes the event a settled free calls for, if any.
+fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, error: i32) {
+    let (kind, alloc_stack) = match outcome {
+        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
+            s.next_seq();
+            return;
+        }
+        FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
+        FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
+    };
+    let stack = capture_stack(s, api, driver);
+    s.table.event(EventRecord {
+        kind,
+        api,
+        address: Some(addr),
+        size: None,
+        error: Some(error.into()),
+        seq: s.next_seq(),
+        stack,
+        alloc_stack,
+        during_exit: lifecycle::exiting(),
+    });
+}
+
+/// A successful `cuMemMap` of physical allocation `handle` over `size` bytes at `addr`; its
+/// device is the allocation's, when the shim recorded it.
+pub fn mapped(driver: Api, addr: u64, size: u64, handle: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let api = guard::label_for(driver.op(), driver);
         let stack = capture_stack(s, api, driver);
-        s.table.event(EventRecord {
-            kind,
-            api,
-            address: Some(addr),
-            size: None,
-            error: Some(error.into()),
+        let block = Block {
+            size,
             seq: s.next_seq(),
             stack,
-            alloc_stack,
-            during_exit: lifecycle::exiting(),
-        });
+            time_ms: s.elapsed_ms(),
+            thread: guard::thread_id(),
+            device: s.table.device_of(Space::Physical, handle).unwrap_or(-1),
+            api,
+        };
+        s.table.mapped(addr, handle, block);
+        lifecycle::allocation_recorded(s);
+    });
+}
+
+/// Before `cuMemUnmap(addr, size)` is forwarded: forget the mappings it covers.
+pub fn unmap_started(addr: u64, size: u64) -> Vec<(u64, Mapping)> {
+    let Some(s) = state::recording() else {
+        return Vec::new();
+    };
+    state::shield(|| s.table.take_mappings(addr, size)).unwrap_or_default()
+}
+
+/// After the real unmap answered `error` (0 is success).
+pub fn unmap_finished(driver: Api, addr: u64, taken: Vec<(u64, Mapping)>, error: i32) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let api = guard::label_for(driver.op(), driver);
+        let outcome = s.table.unmap_finished(addr, taken, error == 0);
+        settled(s, api, driver, addr, outcome, error);
     });
 }
 
@@ -106,4 +158,63 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
 pub fn freed_during_teardown(runtime: Api, addr: u64) {
     let Some(s) = state::recording() else { return };
     state::shield(|| s.table.forget(runtime.op().space(), addr));
+}
+
+/// A graph allocation node was made by `driver` (explicitly, or by an allocation captured from
+/// a stream) at `addr`: remember where, for the records its launches make.
+pub fn graph_node_added(driver: Api, addr: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| {
+        let stack = capture_stack(s, driver, driver);
+        s.graphs.node_added(addr, stack);
+    });
+}
+
+/// An executable graph was made: what its launches will allocate and free.
+pub fn graph_instantiated(exec: u64, memory: crate::graphs::ExecMemory) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| s.graphs.instantiated(exec, memory));
+}
+
+pub fn graph_exec_destroyed(exec: u64) {
+    let Some(s) = state::recording() else { return };
+    state::shield(|| s.graphs.destroyed(exec));
+}
+
+/// A launch of `exec` succeeded: each allocation node's memory is live from now on (a record
+/// of kind `graph`, with the stack where the node was made, or this launch's when unknown), and
+/// each free node of memory from outside the graph frees it.
+pub fn graph_launched(driver: Api, exec: u64, device: Option<i32>) {
+    let Some(s) = state::recording() else { return };
+    let Some(memory) = state::shield(|| s.graphs.memory_of(exec)).flatten() else {
+        return;
+    };
+    state::shield(|| {
+        let space = driver.op().space();
+        let mut launch_stack = None;
+        for &(addr, size) in &memory.allocs {
+            let stack = match s.graphs.node_stack(addr) {
+                Some(stack) => stack,
+                None => *launch_stack.get_or_insert_with(|| capture_stack(s, driver, driver)),
+            };
+            let block = Block {
+                size,
+                seq: s.next_seq(),
+                stack,
+                time_ms: s.elapsed_ms(),
+                thread: guard::thread_id(),
+                device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
+                api: driver,
+            };
+            s.table.allocated(space, addr, block);
+        }
+        for &addr in &memory.frees {
+            let taken = s.table.take(space, addr);
+            s.table.free_finished(space, addr, taken, true);
+            s.next_seq();
+        }
+        if !memory.allocs.is_empty() {
+            lifecycle::allocation_recorded(s);
+        }
+    });
 }

@@ -14,6 +14,110 @@ use parking_lot::Mutex;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StackId(pub u32);
 
+impl StackId {
+    /// Whether this id names a stack with Python frames (interned by [`with_python`]).
+    pub fn has_python(self) -> bool {
+        self.0 & PYTHON_BIT != 0
+    }
+}
+
+/// Marks ids of stacks with Python frames. Native ids stay below it: the interner's ids are
+/// `index << 4 | shard`, far from 2^31 for any real number of distinct stacks.
+const PYTHON_BIT: u32 = 1 << 31;
+
+/// The id of a native stack together with the Python frames `capture` writes (at most `depth`):
+/// since CPython 3.11 a Python-to-Python call adds no native frame, so two Python call paths can
+/// share one native stack (and one walk cache answer); the Python frames are part of the
+/// identity. `native` itself when there are none.
+pub fn with_python(
+    mixed: &Interner,
+    native: StackId,
+    depth: usize,
+    capture: impl FnOnce(&mut [usize]) -> usize,
+) -> StackId {
+    // A buffer sized for the usual depth, so most captures do not clear 2 KiB of stack.
+    if depth < RECENT_WORDS {
+        let mut key = [0usize; RECENT_WORDS];
+        intern_python(mixed, native, &mut key[..=depth], capture)
+    } else {
+        let mut key = [0usize; 1 + crate::python::MAX_DEPTH];
+        let depth = depth.min(crate::python::MAX_DEPTH);
+        intern_python(mixed, native, &mut key[..=depth], capture)
+    }
+}
+
+fn intern_python(
+    mixed: &Interner,
+    native: StackId,
+    key: &mut [usize],
+    capture: impl FnOnce(&mut [usize]) -> usize,
+) -> StackId {
+    let n = capture(&mut key[1..]);
+    if n == 0 {
+        return native;
+    }
+    key[0] = native.0 as usize;
+    let key = &key[..=n];
+    // A loop allocating from one line asks for the same key again and again: the thread's last
+    // few answers are checked before the shared interner (ids never change once given).
+    let recent = RECENT
+        .try_with(|r| {
+            let r = r.try_borrow().ok()?;
+            r.iter()
+                .find(|e| usize::from(e.len) == key.len() && e.words[..key.len()] == *key)
+                .map(|e| e.id)
+        })
+        .ok()
+        .flatten();
+    if let Some(id) = recent {
+        return StackId(id);
+    }
+    let id = mixed.intern(key).0 | PYTHON_BIT;
+    if key.len() <= RECENT_WORDS {
+        let _ = RECENT.try_with(|r| {
+            if let Ok(mut r) = r.try_borrow_mut() {
+                let slot = r.iter().position(|e| e.len == 0).unwrap_or_else(|| {
+                    r.rotate_right(1);
+                    0
+                });
+                let e = &mut r[slot];
+                e.len = key.len() as u8;
+                e.words[..key.len()].copy_from_slice(key);
+                e.id = id;
+            }
+        });
+    }
+    StackId(id)
+}
+
+/// Words of a remembered key: a native id and up to 32 Python frames.
+const RECENT_WORDS: usize = 33;
+
+#[derive(Clone, Copy)]
+struct Recent {
+    len: u8,
+    words: [usize; RECENT_WORDS],
+    id: u32,
+}
+
+const NO_RECENT: Recent = Recent {
+    len: 0,
+    words: [0; RECENT_WORDS],
+    id: 0,
+};
+
+thread_local! {
+    /// This thread's last stacks with Python frames. Plain `Copy` data: no destructor.
+    static RECENT: std::cell::RefCell<[Recent; 4]> = const { std::cell::RefCell::new([NO_RECENT; 4]) };
+}
+
+/// The native stack id and the Python frames of an id made by [`with_python`].
+pub fn split_python(mixed: &Interner, id: StackId) -> Option<(StackId, Box<[usize]>)> {
+    let key = mixed.get(StackId(id.0 & !PYTHON_BIT))?;
+    let (&native, python) = key.split_first()?;
+    Some((StackId(native as u32), python.into()))
+}
+
 /// The deepest stack `CUDALEAK_DEPTH` may ask for.
 pub const MAX_DEPTH: usize = 256;
 

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
+use crate::graphs::Graphs;
 use crate::stack::Interner;
 use crate::table::Table;
 
@@ -15,6 +16,11 @@ pub struct State {
     pub config: Config,
     pub table: Table,
     pub stacks: Interner,
+    /// Stacks with Python frames: `[native stack id, Python frames…]` (see `stack::with_python`).
+    pub mixed: Interner,
+    /// The Python code objects captures met.
+    pub python: crate::python::Registry,
+    pub graphs: Graphs,
     /// One sequence for allocations, frees and events, so their order can be told apart.
     pub seq: AtomicU64,
     /// `lifecycle::coarse_ms()` when the shim started.
@@ -47,6 +53,9 @@ pub fn init(config: Config) -> &'static State {
         config,
         table: Table::default(),
         stacks: Interner::default(),
+        mixed: Interner::default(),
+        python: crate::python::Registry::default(),
+        graphs: Graphs::default(),
         seq: AtomicU64::new(0),
         start_ms: crate::lifecycle::coarse_ms(),
         start_unix_ms: AtomicU64::new(unix_ms()),
@@ -110,6 +119,9 @@ impl State {
         std::mem::forget(self.dumping.lock());
         self.table.lock_all();
         self.stacks.lock_all();
+        self.mixed.lock_all();
+        self.python.lock();
+        self.graphs.lock();
     }
 
     /// Releases what [`State::lock_all`] took.
@@ -120,6 +132,9 @@ impl State {
     pub unsafe fn unlock_all(&self) {
         // SAFETY: per the contract.
         unsafe {
+            self.graphs.unlock();
+            self.python.unlock();
+            self.mixed.unlock_all();
             self.stacks.unlock_all();
             self.table.unlock_all();
             self.dumping.force_unlock();

@@ -51,16 +51,18 @@ impl Symbolizer {
         // `resolve` looks up ip - 1: a return address belongs to the line after the call.
         backtrace::resolve(ip as *mut c_void, |sym| {
             frames.push(Frame {
+                kind: None,
                 ip: Hex(ip as u64),
                 module: module.clone(),
                 offset,
-                function: sym.name().map(|n| format!("{n:#}")),
+                function: sym.name().map(|n| function_name(&n)),
                 file: sym.filename().map(|f| f.to_string_lossy().into_owned()),
                 line: sym.lineno(),
             });
         });
         if frames.is_empty() {
             frames.push(Frame {
+                kind: None,
                 ip: Hex(ip as u64),
                 module,
                 offset,
@@ -73,9 +75,37 @@ impl Symbolizer {
     }
 }
 
+/// The symbol as the program's author wrote it: demangled only when it is mangled (`_Z…`, `_R…`).
+/// A C function called `b` or `x` must stay `b`, not become the C++ type `bool` or `long long`
+/// that a demangler reads in a bare letter.
+fn function_name(name: &backtrace::SymbolName<'_>) -> String {
+    let raw = name.as_bytes();
+    let mangled = [&b"_Z"[..], b"__Z", b"_R"]
+        .iter()
+        .any(|p| raw.starts_with(p));
+    if mangled {
+        format!("{name:#}")
+    } else {
+        String::from_utf8_lossy(raw).into_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_mangled_names_are_demangled() {
+        let name = |raw: &[u8]| function_name(&backtrace::SymbolName::new(raw));
+        for c_name in ["b", "a", "c", "x", "main", "cudaMalloc", "alloc_block"] {
+            assert_eq!(name(c_name.as_bytes()), c_name);
+        }
+        assert_eq!(name(b"_Z3fooPf"), "foo(float*)");
+        assert_eq!(
+            name(b"_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+    }
 
     #[inline(never)]
     fn marker() -> u32 {

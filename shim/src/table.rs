@@ -5,7 +5,7 @@
 //! The one `unsafe` function releases the locks a fork handler took.
 #![deny(unsafe_code)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -16,7 +16,7 @@ use crate::api::{Api, Space};
 use crate::stack::StackId;
 
 const SHARDS: usize = 64;
-const SPACES: usize = 4;
+const SPACES: usize = 7;
 /// Frees of tracked blocks remembered per shard, for telling double frees from invalid ones.
 const FREED_PER_SHARD: usize = 256;
 /// Events kept; later ones are only counted.
@@ -153,6 +153,8 @@ impl Totals {
 
 pub struct Table {
     shards: Box<[Mutex<Shard>]>,
+    /// Mappings (`cuMemMap`) apart from the shards: an unmap names a range, not a key.
+    mappings: Mutex<Mappings>,
     events: Mutex<Vec<EventRecord>>,
     /// The only counters all threads share: the peak needs the running total.
     live_bytes: AtomicU64,
@@ -165,15 +167,26 @@ pub struct Table {
 /// and a block is always counted in the shard of its address, so the copy is consistent:
 /// `allocations - frees` is the number of live blocks, even while other threads allocate.
 pub struct Snapshot {
-    pub live: Vec<(Space, u64, Block)>,
+    pub live: Vec<Live>,
     pub events: Vec<EventRecord>,
     pub totals: Totals,
+}
+
+/// One live record of a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Live {
+    pub space: Space,
+    pub addr: u64,
+    pub block: Block,
+    /// Bytes of memory the record keeps allocated: what `live_bytes` counts (see [`held`]).
+    pub held: u64,
 }
 
 impl Default for Table {
     fn default() -> Self {
         Table {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            mappings: Mutex::default(),
             events: Mutex::new(Vec::new()),
             live_bytes: AtomicU64::new(0),
             peak_live_bytes: AtomicU64::new(0),
@@ -199,10 +212,97 @@ fn space_index(space: Space) -> usize {
         Space::Host => 1,
         Space::Array => 2,
         Space::Physical => 3,
+        Space::Registered => 4,
+        Space::Ipc => 5,
+        Space::Reserved => 6,
+        // Mappings live in `Table::mappings`; the shards never see them.
+        Space::Mapped => unreachable!("mappings are not kept in the shards"),
     }
 }
 
-const ALL_SPACES: [Space; SPACES] = [Space::Device, Space::Host, Space::Array, Space::Physical];
+const ALL_SPACES: [Space; SPACES] = [
+    Space::Device,
+    Space::Host,
+    Space::Array,
+    Space::Physical,
+    Space::Registered,
+    Space::Ipc,
+    Space::Reserved,
+];
+
+/// Bytes of memory a block of `space` keeps allocated, which is what `live_bytes`, its peak and
+/// `bytes_allocated` count: memory is counted once. A reservation is address space, not memory;
+/// a mapping's bytes are its physical allocation's (see [`Mapping::holds`]).
+pub fn held(space: Space, block: &Block) -> u64 {
+    match space {
+        Space::Reserved | Space::Mapped => 0,
+        _ => block.size,
+    }
+}
+
+/// The physical allocation a mapping maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Maps {
+    /// By its `CUmemGenericAllocationHandle`, while the program holds it.
+    Handle(u64),
+    /// Released by the program, named by its record's sequence number from then on: the
+    /// driver may give the same handle value to a new allocation.
+    Released(u64),
+}
+
+/// One `cuMemMap`: `block.size` is the mapped range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub block: Block,
+    pub maps: Maps,
+    /// Bytes of memory this mapping keeps allocated: 0 while its physical allocation is live
+    /// (that record counts them); once the program released the allocation while it was still
+    /// mapped (legal: the memory lives until its last mapping goes), one of its mappings holds
+    /// the allocation's size.
+    pub holds: u64,
+}
+
+/// The live mappings by start address, their recent unmaps and their counters.
+#[derive(Default)]
+struct Mappings {
+    live: BTreeMap<u64, Mapping>,
+    freed: FreedRing,
+    counts: Totals,
+}
+
+/// The index `Mappings::freed` files unmaps under (the ring holds one space only).
+const MAPPED_RING: usize = SPACES;
+
+impl Mappings {
+    /// The physical allocation `handle` (record `seq`, `bytes` big) was released: its mappings
+    /// now map a released allocation, and the one at the lowest address holds its bytes. False
+    /// if it had no mapping left: the bytes are freed.
+    fn released(&mut self, handle: u64, seq: u64, bytes: u64) -> bool {
+        let mut held = false;
+        for m in self.live.values_mut() {
+            if m.maps == Maps::Handle(handle) {
+                m.maps = Maps::Released(seq);
+                if !held {
+                    m.holds += bytes;
+                    held = true;
+                }
+            }
+        }
+        held
+    }
+
+    /// Gives `bytes` held by an unmapped mapping to another live mapping of the same released
+    /// allocation (the lowest address); false if none is left, and the bytes are freed.
+    fn hand_over(&mut self, maps: Maps, bytes: u64) -> bool {
+        match self.live.values_mut().find(|m| m.maps == maps) {
+            Some(m) => {
+                m.holds += bytes;
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 impl Table {
     fn shard(&self, addr: u64) -> &Mutex<Shard> {
@@ -212,17 +312,18 @@ impl Table {
     /// Records a successful allocation.
     pub fn allocated(&self, space: Space, addr: u64, block: Block) {
         let s = space_index(space);
+        let bytes = held(space, &block);
         let replaced = {
             let mut shard = self.shard(addr).lock();
             shard.counts.allocations += 1;
-            shard.counts.bytes_allocated += block.size;
+            shard.counts.bytes_allocated += bytes;
             shard.live[s].insert(addr, block)
         };
         if let Some(old) = replaced {
             // The address came back without us seeing it freed: the old block is gone.
-            self.live_bytes.fetch_sub(old.size, Relaxed);
+            self.live_bytes.fetch_sub(held(space, &old), Relaxed);
         }
-        self.add_live(block.size);
+        self.add_live(bytes);
     }
 
     fn add_live(&self, size: u64) {
@@ -244,7 +345,7 @@ impl Table {
         if let Some(b) = block {
             shard.counts.frees += 1;
             drop(shard);
-            self.live_bytes.fetch_sub(b.size, Relaxed);
+            self.live_bytes.fetch_sub(held(space, &b), Relaxed);
         }
         block
     }
@@ -262,6 +363,13 @@ impl Table {
         match (taken, succeeded) {
             (Some(block), true) => {
                 shard.freed.push(s, addr, block.stack);
+                drop(shard);
+                if space == Space::Physical
+                    && self.mappings.lock().released(addr, block.seq, block.size)
+                {
+                    // Released while mapped: the memory lives on, now counted by a mapping.
+                    self.add_live(block.size);
+                }
                 FreeOutcome::Freed
             }
             (Some(block), false) => {
@@ -269,7 +377,7 @@ impl Table {
                 shard.live[s].entry(addr).or_insert(block);
                 shard.counts.frees -= 1;
                 drop(shard);
-                self.add_live(block.size);
+                self.add_live(held(space, &block));
                 FreeOutcome::Failed
             }
             (None, true) => {
@@ -299,7 +407,7 @@ impl Table {
             Some(b) => {
                 shard.counts.frees += 1;
                 drop(shard);
-                self.live_bytes.fetch_sub(b.size, Relaxed);
+                self.live_bytes.fetch_sub(held(space, &b), Relaxed);
                 true
             }
             None => false,
@@ -308,7 +416,102 @@ impl Table {
 
     #[cfg(test)]
     pub fn is_live(&self, space: Space, addr: u64) -> bool {
+        if space == Space::Mapped {
+            return self.mappings.lock().live.contains_key(&addr);
+        }
         self.shard(addr).lock().live[space_index(space)].contains_key(&addr)
+    }
+
+    /// The device of live block `addr`, if it is live and its device known.
+    pub fn device_of(&self, space: Space, addr: u64) -> Option<i16> {
+        let shard = self.shard(addr).lock();
+        let b = shard.live[space_index(space)].get(&addr)?;
+        (b.device >= 0).then_some(b.device)
+    }
+
+    /// Records a successful `cuMemMap` of `handle` at `addr` (`block.size` bytes of range).
+    /// It holds no memory of its own: the physical allocation's record counts it.
+    pub fn mapped(&self, addr: u64, handle: u64, block: Block) {
+        let mut m = self.mappings.lock();
+        m.counts.allocations += 1;
+        let old = m.live.insert(
+            addr,
+            Mapping {
+                block,
+                maps: Maps::Handle(handle),
+                holds: 0,
+            },
+        );
+        if let Some(old) = old {
+            // Mapped again without us seeing the unmap: the old mapping is gone.
+            drop(m);
+            self.live_bytes.fetch_sub(old.holds, Relaxed);
+        }
+    }
+
+    /// Forgets, before the real `cuMemUnmap(addr, size)` runs, every mapping that starts in
+    /// the range (one unmap may cover several). Pass the result to [`Table::unmap_finished`].
+    pub fn take_mappings(&self, addr: u64, size: u64) -> Vec<(u64, Mapping)> {
+        let end = addr.saturating_add(size.max(1));
+        let mut m = self.mappings.lock();
+        let starts: Vec<u64> = m.live.range(addr..end).map(|(&a, _)| a).collect();
+        let taken: Vec<(u64, Mapping)> = starts
+            .into_iter()
+            .filter_map(|a| m.live.remove(&a).map(|x| (a, x)))
+            .collect();
+        m.counts.frees += taken.len() as u64;
+        drop(m);
+        let holds: u64 = taken.iter().map(|(_, x)| x.holds).sum();
+        self.live_bytes.fetch_sub(holds, Relaxed);
+        taken
+    }
+
+    /// Settles an unmap once the real call has answered, as [`Table::free_finished`] does a free.
+    /// Memory a taken mapping held goes to another mapping of the same physical allocation if
+    /// one is left, else it is freed with this unmap.
+    pub fn unmap_finished(
+        &self,
+        addr: u64,
+        taken: Vec<(u64, Mapping)>,
+        succeeded: bool,
+    ) -> FreeOutcome {
+        let mut m = self.mappings.lock();
+        if taken.is_empty() {
+            return if succeeded {
+                m.freed.forget(MAPPED_RING, addr);
+                m.counts.untracked_frees += 1;
+                FreeOutcome::Untracked
+            } else {
+                m.counts.invalid_frees += 1;
+                match m.freed.find(MAPPED_RING, addr) {
+                    Some(stack) => FreeOutcome::DoubleFree(stack),
+                    None => FreeOutcome::InvalidFree,
+                }
+            };
+        }
+        let mut restored = 0;
+        if succeeded {
+            for (a, x) in &taken {
+                m.freed.push(MAPPED_RING, *a, x.block.stack);
+                if x.holds > 0 && m.hand_over(x.maps, x.holds) {
+                    restored += x.holds;
+                }
+            }
+        } else {
+            // Still mapped as far as the driver is concerned: put them back.
+            m.counts.frees -= taken.len() as u64;
+            for (a, x) in taken {
+                restored += x.holds;
+                m.live.entry(a).or_insert(x);
+            }
+        }
+        drop(m);
+        self.add_live(restored);
+        if succeeded {
+            FreeOutcome::Freed
+        } else {
+            FreeOutcome::Failed
+        }
     }
 
     pub fn event(&self, event: EventRecord) {
@@ -326,6 +529,7 @@ impl Table {
         for shard in self.shards.iter() {
             std::mem::forget(shard.lock());
         }
+        std::mem::forget(self.mappings.lock());
         std::mem::forget(self.events.lock());
     }
 
@@ -340,6 +544,8 @@ impl Table {
             unsafe { shard.force_unlock() };
         }
         // SAFETY: as above.
+        unsafe { self.mappings.force_unlock() };
+        // SAFETY: as above.
         unsafe { self.events.force_unlock() };
     }
 
@@ -348,6 +554,7 @@ impl Table {
         for shard in self.shards.iter() {
             *shard.lock() = Shard::default();
         }
+        *self.mappings.lock() = Mappings::default();
         self.events.lock().clear();
         for counter in [
             &self.live_bytes,
@@ -366,6 +573,7 @@ impl Table {
         for shard in self.shards.iter() {
             t.add(&shard.lock().counts);
         }
+        t.add(&self.mappings.lock().counts);
         self.shared_totals(&mut t);
         t
     }
@@ -384,11 +592,27 @@ impl Table {
         for shard in self.shards.iter() {
             let shard = shard.lock();
             for (s, map) in shard.live.iter().enumerate() {
-                live.extend(map.iter().map(|(&a, &b)| (ALL_SPACES[s], a, b)));
+                let space = ALL_SPACES[s];
+                live.extend(map.iter().map(|(&addr, &block)| Live {
+                    space,
+                    addr,
+                    block,
+                    held: held(space, &block),
+                }));
             }
             totals.add(&shard.counts);
         }
-        live.sort_unstable_by_key(|(_, _, b)| b.seq);
+        {
+            let m = self.mappings.lock();
+            live.extend(m.live.iter().map(|(&addr, x)| Live {
+                space: Space::Mapped,
+                addr,
+                block: x.block,
+                held: x.holds,
+            }));
+            totals.add(&m.counts);
+        }
+        live.sort_unstable_by_key(|l| l.block.seq);
         self.shared_totals(&mut totals);
         Snapshot {
             live,
@@ -449,7 +673,7 @@ mod tests {
         assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
         let snap = t.snapshot();
         assert_eq!(snap.live.len(), 1);
-        assert_eq!(snap.live[0].1, 0x2000);
+        assert_eq!(snap.live[0].addr, 0x2000);
         let c = t.totals();
         assert_eq!(c.live_bytes, 512);
         assert_eq!(c.peak_live_bytes, 768);
@@ -553,6 +777,145 @@ mod tests {
         assert!(!t.is_live(Space::Device, 0x1000));
         assert_eq!(free(&t, 0x1000, false), FreeOutcome::InvalidFree);
         assert!(t.is_live(Space::Host, 0x1000));
+    }
+
+    fn unmap(t: &Table, addr: u64, size: u64, ok: bool) -> FreeOutcome {
+        let taken = t.take_mappings(addr, size);
+        t.unmap_finished(addr, taken, ok)
+    }
+
+    fn release(t: &Table, handle: u64) -> FreeOutcome {
+        let taken = t.take(Space::Physical, handle);
+        t.free_finished(Space::Physical, handle, taken, true)
+    }
+
+    const MIB2: u64 = 2 << 20;
+
+    #[test]
+    fn a_reservation_and_its_mappings_add_no_bytes_to_physical_memory() {
+        let t = Table::default();
+        t.allocated(Space::Reserved, 0x10_0000_0000, block(4 * MIB2, 1));
+        t.allocated(Space::Physical, 0xa, block(MIB2, 2));
+        t.mapped(0x10_0000_0000, 0xa, block(MIB2, 3));
+        let c = t.totals();
+        assert_eq!(
+            (c.allocations, c.live_bytes, c.peak_live_bytes),
+            (3, MIB2, MIB2)
+        );
+        assert_eq!(c.bytes_allocated, MIB2);
+        let snap = t.snapshot();
+        let held: Vec<(Space, u64, u64)> = snap
+            .live
+            .iter()
+            .map(|l| (l.space, l.block.size, l.held))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                (Space::Reserved, 4 * MIB2, 0),
+                (Space::Physical, MIB2, MIB2),
+                (Space::Mapped, MIB2, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_physical_allocation_released_while_mapped_is_counted_once_until_its_last_unmap() {
+        let t = Table::default();
+        t.allocated(Space::Physical, 0xa, block(MIB2, 1));
+        t.mapped(0x1000_0000, 0xa, block(MIB2, 2));
+        t.mapped(0x2000_0000, 0xa, block(MIB2, 3));
+        assert_eq!(release(&t, 0xa), FreeOutcome::Freed);
+        assert!(!t.is_live(Space::Physical, 0xa));
+        let c = t.totals();
+        assert_eq!((c.live_bytes, c.peak_live_bytes, c.frees), (MIB2, MIB2, 1));
+        let holding: Vec<(u64, u64)> = t.snapshot().live.iter().map(|l| (l.addr, l.held)).collect();
+        assert_eq!(holding, [(0x1000_0000, MIB2), (0x2000_0000, 0)]);
+        // The mapping that held the bytes goes first: the other one takes them over.
+        assert_eq!(unmap(&t, 0x1000_0000, MIB2, true), FreeOutcome::Freed);
+        assert_eq!(t.totals().live_bytes, MIB2);
+        assert_eq!(t.snapshot().live[0].held, MIB2);
+        assert_eq!(unmap(&t, 0x2000_0000, MIB2, true), FreeOutcome::Freed);
+        let c = t.totals();
+        assert_eq!((c.live_bytes, c.peak_live_bytes), (0, MIB2));
+        assert_eq!((c.allocations, c.frees), (3, 3));
+    }
+
+    #[test]
+    fn one_unmap_covering_several_mappings_unmaps_each() {
+        let t = Table::default();
+        for i in 0..3u64 {
+            t.allocated(Space::Physical, 0xa + i, block(MIB2, i));
+            t.mapped(0x1000_0000 + i * MIB2, 0xa + i, block(MIB2, 10 + i));
+        }
+        t.mapped(0x1000_0000 + 3 * MIB2, 0xa, block(MIB2, 20)); // beyond the range
+        assert_eq!(unmap(&t, 0x1000_0000, 3 * MIB2, true), FreeOutcome::Freed);
+        assert!(!t.is_live(Space::Mapped, 0x1000_0000 + 2 * MIB2));
+        assert!(t.is_live(Space::Mapped, 0x1000_0000 + 3 * MIB2));
+        assert_eq!(t.totals().frees, 3);
+        assert_eq!(
+            unmap(&t, 0x1000_0000, 3 * MIB2, false),
+            FreeOutcome::DoubleFree(StackId(10))
+        );
+        assert_eq!(
+            unmap(&t, 0x9000_0000, MIB2, false),
+            FreeOutcome::InvalidFree
+        );
+        assert_eq!(unmap(&t, 0x9000_0000, MIB2, true), FreeOutcome::Untracked);
+    }
+
+    #[test]
+    fn a_failed_unmap_keeps_the_mappings_and_the_memory_they_hold() {
+        let t = Table::default();
+        t.allocated(Space::Physical, 0xa, block(MIB2, 1));
+        t.mapped(0x1000_0000, 0xa, block(MIB2, 2));
+        release(&t, 0xa);
+        assert_eq!(unmap(&t, 0x1000_0000, MIB2, false), FreeOutcome::Failed);
+        assert!(t.is_live(Space::Mapped, 0x1000_0000));
+        let c = t.totals();
+        assert_eq!((c.live_bytes, c.frees, c.allocations), (MIB2, 1, 2));
+        assert_eq!(unmap(&t, 0x1000_0000, MIB2, true), FreeOutcome::Freed);
+        assert_eq!(t.totals().live_bytes, 0);
+    }
+
+    #[test]
+    fn a_handle_value_reused_by_a_new_allocation_is_not_the_released_one() {
+        let t = Table::default();
+        t.allocated(Space::Physical, 0xa, block(MIB2, 1));
+        t.mapped(0x1000_0000, 0xa, block(MIB2, 2));
+        release(&t, 0xa);
+        // The driver hands out 0xa again, for a new allocation mapped elsewhere.
+        t.allocated(Space::Physical, 0xa, block(2 * MIB2, 3));
+        t.mapped(0x2000_0000, 0xa, block(2 * MIB2, 4));
+        release(&t, 0xa);
+        let holding: Vec<(u64, u64)> = t.snapshot().live.iter().map(|l| (l.addr, l.held)).collect();
+        assert_eq!(holding, [(0x1000_0000, MIB2), (0x2000_0000, 2 * MIB2)]);
+        // Unmapping the first frees the first allocation; the second keeps its own bytes.
+        unmap(&t, 0x1000_0000, MIB2, true);
+        let c = t.totals();
+        assert_eq!((c.live_bytes, c.peak_live_bytes), (2 * MIB2, 3 * MIB2));
+    }
+
+    #[test]
+    fn a_released_allocation_that_is_not_mapped_is_simply_freed() {
+        let t = Table::default();
+        t.allocated(Space::Physical, 0xa, block(MIB2, 1));
+        t.mapped(0x1000_0000, 0xb, block(MIB2, 2)); // another allocation's mapping
+        release(&t, 0xa);
+        assert_eq!(t.totals().live_bytes, 0);
+        assert_eq!(t.snapshot().live[0].held, 0);
+    }
+
+    #[test]
+    fn a_registered_pointer_is_not_a_host_block() {
+        let t = Table::default();
+        t.allocated(Space::Registered, 0x1000, block(64, 1));
+        let taken = t.take(Space::Host, 0x1000);
+        assert_eq!(
+            t.free_finished(Space::Host, 0x1000, taken, false),
+            FreeOutcome::InvalidFree
+        );
+        assert!(t.is_live(Space::Registered, 0x1000));
     }
 
     #[test]

@@ -18,15 +18,32 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum block_class { BLOCK_DEVICE, BLOCK_HOST, BLOCK_ARRAY, BLOCK_PHYSICAL };
+enum block_class {
+    BLOCK_DEVICE,
+    BLOCK_HOST,
+    BLOCK_ARRAY,
+    BLOCK_PHYSICAL,
+    /* Issue 12. Registered, reserved and mapped ranges are bookkeeping: no memory of ours. */
+    BLOCK_REGISTERED,
+    BLOCK_IPC,
+    BLOCK_RESERVED,
+    BLOCK_MAPPED,
+};
+
+/* Whether a class's bytes count as used device memory (cuMemGetInfo). */
+static int counts_as_used(enum block_class cls) {
+    return cls != BLOCK_REGISTERED && cls != BLOCK_RESERVED && cls != BLOCK_MAPPED;
+}
 
 struct block {
     CUdeviceptr key; /* address, or handle value for arrays and physical allocations */
     size_t size;
     enum block_class cls;
-    int mmapped; /* v1 blocks live below 4 GiB (MAP_32BIT) */
+    int mmapped; /* v1 blocks live below 4 GiB (MAP_32BIT); GRAPH_OWNED: a graph node's address */
     struct block *next;
 };
+
+#define GRAPH_OWNED 2
 
 #define BUCKETS (1u << 16)
 static struct block *table[BUCKETS];
@@ -57,6 +74,15 @@ static CUresult fail(CUresult r) {
     return r;
 }
 
+/* Test hook: while non-zero, every allocation and free fails with this code, as the real driver
+ * answers once it is tearing down (4 CUDA_ERROR_DEINITIALIZED, 201 CUDA_ERROR_INVALID_CONTEXT,
+ * 3 CUDA_ERROR_NOT_INITIALIZED). Not a CUDA API: scenarios call it by name. */
+static int shutdown_code;
+
+EXPORT void nullcuda_shutdown(int code) { __atomic_store_n(&shutdown_code, code, __ATOMIC_RELEASE); }
+
+static int shutting_down(void) { return __atomic_load_n(&shutdown_code, __ATOMIC_ACQUIRE); }
+
 static int is_initialized(void) { return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE); }
 
 /* Records a block; 0 on success, -1 when no table node could be allocated. */
@@ -72,7 +98,8 @@ static int table_insert(CUdeviceptr key, size_t size, enum block_class cls, int 
     unsigned i = bucket_of(key);
     b->next = table[i];
     table[i] = b;
-    used_bytes += size;
+    if (counts_as_used(cls))
+        used_bytes += size;
     pthread_mutex_unlock(&table_lock);
     return 0;
 }
@@ -86,7 +113,8 @@ static struct block *table_remove(CUdeviceptr key, enum block_class cls) {
     struct block *b = *p;
     if (b) {
         *p = b->next;
-        used_bytes -= b->size;
+        if (counts_as_used(b->cls))
+            used_bytes -= b->size;
     }
     pthread_mutex_unlock(&table_lock);
     return b;
@@ -98,7 +126,9 @@ static int range_is_live(CUdeviceptr addr, size_t len) {
     pthread_mutex_lock(&table_lock);
     for (unsigned i = 0; i < BUCKETS && !found; i++)
         for (struct block *b = table[i]; b; b = b->next)
-            if ((b->cls == BLOCK_DEVICE || b->cls == BLOCK_HOST) && addr >= b->key &&
+            if ((b->cls == BLOCK_DEVICE || b->cls == BLOCK_HOST || b->cls == BLOCK_REGISTERED ||
+                 b->cls == BLOCK_IPC || b->cls == BLOCK_MAPPED) &&
+                addr >= b->key &&
                 addr + len <= b->key + b->size) {
                 found = 1;
                 break;
@@ -115,6 +145,8 @@ static void *heap_alloc(size_t size) {
 /* The common allocation path: limit check, heap, table. */
 static CUresult alloc_block(CUdeviceptr *out, size_t size, enum block_class cls) {
     pthread_once(&config_once, read_config);
+    if (shutting_down())
+        return fail(shutting_down());
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (!out || size == 0)
@@ -135,6 +167,8 @@ static CUresult alloc_block(CUdeviceptr *out, size_t size, enum block_class cls)
 }
 
 static CUresult free_block(CUdeviceptr key, enum block_class cls) {
+    if (shutting_down())
+        return fail(shutting_down());
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (key == 0)
@@ -143,7 +177,9 @@ static CUresult free_block(CUdeviceptr key, enum block_class cls) {
     struct block *b = table_remove(key, cls);
     if (!b)
         return fail(CUDA_ERROR_INVALID_VALUE);
-    if (b->mmapped)
+    if (b->mmapped == GRAPH_OWNED)
+        ; /* the graph's node keeps the address for its next launch */
+    else if (b->mmapped)
         munmap((void *)(uintptr_t)b->key, b->size);
     else
         free((void *)(uintptr_t)b->key);
@@ -151,6 +187,10 @@ static CUresult free_block(CUdeviceptr key, enum block_class cls) {
     errno = saved;
     return CUDA_SUCCESS;
 }
+
+static struct CUgraph_st *capturing_graph(CUstream stream);
+static CUresult capture_alloc(CUstream stream, CUdeviceptr *dptr, size_t size);
+static CUresult capture_free(CUstream stream, CUdeviceptr dptr);
 
 /* ---- initialization, devices, contexts, streams ---- */
 
@@ -414,22 +454,26 @@ EXPORT CUresult cuMemFreeHost(void *p) {
 }
 
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_alloc(hStream, dptr, bytesize);
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_alloc(hStream, dptr, bytesize);
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_free(hStream, dptr);
     return free_block(dptr, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-    (void)hStream;
+    if (capturing_graph(hStream))
+        return capture_free(hStream, dptr);
     return free_block(dptr, BLOCK_DEVICE);
 }
 
@@ -450,7 +494,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 }
 
 /* Physical allocations get a handle (a heap address nobody may dereference) and no backing:
- * the null driver has no cuMemMap. */
+ * cuMemMap makes the reserved range itself usable. */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                             unsigned long long flags) {
     pthread_once(&config_once, read_config);
@@ -517,17 +561,30 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    if (table_insert((CUdeviceptr)(uintptr_t)p, size, BLOCK_RESERVED, 0) != 0) {
+        munmap(p, size);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
     errno = saved;
     *ptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
 
+/* Only a whole reservation, by its start and size, can be freed (as the real driver insists). */
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     int saved = errno;
-    if (!ptr || size == 0 || munmap((void *)(uintptr_t)ptr, size) != 0)
+    struct block *b = ptr ? table_remove(ptr, BLOCK_RESERVED) : NULL;
+    if (!b)
         return fail(CUDA_ERROR_INVALID_VALUE);
+    if (b->size != size) {
+        table_insert(b->key, b->size, BLOCK_RESERVED, 0);
+        free(b);
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    munmap((void *)(uintptr_t)ptr, size);
+    free(b);
     errno = saved;
     return CUDA_SUCCESS;
 }
@@ -542,16 +599,39 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     int saved = errno;
     if (mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) != 0)
         return fail(CUDA_ERROR_INVALID_VALUE);
+    if (table_insert(ptr, size, BLOCK_MAPPED, 0) != 0)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
     errno = saved;
     return CUDA_SUCCESS;
 }
 
+/* Unmaps every mapping that starts in [ptr, ptr + size); none there is an error. */
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!ptr || size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
     int saved = errno;
-    if (!ptr || size == 0 || madvise((void *)(uintptr_t)ptr, size, MADV_DONTNEED) != 0 ||
-        mprotect((void *)(uintptr_t)ptr, size, PROT_NONE) != 0)
+    int unmapped = 0;
+    for (;;) {
+        CUdeviceptr key = 0;
+        pthread_mutex_lock(&table_lock);
+        for (unsigned i = 0; i < BUCKETS && !key; i++)
+            for (struct block *b = table[i]; b; b = b->next)
+                if (b->cls == BLOCK_MAPPED && b->key >= ptr && b->key - ptr < size) {
+                    key = b->key;
+                    break;
+                }
+        pthread_mutex_unlock(&table_lock);
+        struct block *b = key ? table_remove(key, BLOCK_MAPPED) : NULL;
+        if (!b)
+            break;
+        madvise((void *)(uintptr_t)b->key, b->size, MADV_DONTNEED);
+        mprotect((void *)(uintptr_t)b->key, b->size, PROT_NONE);
+        free(b);
+        unmapped++;
+    }
+    if (!unmapped)
         return fail(CUDA_ERROR_INVALID_VALUE);
     errno = saved;
     return CUDA_SUCCESS;
@@ -619,6 +699,140 @@ EXPORT CUresult cuArrayDestroy(CUarray hArray) {
     if (!hArray)
         return fail(CUDA_ERROR_INVALID_VALUE);
     return free_block((CUdeviceptr)(uintptr_t)hArray, BLOCK_ARRAY);
+}
+
+/* ---- registered host memory and IPC (issue 12) ---- */
+
+/* Page-locks nothing: remembers the range so that a second registration or an unregistration of
+ * something never registered fails as it does on a GPU. */
+static CUresult host_register(void *p, size_t bytesize, unsigned int Flags) {
+    (void)Flags;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!p || bytesize == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    struct block *b = table_remove((CUdeviceptr)(uintptr_t)p, BLOCK_REGISTERED);
+    if (b) {
+        table_insert(b->key, b->size, BLOCK_REGISTERED, 0);
+        free(b);
+        return fail(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    }
+    if (table_insert((CUdeviceptr)(uintptr_t)p, bytesize, BLOCK_REGISTERED, 0) != 0)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+    return host_register(p, bytesize, Flags);
+}
+
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+    return host_register(p, bytesize, Flags);
+}
+
+/* The memory stays the program's: only the registration goes. */
+EXPORT CUresult cuMemHostUnregister(void *p) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    int saved = errno;
+    struct block *b = p ? table_remove((CUdeviceptr)(uintptr_t)p, BLOCK_REGISTERED) : NULL;
+    if (!b)
+        return fail(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    free(b);
+    errno = saved;
+    return CUDA_SUCCESS;
+}
+
+/* The live block of one of `classes` (a bit per class) containing dptr: its base and size. */
+static int containing_block(CUdeviceptr dptr, unsigned classes, CUdeviceptr *base, size_t *size) {
+    int found = 0;
+    pthread_mutex_lock(&table_lock);
+    for (unsigned i = 0; i < BUCKETS && !found; i++)
+        for (struct block *b = table[i]; b; b = b->next)
+            if ((classes & (1u << b->cls)) && dptr >= b->key && dptr - b->key < b->size) {
+                *base = b->key;
+                *size = b->size;
+                found = 1;
+                break;
+            }
+    pthread_mutex_unlock(&table_lock);
+    return found;
+}
+
+#define DEVICE_MEMORY ((1u << BLOCK_DEVICE) | (1u << BLOCK_IPC) | (1u << BLOCK_MAPPED))
+#define SHARE_MAGIC 0x6e756c6c69706321ull /* "nullipc!" */
+
+struct share { unsigned long long magic; CUdeviceptr base; size_t size; };
+
+/* Writes the exporter's base and size into an opaque 64-byte share. */
+static CUresult export_share(void *out, CUdeviceptr dptr) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    struct share sh = {SHARE_MAGIC, 0, 0};
+    if (!out || !containing_block(dptr, 1u << BLOCK_DEVICE, &sh.base, &sh.size))
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    memset(out, 0, 64);
+    memcpy(out, &sh, sizeof sh);
+    return CUDA_SUCCESS;
+}
+
+/* "Opens" a share: one process has one address space, so the opener gets a fresh block of the
+ * exporter's size (class `cls`), as another process would get its own mapping. */
+static CUresult open_share(CUdeviceptr *out, const void *share, enum block_class cls) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    struct share sh;
+    memcpy(&sh, share, sizeof sh);
+    if (!out || sh.magic != SHARE_MAGIC || sh.size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return alloc_block(out, sh.size, cls);
+}
+
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+    return export_share(pHandle, dptr);
+}
+
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+    (void)Flags;
+    return open_share(pdptr, &handle, BLOCK_IPC);
+}
+
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
+    (void)Flags;
+    return open_share(pdptr, &handle, BLOCK_IPC);
+}
+
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+    if (!dptr)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return free_block(dptr, BLOCK_IPC);
+}
+
+EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr) {
+    return export_share(shareData_out, ptr);
+}
+
+/* An imported pointer is freed with cuMemFree/cuMemFreeAsync: it is a device block. */
+EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData) {
+    if (!pool || !shareData)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return open_share(ptr_out, shareData, BLOCK_DEVICE);
+}
+
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!containing_block(dptr, DEVICE_MEMORY, &base, &size))
+        return fail(CUDA_ERROR_NOT_FOUND);
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
 }
 
 /* ---- copies and sets: all memory is host memory; ranges are checked against live blocks ---- */
@@ -725,6 +939,16 @@ static const struct proc procs[] = {
     P("cuMemMap", 10020, cuMemMap),
     P("cuMemUnmap", 10020, cuMemUnmap),
     P("cuMemSetAccess", 10020, cuMemSetAccess),
+    P("cuMemHostRegister", 4000, cuMemHostRegister),
+    P("cuMemHostRegister", 6050, cuMemHostRegister_v2),
+    P("cuMemHostUnregister", 4000, cuMemHostUnregister),
+    P("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+    P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
+    P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+    P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    P("cuMemPoolExportPointer", 11020, cuMemPoolExportPointer),
+    P("cuMemPoolImportPointer", 11020, cuMemPoolImportPointer),
+    P("cuMemGetAddressRange", 3020, cuMemGetAddressRange_v2),
     P("cuArrayCreate", 3020, cuArrayCreate_v2),
     P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
     P("cuArrayDestroy", 2000, cuArrayDestroy),
@@ -734,6 +958,23 @@ static const struct proc procs[] = {
     P("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2),
     P("cuMemsetD8", 3020, cuMemsetD8_v2),
     P("cuMemsetD32", 3020, cuMemsetD32_v2),
+    P("cuGraphCreate", 10000, cuGraphCreate),
+    P("cuGraphDestroy", 10000, cuGraphDestroy),
+    P("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
+    P("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
+    P("cuGraphGetNodes", 10000, cuGraphGetNodes),
+    P("cuGraphNodeGetType", 10000, cuGraphNodeGetType),
+    P("cuGraphMemAllocNodeGetParams", 11040, cuGraphMemAllocNodeGetParams),
+    P("cuGraphMemFreeNodeGetParams", 11040, cuGraphMemFreeNodeGetParams),
+    /* Since CUDA 12 the base name cuGraphInstantiate is the WithFlags ABI. */
+    P("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags),
+    P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    P("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
+    PT("cuGraphLaunch", 10000, cuGraphLaunch),
+    P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
+    P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    P("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
 };
 
 /* The newest ABI of `symbol` introduced at or before `cudaVersion`. */
@@ -775,4 +1016,306 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion
         return CUDA_ERROR_NOT_FOUND;
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- CUDA graphs: memory nodes, launch, stream capture ----
+ * As the programming guide describes: an allocation node's address is fixed when the node is
+ * made; the memory is allocated each time the graph is launched and stays allocated until a free
+ * node in a graph or cuMemFree/cuMemFreeAsync frees it; a graph cannot be launched again while
+ * an allocation of its previous launch is outstanding. */
+
+#define MAX_NODES 64
+struct CUgraphNode_st {
+    CUgraphNodeType type;
+    CUdeviceptr addr;
+    size_t size;
+};
+struct CUgraph_st {
+    size_t count;
+    struct CUgraphNode_st nodes[MAX_NODES];
+};
+struct CUgraphExec_st {
+    struct CUgraph_st graph; /* a copy: later changes to the graph do not reach the executable */
+};
+
+static struct CUgraphNode_st *add_node(CUgraph g, CUgraphNodeType type, CUdeviceptr addr, size_t size) {
+    if (!g || g->count == MAX_NODES)
+        return NULL;
+    struct CUgraphNode_st *n = &g->nodes[g->count++];
+    n->type = type;
+    n->addr = addr;
+    n->size = size;
+    return n;
+}
+
+EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraph || flags)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    *phGraph = calloc(1, sizeof **phGraph);
+    errno = saved;
+    return *phGraph ? CUDA_SUCCESS : fail(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+    if (!hGraph)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    free(hGraph); /* node addresses stay reserved: an executable may still launch them */
+    return CUDA_SUCCESS;
+}
+
+/* A new node address: heap memory the node owns for the life of the process. */
+static CUresult node_address(CUdeviceptr *out, size_t size) {
+    pthread_once(&config_once, read_config);
+    if (size == 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (size > mem_limit)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    int saved = errno;
+    void *p = heap_alloc(size);
+    errno = saved;
+    if (!p)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    *out = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                       size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+    (void)dependencies;
+    (void)numDependencies;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraphNode || !hGraph || !nodeParams)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr addr = 0;
+    CUresult r = node_address(&addr, nodeParams->bytesize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct CUgraphNode_st *n = add_node(hGraph, CU_GRAPH_NODE_TYPE_MEM_ALLOC, addr, nodeParams->bytesize);
+    if (!n)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    nodeParams->dptr = addr;
+    *phGraphNode = n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                      size_t numDependencies, CUdeviceptr dptr) {
+    (void)dependencies;
+    (void)numDependencies;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraphNode || !hGraph || !dptr)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraphNode_st *n = add_node(hGraph, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, 0);
+    if (!n)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    *phGraphNode = n;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
+    if (!hGraph || !numNodes)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    if (nodes) {
+        size_t n = *numNodes < hGraph->count ? *numNodes : hGraph->count;
+        for (size_t i = 0; i < n; i++)
+            nodes[i] = &hGraph->nodes[i];
+        *numNodes = n;
+    } else {
+        *numNodes = hGraph->count;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
+    if (!hNode || !type)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *type = hNode->type;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out) {
+    if (!hNode || !params_out || hNode->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    memset(params_out, 0, sizeof *params_out);
+    params_out->bytesize = hNode->size;
+    params_out->dptr = hNode->addr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out) {
+    if (!hNode || !dptr_out || hNode->type != CU_GRAPH_NODE_TYPE_MEM_FREE)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *dptr_out = hNode->addr;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+    (void)flags;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!phGraphExec || !hGraph)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    int saved = errno;
+    struct CUgraphExec_st *e = malloc(sizeof *e);
+    errno = saved;
+    if (!e)
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    e->graph = *hGraph;
+    *phGraphExec = e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+    CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, instantiateParams ? instantiateParams->flags : 0);
+    if (instantiateParams)
+        instantiateParams->result_out = r == CUDA_SUCCESS ? 0 : 1;
+    return r;
+}
+
+static int key_is_live(CUdeviceptr key) {
+    int live = 0;
+    pthread_mutex_lock(&table_lock);
+    for (struct block *b = table[bucket_of(key)]; b; b = b->next)
+        live |= b->key == key && b->cls == BLOCK_DEVICE;
+    pthread_mutex_unlock(&table_lock);
+    return live;
+}
+
+static CUresult graph_launch(CUgraphExec e) {
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!e)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    struct CUgraph_st *g = &e->graph;
+    for (size_t i = 0; i < g->count; i++) /* the previous launch's allocations must be freed */
+        if (g->nodes[i].type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && key_is_live(g->nodes[i].addr))
+            return fail(CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < g->count; i++) {
+        struct CUgraphNode_st *n = &g->nodes[i];
+        if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+            int saved = errno;
+            if (table_insert(n->addr, n->size, BLOCK_DEVICE, GRAPH_OWNED) != 0)
+                return fail(CUDA_ERROR_OUT_OF_MEMORY);
+            errno = saved;
+        } else if (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+            CUresult r = free_block(n->addr, BLOCK_DEVICE);
+            if (r != CUDA_SUCCESS)
+                return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    (void)hStream;
+    return graph_launch(hGraphExec);
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+    (void)hStream;
+    return graph_launch(hGraphExec);
+}
+
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+    if (!hGraphExec)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
+/* Stream capture: at most a few streams at once, each recording into its own graph. */
+#define MAX_CAPTURES 8
+static struct {
+    CUstream stream;
+    CUgraph graph;
+} captures[MAX_CAPTURES];
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct CUgraph_st *capturing_graph(CUstream stream) {
+    CUgraph g = NULL;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (captures[i].graph && captures[i].stream == stream)
+            g = captures[i].graph;
+    pthread_mutex_unlock(&capture_lock);
+    return g;
+}
+
+static CUresult capture_alloc(CUstream stream, CUdeviceptr *dptr, size_t size) {
+    if (!dptr)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEM_ALLOC_NODE_PARAMS params;
+    memset(&params, 0, sizeof params);
+    params.bytesize = size;
+    CUgraphNode node;
+    CUresult r = cuGraphAddMemAllocNode(&node, capturing_graph(stream), NULL, 0, &params);
+    if (r == CUDA_SUCCESS)
+        *dptr = params.dptr;
+    return r;
+}
+
+static CUresult capture_free(CUstream stream, CUdeviceptr dptr) {
+    CUgraphNode node;
+    return cuGraphAddMemFreeNode(&node, capturing_graph(stream), NULL, 0, dptr);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
+    (void)mode;
+    if (!is_initialized())
+        return fail(CUDA_ERROR_NOT_INITIALIZED);
+    if (!hStream || capturing_graph(hStream))
+        return fail(CUDA_ERROR_INVALID_VALUE); /* the legacy default stream cannot be captured */
+    CUgraph g;
+    CUresult r = cuGraphCreate(&g, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&capture_lock);
+    int slot = -1;
+    for (int i = 0; i < MAX_CAPTURES && slot < 0; i++)
+        if (!captures[i].graph)
+            slot = i;
+    if (slot >= 0) {
+        captures[slot].stream = hStream;
+        captures[slot].graph = g;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    if (slot < 0) {
+        free(g);
+        return fail(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+    if (!phGraph)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    CUgraph g = NULL;
+    pthread_mutex_lock(&capture_lock);
+    for (int i = 0; i < MAX_CAPTURES; i++)
+        if (captures[i].graph && captures[i].stream == hStream) {
+            g = captures[i].graph;
+            captures[i].graph = NULL;
+        }
+    pthread_mutex_unlock(&capture_lock);
+    if (!g)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *phGraph = g;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    if (!captureStatus)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    *captureStatus = capturing_graph(hStream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    return cuStreamIsCapturing(hStream, captureStatus);
 }

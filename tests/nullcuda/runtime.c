@@ -43,6 +43,14 @@ static struct {
     PFN_cuMemGetInfo memGetInfo;
     PFN_cuCtxSynchronize ctxSynchronize;
     PFN_cuDeviceGetDefaultMemPool deviceGetDefaultMemPool;
+    /* Registered host memory and IPC (issue 12). */
+    PFN_cuMemHostRegister memHostRegister;
+    PFN_cuMemHostUnregister memHostUnregister;
+    PFN_cuIpcGetMemHandle ipcGetMemHandle;
+    PFN_cuIpcOpenMemHandle ipcOpenMemHandle;
+    PFN_cuIpcCloseMemHandle ipcCloseMemHandle;
+    PFN_cuMemPoolExportPointer memPoolExportPointer;
+    PFN_cuMemPoolImportPointer memPoolImportPointer;
 } drv;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -66,6 +74,8 @@ static cudaError_t translate(CUresult r) {
         return cudaErrorNoDevice;
     case CUDA_ERROR_INVALID_DEVICE:
         return cudaErrorInvalidDevice;
+    case CUDA_ERROR_INVALID_CONTEXT:
+        return cudaErrorDeviceUninitialized;
     case CUDA_ERROR_INVALID_HANDLE:
         return cudaErrorInvalidResourceHandle;
     case CUDA_ERROR_NOT_FOUND:
@@ -137,6 +147,13 @@ static void init_driver(void) {
     LOOKUP(memGetInfo, "cuMemGetInfo", 3020, 0);
     LOOKUP(ctxSynchronize, "cuCtxSynchronize", 2000, 0);
     LOOKUP(deviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0);
+    LOOKUP(memHostRegister, "cuMemHostRegister", 6050, 0);
+    LOOKUP(memHostUnregister, "cuMemHostUnregister", 4000, 0);
+    LOOKUP(ipcGetMemHandle, "cuIpcGetMemHandle", 4010, 0);
+    LOOKUP(ipcOpenMemHandle, "cuIpcOpenMemHandle", 11000, 0);
+    LOOKUP(ipcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0);
+    LOOKUP(memPoolExportPointer, "cuMemPoolExportPointer", 11020, 0);
+    LOOKUP(memPoolImportPointer, "cuMemPoolImportPointer", 11020, 0);
     if (!ok) {
         init_error = cudaErrorInsufficientDriver;
         return;
@@ -355,6 +372,58 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t stream) {
 EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) {
     INIT_OR_RETURN();
     return DRV(drv.deviceGetDefaultMemPool((CUmemoryPool *)memPool, device));
+}
+
+/* ---- registered host memory and IPC (issue 12) ---- */
+
+EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+    INIT_OR_RETURN();
+    return DRV(drv.memHostRegister(ptr, size, flags));
+}
+
+EXPORT cudaError_t cudaHostUnregister(void *ptr) {
+    INIT_OR_RETURN();
+    return DRV(drv.memHostUnregister(ptr));
+}
+
+EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) {
+    INIT_OR_RETURN();
+    return DRV(drv.ipcGetMemHandle((CUipcMemHandle *)handle, (CUdeviceptr)(uintptr_t)devPtr));
+}
+
+EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+    INIT_OR_RETURN();
+    if (!devPtr)
+        return set_error(cudaErrorInvalidValue);
+    CUipcMemHandle h;
+    memcpy(&h, &handle, sizeof h);
+    CUdeviceptr d = 0;
+    cudaError_t e = DRV(drv.ipcOpenMemHandle(&d, h, flags));
+    if (e == cudaSuccess)
+        *devPtr = (void *)(uintptr_t)d;
+    return e;
+}
+
+EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr) {
+    INIT_OR_RETURN();
+    return DRV(drv.ipcCloseMemHandle((CUdeviceptr)(uintptr_t)devPtr));
+}
+
+EXPORT cudaError_t cudaMemPoolExportPointer(cudaMemPoolPtrExportData *exportData, void *ptr) {
+    INIT_OR_RETURN();
+    return DRV(drv.memPoolExportPointer((CUmemPoolPtrExportData *)exportData, (CUdeviceptr)(uintptr_t)ptr));
+}
+
+EXPORT cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, cudaMemPoolPtrExportData *exportData) {
+    INIT_OR_RETURN();
+    if (!ptr)
+        return set_error(cudaErrorInvalidValue);
+    CUdeviceptr d = 0;
+    cudaError_t e =
+        DRV(drv.memPoolImportPointer(&d, (CUmemoryPool)memPool, (CUmemPoolPtrExportData *)exportData));
+    if (e == cudaSuccess)
+        *ptr = (void *)(uintptr_t)d;
+    return e;
 }
 
 EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {

@@ -1,7 +1,7 @@
 /* vmm: physical allocations mapped into a reserved range, the way PyTorch's expandable segments
  * and JAX grow a pool: reserve 8 MiB of address space, create two 2 MiB physical allocations,
- * map both, use the memory, then unmap and release the second. Only cuMemCreate/cuMemRelease
- * allocate; reserve/map/unmap/set-access are bookkeeping.
+ * map both, use the memory, then unmap and release the second. The reservation, the first
+ * allocation and its mapping are left: only the allocation holds memory.
  * build: -lcuda */
 #include "nullcuda.h"
 #include "scenario.h"
@@ -13,6 +13,14 @@ static CUmemGenericAllocationHandle kept, released;
 SITE void create_kept(const CUmemAllocationProp *prop, size_t size) {
     CHECK(cuMemCreate(&kept, size, prop, 0)); // @vmm_kept
     KEEP(kept);
+}
+SITE void reserve_pool(CUdeviceptr *base, size_t size) {
+    CHECK(cuMemAddressReserve(base, size, 0, 0, 0)); // @vmm_reserve
+    KEEP(base);
+}
+SITE void map_chunk(CUdeviceptr at, size_t size, CUmemGenericAllocationHandle h) {
+    CHECK(cuMemMap(at, size, 0, h, 0)); // @vmm_map
+    KEEP(at);
 }
 SITE void create_released(const CUmemAllocationProp *prop, size_t size) {
     CHECK(cuMemCreate(&released, size, prop, 0)); // @vmm_released
@@ -28,11 +36,11 @@ int main(void) {
     size_t gran = 0;
     CHECK(cuMemGetAllocationGranularity(&gran, &prop, 0));
     CUdeviceptr base = 0;
-    CHECK(cuMemAddressReserve(&base, 4 * gran, 0, 0, 0));
+    reserve_pool(&base, 4 * gran);
     create_kept(&prop, gran);
     create_released(&prop, gran);
-    CHECK(cuMemMap(base, gran, 0, kept, 0));
-    CHECK(cuMemMap(base + gran, gran, 0, released, 0));
+    map_chunk(base, gran, kept);
+    map_chunk(base + gran, gran, released);
     CUmemAccessDesc access = {{1, 0}, 3};
     CHECK(cuMemSetAccess(base, 2 * gran, &access, 1));
     memset((void *)(uintptr_t)base, 0x11, 2 * gran); /* mapped memory is usable */

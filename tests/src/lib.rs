@@ -21,6 +21,9 @@ pub const NULLCUDA_DIR: &str = env!("NULLCUDA_DIR");
 pub const SCENARIO_DIR: &str = env!("SCENARIO_DIR");
 /// The call spy: an LD_PRELOAD library that logs how a program reaches the driver.
 pub const SPY_LIB: &str = env!("SPY_LIB");
+/// Directory with the framework stand-ins (libcublas.so.13, libc10_cuda.so); scenarios that link
+/// them need it on LD_LIBRARY_PATH beside [`NULLCUDA_DIR`].
+pub const FRAMEWORKS_DIR: &str = env!("FRAMEWORKS_DIR");
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -46,13 +49,21 @@ pub fn marker_line(name: &str, marker: &str) -> u32 {
 
 /// The 1-based line of source file `path` that carries the comment `// @marker`.
 pub fn marker_line_in(path: &Path, marker: &str) -> u32 {
+    marker_line_tagged(path, &format!("// @{marker}"))
+}
+
+/// The 1-based line of a Python script that carries the comment `# @marker`.
+pub fn python_marker_line(path: &Path, marker: &str) -> u32 {
+    marker_line_tagged(path, &format!("# @{marker}"))
+}
+
+fn marker_line_tagged(path: &Path, tag: &str) -> u32 {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    let tag = format!("// @{marker}");
     let hits: Vec<usize> = text
         .lines()
         .enumerate()
-        .filter(|(_, l)| l.trim_end().ends_with(&tag))
+        .filter(|(_, l)| l.trim_end().ends_with(tag))
         .map(|(i, _)| i + 1)
         .collect();
     match hits.as_slice() {
@@ -122,6 +133,170 @@ fn build_shim() -> Result<PathBuf, String> {
     }
 }
 
+/// LD_LIBRARY_PATH for programs that load the framework stand-ins.
+pub fn frameworks_library_path() -> String {
+    format!("{NULLCUDA_DIR}:{FRAMEWORKS_DIR}")
+}
+
+/// A Python script of tests/python/.
+pub fn python_script(name: &str) -> PathBuf {
+    Path::new(MANIFEST_DIR).join("python").join(name)
+}
+
+/// One CPython interpreter: the real executable (not a launcher script such as pyenv's
+/// `python3`, which would leave dumps of its own) and its `(major, minor)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Python {
+    pub path: PathBuf,
+    pub version: (u32, u32),
+}
+
+/// `python3` (required, first), then every other CPython from 3.9 to 3.13 found as `python3.N`
+/// on PATH or under pyenv's versions directory, one per minor version.
+pub fn pythons() -> Vec<Python> {
+    let ask = |program: &Path| -> Option<Python> {
+        let out = Command::new(program)
+            .args([
+                "-c",
+                "import sys; print(sys.executable); print(sys.version_info[0], sys.version_info[1])",
+            ])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        let mut lines = text.lines();
+        let path = PathBuf::from(lines.next()?.trim());
+        let mut v = lines.next()?.split_whitespace().map(|n| n.parse().ok());
+        let version = (v.next()??, v.next()??);
+        (out.status.success() && path.is_file()).then_some(Python { path, version })
+    };
+    let first = ask(Path::new("python3")).expect("python3 is needed for the Python tests");
+    let mut found = vec![first];
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
+    if let Some(Ok(entries)) = pyenv.map(|r| std::fs::read_dir(r.join("versions"))) {
+        let mut versions: Vec<PathBuf> = entries
+            .filter_map(|e| Some(e.ok()?.path().join("bin")))
+            .collect();
+        versions.sort();
+        dirs.extend(versions);
+    }
+    for minor in 9..=13 {
+        if found.iter().any(|p| p.version == (3, minor)) {
+            continue;
+        }
+        let name = format!("python3.{minor}");
+        if let Some(p) = dirs
+            .iter()
+            .map(|d| d.join(&name))
+            .filter(|p| p.is_file())
+            .find_map(|p| ask(&p))
+        {
+            found.push(p);
+        }
+    }
+    found[1..].sort_by_key(|p| p.version);
+    found
+}
+
+/// The `cudaleak` binary built beside the shim (`cargo build --release` builds both).
+pub fn cudaleak_cli() -> PathBuf {
+    let cli = shim().with_file_name("cudaleak");
+    assert!(
+        cli.is_file(),
+        "{} is missing: cargo build --release -p cudaleak-cli",
+        cli.display()
+    );
+    cli
+}
+
+/// What `cudaleak run` printed and returned, and the directory its run directories went to.
+#[derive(Debug)]
+pub struct CliRun {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    /// `--out`; removed when dropped.
+    pub out: tempfile::TempDir,
+}
+
+impl CliRun {
+    /// Panics unless cudaleak exited with `code`.
+    pub fn assert_exit(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "cudaleak exited with {}\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// The dumps of the one run directory under `--out`.
+    pub fn dumps(&self) -> Vec<PathBuf> {
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.out.path())
+            .expect("read --out")
+            .map(|e| e.expect("an entry").path())
+            .collect();
+        assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+        files_in(&runs[0])
+    }
+}
+
+/// `cudaleak run --shim <shim> --out <fresh dir> OPTIONS -- <scenario> ARGS` with the null
+/// libraries and the framework stand-ins on LD_LIBRARY_PATH, `env` set, and nothing from the
+/// developer's environment steering the shim.
+pub fn cudaleak_run(
+    options: &[&str],
+    scenario: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> CliRun {
+    let out = tempfile::Builder::new()
+        .prefix("cudaleak-run-")
+        .tempdir()
+        .expect("create a temporary directory");
+    let mut cmd = Command::new(cudaleak_cli());
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CUDALEAK_")
+            || k.starts_with("NULLCUDA_")
+            || k.starts_with("PYTORCH_")
+            || k.starts_with("XLA_PYTHON_CLIENT_")
+            || RANK_VARIABLES.contains(&&*k)
+            || k == "LD_PRELOAD"
+        {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd.arg("run")
+        .arg("--shim")
+        .arg(shim())
+        .arg("--out")
+        .arg(out.path())
+        .args(options)
+        .arg("--")
+        .arg(scenario_program(scenario))
+        .args(args)
+        .env("LD_LIBRARY_PATH", frameworks_library_path())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    let output = cmd.output().expect("run cudaleak");
+    CliRun {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        out,
+    }
+}
+
 /// How to run one scenario program.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -131,6 +306,8 @@ pub struct Scenario {
     env: BTreeMap<String, String>,
     unset: Vec<String>,
     cwd: Option<PathBuf>,
+    /// Descriptors the program starts with closed (see [`Scenario::closed`]).
+    closed: Vec<u8>,
 }
 
 /// What a run left: its status and output, and the directory its dumps were written to.
@@ -154,6 +331,7 @@ impl Scenario {
             env: BTreeMap::new(),
             unset: Vec::new(),
             cwd: None,
+            closed: Vec::new(),
         }
     }
 
@@ -186,9 +364,23 @@ impl Scenario {
         self
     }
 
+    /// Starts the program with descriptor `fd` (0, 1 or 2) closed, as `prog 2>&-` would.
+    pub fn closed(mut self, fd: u8) -> Self {
+        assert!(fd <= 2, "only the standard descriptors");
+        self.closed.push(fd);
+        self
+    }
+
     /// Runs against the null libraries, without the shim.
     pub fn run_plain(self) -> Run {
         self.run(None)
+    }
+
+    /// Runs under the shim with the program's stdout and stderr connected where the test says
+    /// (e.g. a pipe whose reader has gone); what is not captured reads as empty.
+    pub fn run_shim_with(self, stdout: Stdio, stderr: Stdio) -> Run {
+        let shim = shim().to_path_buf();
+        self.run_with(Some(shim), stdout, stderr)
     }
 
     /// Runs with `LD_PRELOAD=<shim>` and `CUDALEAK_OUTPUT=<fresh dir>/`.
@@ -204,8 +396,12 @@ impl Scenario {
     }
 
     fn run(self, preload: Option<PathBuf>) -> Run {
+        self.run_with(preload, Stdio::piped(), Stdio::piped())
+    }
+
+    fn run_with(self, preload: Option<PathBuf>, stdout: Stdio, stderr: Stdio) -> Run {
         let name = self.name.clone();
-        let mut spawned = self.spawn_with(preload, Stdio::null());
+        let mut spawned = self.spawn_with(preload, [Stdio::null(), stdout, stderr]);
         let child = spawned.child.take().expect("a fresh child");
         let out = child.wait_with_output().expect("wait for the scenario");
         Run {
@@ -222,10 +418,10 @@ impl Scenario {
     /// talk to it (signals, snapshots) while it runs.
     pub fn spawn_shim(self) -> Spawned {
         let shim = shim().to_path_buf();
-        self.spawn_with(Some(shim), Stdio::piped())
+        self.spawn_with(Some(shim), [Stdio::piped(), Stdio::piped(), Stdio::piped()])
     }
 
-    fn spawn_with(self, preload: Option<PathBuf>, stdin: Stdio) -> Spawned {
+    fn spawn_with(self, preload: Option<PathBuf>, [stdin, stdout, stderr]: [Stdio; 3]) -> Spawned {
         let dir = tempfile::Builder::new()
             .prefix("cudaleak-test-")
             .tempdir()
@@ -234,7 +430,16 @@ impl Scenario {
             .program
             .clone()
             .unwrap_or_else(|| scenario_program(&self.name));
-        let mut cmd = Command::new(&program);
+        let mut cmd = if self.closed.is_empty() {
+            Command::new(&program)
+        } else {
+            let closes: Vec<String> = self.closed.iter().map(|fd| format!("{fd}>&-")).collect();
+            let mut sh = Command::new("sh");
+            sh.arg("-c")
+                .arg(format!("exec {} \"$0\" \"$@\"", closes.join(" ")))
+                .arg(&program);
+            sh
+        };
         cmd.args(&self.args).stdin(stdin);
         // Hermetic: nothing from the developer's environment steers the shim or the driver.
         for (k, _) in std::env::vars_os() {
@@ -261,7 +466,7 @@ impl Scenario {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdout(stdout).stderr(stderr);
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
@@ -467,8 +672,8 @@ pub struct Expect {
 }
 
 /// Asserts that `dump.live` holds exactly the `expected` records (any order), each with its
-/// size, api, kind, device 0 (or none, for host memory, which belongs to no device) and
-/// allocating site in scenario `name`.
+/// size, api, kind, device 0 (or none, for host memory, which belongs to no device; none for a
+/// reservation of address space) and allocating site in scenario `name`.
 pub fn assert_live(dump: &Dump, name: &str, expected: &[Expect]) {
     let mut sizes: Vec<u64> = dump.live.iter().map(|r| r.size).collect();
     let mut want: Vec<u64> = expected.iter().map(|e| e.size).collect();
@@ -479,7 +684,17 @@ pub fn assert_live(dump: &Dump, name: &str, expected: &[Expect]) {
         let r = live_of_size(dump, e.size);
         assert_eq!(r.api, e.api, "api of the {}-byte record {r:?}", e.size);
         assert_eq!(r.kind, e.kind, "kind of the {}-byte record {r:?}", e.size);
-        if e.kind == cudaleak_format::Kind::Host {
+        if e.kind == cudaleak_format::Kind::Reserved {
+            // Address space belongs to no device.
+            assert_eq!(
+                r.device, None,
+                "device of the {}-byte reservation {r:?}",
+                e.size
+            );
+        } else if matches!(
+            e.kind,
+            cudaleak_format::Kind::Host | cudaleak_format::Kind::Registered
+        ) {
             assert!(
                 matches!(r.device, Some(0) | None),
                 "device of the {}-byte host record {r:?}",

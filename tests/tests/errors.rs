@@ -125,3 +125,22 @@ fn errno_out_params_and_return_codes_pass_through_on_success() {
     assert_eq!(dump.summary, summary(2, 2, 0, 0, 0, 0, 0, 7168, 7168));
     assert!(dump.events.is_empty(), "{:#?}", dump.events);
 }
+
+#[test]
+fn a_failure_after_exit_began_is_marked_during_exit_and_one_before_is_not() {
+    let run = Scenario::new("teardown_fail")
+        .env("NULLCUDA_MEM_LIMIT", "1048576")
+        .run_shim();
+    run.assert_exit(0)
+        .assert_stdout("running rc=2\nteardown rc=2\n");
+    let dump = run.dump();
+    let seen: Vec<(Option<u64>, bool)> = dump
+        .events
+        .iter()
+        .map(|e| (e.size, e.during_exit))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![(Some(2_097_152), false), (Some(3_145_728), true)]
+    );
+}

@@ -49,6 +49,13 @@ getproc cuMemRelease 10020 0
 getproc cuMemGetInfo 3020 0
 getproc cuCtxSynchronize 2000 0
 getproc cuDeviceGetDefaultMemPool 11020 0
+getproc cuMemHostRegister 6050 0
+getproc cuMemHostUnregister 4000 0
+getproc cuIpcGetMemHandle 4010 0
+getproc cuIpcOpenMemHandle 11000 0
+getproc cuIpcCloseMemHandle 4010 0
+getproc cuMemPoolExportPointer 11020 0
+getproc cuMemPoolImportPointer 11020 0
 ";
     assert_eq!(seen, expected);
 }

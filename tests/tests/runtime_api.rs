@@ -167,3 +167,34 @@ fn nvcc_generated_host_code_runs_and_its_leak_is_found() {
     assert_eq!(r.kind, Kind::Device);
     assert_site(&dump, r.stack, "nvcc_style", "alloc_buffer", "nvcc_alloc");
 }
+
+/// nvcc's default build links the runtime statically: no runtime symbol to interpose, so the
+/// record is the driver call — named by the runtime entry function in its stack.
+#[test]
+fn a_static_runtime_record_is_named_by_the_runtime_function_in_its_stack() {
+    let run = Scenario::new("static_runtime").run_shim();
+    run.assert_exit(0);
+    let dump = run.dump();
+    let named: Vec<(u64, &str, Option<&str>)> = dump
+        .live
+        .iter()
+        .map(|r| {
+            let frames = &dump.stacks[r.stack].frames;
+            (r.size, r.api.as_str(), frames[0].function.as_deref())
+        })
+        .collect();
+    assert_eq!(
+        named,
+        vec![
+            (1000, "cudaMalloc", Some("cudaMalloc")),
+            (2000, "cudaMallocHost", Some("cudaMallocHost")),
+            (3000, "cuMemAlloc_v2", Some("via_driver")),
+        ]
+    );
+    let line = cudaleak_tests::marker_line("static_runtime", "static_malloc");
+    let caller = &dump.stacks[dump.live[0].stack].frames[1];
+    assert_eq!(
+        (caller.function.as_deref(), caller.line),
+        (Some("via_runtime"), Some(line))
+    );
+}

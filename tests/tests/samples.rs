@@ -262,6 +262,7 @@ samples!(
     double_free,
     driver_api,
     failed_allocation,
+    host_register,
     leak_error_path,
     leak_in_library,
     leak_loop,
@@ -269,6 +270,7 @@ samples!(
     pinned_host,
     raii_fixed,
     threads,
+    vmm_pool,
 );
 
 #[test]

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
+use super::{cached_totals, error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
 use crate::analyze::{Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, StackView};
 use crate::args::View;
 use crate::growth::{GrowthFindings, RULE_TEXT};
@@ -29,21 +29,38 @@ const TOOL: Tool = Tool {
 };
 
 #[derive(Serialize)]
-struct Frame<'a> {
-    function: Option<&'a str>,
-    file: Option<&'a str>,
-    line: Option<u32>,
-    module: Option<&'a str>,
-    offset: Option<String>,
+#[serde(untagged)]
+enum Frame<'a> {
+    Frame {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kind: Option<&'static str>,
+        function: Option<&'a str>,
+        file: Option<&'a str>,
+        line: Option<u32>,
+        module: Option<&'a str>,
+        offset: Option<String>,
+    },
+    /// A run of frames folded next to the program's Python frames (without `--native`).
+    Folded {
+        folded_frames: usize,
+        modules: &'a [String],
+    },
 }
 
 /// A stack's frames, written straight from the findings as the document is written (never a
-/// copy of every frame of every group).
+/// copy of every frame of every group); runs of folded frames sit where they were folded.
 struct Frames<'a>(&'a StackView);
 
 impl Serialize for Frames<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.frames.iter().map(frame))
+        let v = self.0;
+        s.collect_seq(
+            v.frames
+                .iter()
+                .enumerate()
+                .flat_map(|(i, f)| folded_at(v, i).chain(std::iter::once(frame(f))))
+                .chain(folded_at(v, v.frames.len())),
+        )
     }
 }
 
@@ -51,8 +68,19 @@ fn frames(s: &StackView) -> Frames<'_> {
     Frames(s)
 }
 
+fn folded_at(s: &StackView, at: usize) -> impl Iterator<Item = Frame<'_>> {
+    s.folded
+        .iter()
+        .filter(move |r| r.at == at)
+        .map(|r| Frame::Folded {
+            folded_frames: r.frames,
+            modules: &r.modules,
+        })
+}
+
 fn frame(f: &FrameView) -> Frame<'_> {
-    Frame {
+    Frame::Frame {
+        kind: f.python.then_some("python"),
         function: f.function.as_deref(),
         file: f.file.as_deref(),
         line: f.line,
@@ -72,10 +100,17 @@ struct Group<'a> {
     frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
+    /// The id of the cache that holds the blocks (cached groups only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<&'a str>,
 }
 
-fn group(pid: u32, g: &LeakGroup) -> Group<'_> {
+fn group<'a>(f: &'a Findings, pid: u32, g: &'a LeakGroup) -> Group<'a> {
     Group {
+        cache: g
+            .held_by
+            .and_then(|i| f.caches.get(i))
+            .map(|r| r.id.as_str()),
         process: pid,
         bytes: g.bytes,
         allocations: g.allocations,
@@ -111,6 +146,37 @@ struct Failed<'a> {
     bytes: u64,
     errors: Vec<ErrorCode>,
     frames: Frames<'a>,
+}
+
+#[derive(Serialize)]
+struct Teardown<'a> {
+    process: u32,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    api: &'a str,
+    count: u64,
+    during_exit: u64,
+    errors: Vec<ErrorCode>,
+    frames: Frames<'a>,
+}
+
+#[derive(Serialize)]
+struct CacheDoc<'a> {
+    id: &'a str,
+    name: &'a str,
+    release: &'a str,
+    rule: String,
+    builtin: bool,
+    groups: u64,
+    allocations: u64,
+    bytes: u64,
+}
+
+#[derive(Serialize)]
+struct QuietDoc<'a> {
+    pid: u32,
+    exe: &'a str,
+    source: String,
 }
 
 #[derive(Serialize)]
@@ -156,6 +222,11 @@ struct Process<'a> {
     leaked_allocations: u64,
     leak_groups: u64,
     leak_groups_not_shown: u64,
+    cached_bytes: u64,
+    cached_allocations: u64,
+    cached_groups: u64,
+    cached_groups_not_shown: u64,
+    teardown: u64,
     stats: Stats<'a>,
 }
 
@@ -210,6 +281,10 @@ struct Summary {
     bad_frees: u64,
     managed_bytes: u64,
     managed_allocations: u64,
+    cached_bytes: u64,
+    cached_allocations: u64,
+    teardown: u64,
+    quiet_processes: u64,
 }
 
 #[derive(Serialize)]
@@ -219,6 +294,7 @@ struct Gate {
     reasons: Vec<&'static str>,
     fail_on_leaks: bool,
     fail_on_errors: bool,
+    count_cached: bool,
     max_leaked_bytes: u64,
     tolerated: bool,
 }
@@ -233,6 +309,10 @@ struct Doc<'a> {
     failed_allocations: Vec<Failed<'a>>,
     bad_frees: Vec<BadFree<'a>>,
     managed: Vec<Group<'a>>,
+    cached: Vec<Group<'a>>,
+    caches: Vec<CacheDoc<'a>>,
+    teardown: Vec<Teardown<'a>>,
+    quiet_processes: Vec<QuietDoc<'a>>,
     suppressed: Suppressed<'a>,
     summary: Summary,
     gate: Gate,
@@ -268,6 +348,33 @@ fn document(f: &Findings) -> Doc<'_> {
         failed_allocations: Vec::new(),
         bad_frees: Vec::new(),
         managed: Vec::new(),
+        cached: Vec::new(),
+        caches: cached_totals(f)
+            .into_iter()
+            .filter_map(|(i, c)| {
+                let r = f.caches.get(i)?;
+                Some(CacheDoc {
+                    id: &r.id,
+                    name: &r.name,
+                    release: &r.release,
+                    rule: r.location(),
+                    builtin: r.is_builtin(),
+                    groups: c.groups,
+                    allocations: c.allocations,
+                    bytes: c.bytes,
+                })
+            })
+            .collect(),
+        teardown: Vec::new(),
+        quiet_processes: f
+            .quiet
+            .iter()
+            .map(|q| QuietDoc {
+                pid: q.pid,
+                exe: &q.exe,
+                source: q.source.display().to_string(),
+            })
+            .collect(),
         suppressed: Suppressed {
             rules: f
                 .rules
@@ -301,6 +408,10 @@ fn document(f: &Findings) -> Doc<'_> {
             bad_frees: f.totals.bad_frees,
             managed_bytes: f.totals.managed.bytes,
             managed_allocations: f.totals.managed.allocations,
+            cached_bytes: f.totals.cached.bytes,
+            cached_allocations: f.totals.cached.allocations,
+            teardown: f.totals.teardown,
+            quiet_processes: f.totals.quiet_processes,
         },
         gate: Gate {
             failed: f.verdict.exit_code != 0,
@@ -308,6 +419,7 @@ fn document(f: &Findings) -> Doc<'_> {
             reasons: gate_reasons(f),
             fail_on_leaks: f.gate.fail_on_leaks,
             fail_on_errors: f.gate.fail_on_errors,
+            count_cached: f.gate.count_cached,
             max_leaked_bytes: f.gate.max_leaked_bytes,
             tolerated: f.verdict.tolerated,
         },
@@ -330,6 +442,11 @@ fn document(f: &Findings) -> Doc<'_> {
             leaked_allocations: p.leaked.allocations,
             leak_groups: p.leaked.groups,
             leak_groups_not_shown: p.leaks_not_shown(),
+            cached_bytes: p.cached_total.bytes,
+            cached_allocations: p.cached_total.allocations,
+            cached_groups: p.cached_total.groups,
+            cached_groups_not_shown: p.cached_not_shown(),
+            teardown: p.teardown.iter().map(|g| g.count).sum(),
             stats: Stats {
                 by_api: tallies(&p.stats.by_api),
                 by_module: tallies(&p.stats.by_module),
@@ -337,12 +454,32 @@ fn document(f: &Findings) -> Doc<'_> {
                     .stats
                     .top_callsites
                     .iter()
-                    .map(|g| group(pid, g))
+                    .map(|g| group(f, pid, g))
                     .collect(),
             },
         });
-        doc.leaks.extend(p.leaks.iter().map(|g| group(pid, g)));
-        doc.managed.extend(p.managed.iter().map(|g| group(pid, g)));
+        doc.leaks.extend(p.leaks.iter().map(|g| group(f, pid, g)));
+        doc.managed
+            .extend(p.managed.iter().map(|g| group(f, pid, g)));
+        doc.cached.extend(p.cached.iter().map(|g| group(f, pid, g)));
+        doc.teardown.extend(p.teardown.iter().map(|g| {
+            Teardown {
+                process: pid,
+                kind: g.kind.as_str(),
+                api: &g.api,
+                count: g.count,
+                during_exit: g.during_exit,
+                errors: g
+                    .errors
+                    .iter()
+                    .map(|&code| ErrorCode {
+                        code,
+                        name: error_name(&g.api, code),
+                    })
+                    .collect(),
+                frames: frames(&g.stack),
+            }
+        }));
         doc.failed_allocations.extend(p.failed.iter().map(|g| {
             Failed {
                 process: pid,

@@ -6,8 +6,9 @@
 use std::io::{self, Write};
 
 use super::{
-    error_text, frame_text_under, gate_reasons, human_bytes, placement, plural, process_label,
-    summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    cached_gate_text, cached_totals, error_text, folded_text, frame_text_under, gate_reasons,
+    human_bytes, placement, plural, process_label, quiet_line, summary_line, suppressed_per_rule,
+    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
@@ -47,8 +48,14 @@ fn first_frame(s: &StackView, root: Option<&str>) -> String {
 }
 
 fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()> {
-    for f in s.frames.iter() {
+    for (i, f) in s.frames.iter().enumerate() {
+        for r in s.folded.iter().filter(|r| r.at == i) {
+            writeln!(w, "1. {}", escape(&folded_text(r)))?;
+        }
         writeln!(w, "1. {}", escape(&frame_text_under(f, root)))?;
+    }
+    for r in s.folded.iter().filter(|r| r.at == s.frames.len()) {
+        writeln!(w, "1. {}", escape(&folded_text(r)))?;
     }
     if s.omitted > 0 {
         writeln!(
@@ -185,6 +192,66 @@ impl Reporter for Markdown {
                     )?;
                 }
             }
+            if !p.teardown.is_empty() {
+                let n: u64 = p.teardown.iter().map(|g| g.count).sum();
+                writeln!(w)?;
+                writeln!(
+                    w,
+                    "**Teardown notes** (not errors) — {} {TEARDOWN_TEXT}.",
+                    plural(n, "call", "calls")
+                )?;
+                writeln!(w)?;
+                writeln!(w, "| API | Times | Returned | After exit began | Where |")?;
+                writeln!(w, "|---|--:|---|--:|---|")?;
+                for g in &p.teardown {
+                    let errors: Vec<String> =
+                        g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+                    writeln!(
+                        w,
+                        "| {} | {} | {} | {} | {} |",
+                        escape(&g.api),
+                        g.count,
+                        escape(&errors.join(", ")),
+                        g.during_exit,
+                        first_frame(&g.stack, root)
+                    )?;
+                }
+            }
+            if !p.cached.is_empty() {
+                writeln!(w)?;
+                writeln!(
+                    w,
+                    "**Held by caches and library handles** — {} in {}; {}.",
+                    human_bytes(p.cached_total.bytes),
+                    plural(p.cached_total.allocations, "allocation", "allocations"),
+                    escape(cached_gate_text(f))
+                )?;
+                writeln!(w)?;
+                writeln!(w, "| Held by | Bytes | Allocations | API | Where |")?;
+                writeln!(w, "|---|--:|--:|---|---|")?;
+                for g in &p.cached {
+                    let by = g
+                        .held_by
+                        .and_then(|i| f.caches.get(i))
+                        .map_or(String::new(), |r| escape(&r.id));
+                    writeln!(
+                        w,
+                        "| {by} | {} | {} | {} | {} |",
+                        human_bytes(g.bytes),
+                        g.allocations,
+                        escape(&g.api),
+                        first_frame(&g.stack, root)
+                    )?;
+                }
+                if p.cached_not_shown() > 0 {
+                    writeln!(w)?;
+                    writeln!(
+                        w,
+                        "… {} not shown (--top).",
+                        plural(p.cached_not_shown(), "more group", "more groups")
+                    )?;
+                }
+            }
             if !p.managed.is_empty() {
                 writeln!(w)?;
                 writeln!(w, "**Managed memory** — {MANAGED_ADVICE}")?;
@@ -254,6 +321,29 @@ impl Reporter for Markdown {
                     first_frame(&c.stack, root)
                 )?;
             }
+        }
+        let held = cached_totals(f);
+        if !held.is_empty() {
+            writeln!(w)?;
+            writeln!(w, "| Cache | Held | Allocations | What releases it |")?;
+            writeln!(w, "|---|--:|--:|---|")?;
+            for (i, c) in held {
+                let Some(r) = f.caches.get(i) else { continue };
+                writeln!(
+                    w,
+                    "| {} ({}) | {} | {} | {} |",
+                    escape(&r.name),
+                    escape(&r.id),
+                    human_bytes(c.bytes),
+                    c.allocations,
+                    escape(&r.release)
+                )?;
+            }
+        }
+        let quiet = quiet_line(f);
+        if !quiet.is_empty() {
+            writeln!(w)?;
+            writeln!(w, "{}.", escape(&quiet))?;
         }
         if !f.rules.is_empty() {
             writeln!(w)?;

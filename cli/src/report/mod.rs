@@ -10,7 +10,7 @@ use cudaleak_format as format;
 
 use std::borrow::Cow;
 
-use crate::analyze::{DiffFindings, Findings, FrameView};
+use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings, QuietProcess};
 use crate::args::{Format, View};
 use crate::growth::{GrowthFindings, Point};
 
@@ -172,16 +172,89 @@ pub fn frame_text_under(f: &FrameView, root: Option<&str>) -> String {
     s
 }
 
-/// `(device 0)`, `(managed, device 0)`, `(host)`.
+/// A function name for a human: C++ template arguments of a name longer than 80 bytes elided
+/// (`c10::impl::wrap_kernel_functor_unboxed_<…>::call`), so a frame stays one readable line.
+/// Machine formats keep the whole name.
+pub fn short_function(name: &str) -> Cow<'_, str> {
+    if name.len() <= 80 || !name.contains('<') {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(80);
+    let mut depth = 0usize;
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        // `operator<`, `operator<<=`, `operator->`… are names, not brackets.
+        if depth == 0 && rest.starts_with("operator") {
+            let ops = rest["operator".len()..]
+                .find(|ch: char| !"<>=-".contains(ch))
+                .unwrap_or(rest.len() - "operator".len());
+            let end = "operator".len() + ops;
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        match c {
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<…>");
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(out)
+}
+
+/// `frame_text_under` with [`short_function`] names: for text output.
+pub fn frame_text_short(f: &FrameView, root: Option<&str>) -> String {
+    match f.function.as_deref().map(short_function) {
+        Some(Cow::Owned(short)) => {
+            let g = FrameView {
+                function: Some(short.into()),
+                ..f.clone()
+            };
+            frame_text_under(&g, root)
+        }
+        _ => frame_text_under(f, root),
+    }
+}
+
+/// `… 18 frames in libtorch_cpu.so, libtorch_cuda.so, torch`: a folded run of frames.
+pub fn folded_text(r: &crate::analyze::Folded) -> String {
+    let n = plural(r.frames as u64, "frame", "frames");
+    if r.modules.is_empty() {
+        format!("… {n}")
+    } else {
+        let modules: Vec<Cow<'_, str>> = r.modules.iter().map(|m| clean(m)).collect();
+        format!("… {n} in {}", modules.join(", "))
+    }
+}
+
+/// `(device 0)`, `(managed, device 0)`, `(host)`, `(address space reserved)`.
 pub fn placement(kind: format::Kind, device: Option<i32>) -> String {
     let mut parts: Vec<String> = Vec::new();
     if kind != format::Kind::Device || device.is_none() {
-        parts.push(kind.as_str().to_string());
+        parts.push(kind_words(kind).to_string());
     }
     if let Some(d) = device {
         parts.push(format!("device {d}"));
     }
     format!("({})", parts.join(", "))
+}
+
+/// A kind in words, where its name alone would mislead: a reservation is address space, not
+/// memory, and its bytes are not in any total.
+pub fn kind_words(kind: format::Kind) -> &'static str {
+    match kind {
+        format::Kind::Registered => "registered host memory",
+        format::Kind::Ipc => "opened through IPC",
+        format::Kind::Reserved => "address space reserved",
+        other => other.as_str(),
+    }
 }
 
 /// How a process ended, in words.
@@ -261,8 +334,11 @@ pub fn error_text(api: &str, code: i64) -> String {
 /// Why the gate fails, in words; empty when it passes.
 pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
     let mut r = Vec::new();
-    if f.verdict.fails_on_leaks {
+    if f.verdict.fails_on_leaks && f.verdict.leaks {
         r.push("leaks");
+    }
+    if f.verdict.fails_on_cached {
+        r.push("cached memory (--fail-on strict)");
     }
     if f.verdict.fails_on_errors {
         r.push("bad frees");
@@ -281,6 +357,94 @@ prefer device memory (cudaMalloc) plus explicit cudaMemcpy.";
 pub const FAILED_ADVICE: &str = "Check the result of every allocation: after a failure the \
 pointer is not set, and code that goes on uses garbage.";
 
+/// What the cached-memory sections say about the gate.
+pub fn cached_gate_text(f: &Findings) -> &'static str {
+    if f.gate.count_cached {
+        "counted as leaked by the gate (--fail-on strict)"
+    } else {
+        "not leaks, not counted by the gate (--fail-on strict counts them)"
+    }
+}
+
+/// The help attached to teardown notes.
+pub const TEARDOWN_NOTE_HELP: &str = "At exit the CUDA runtime and driver tear down; calls made \
+then fail with cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED (4), or after exit began with \
+cudaErrorDeviceUninitialized / CUDA_ERROR_INVALID_CONTEXT (201) or CUDA_ERROR_NOT_INITIALIZED (3). \
+The memory is reclaimed with the context; nothing to fix.";
+
+/// What the teardown sections say, after "N calls".
+pub const TEARDOWN_TEXT: &str = "failed because the CUDA runtime or driver was shutting down";
+
+/// A process's cached groups by cache, in order of the cache's first group (largest first):
+/// (rule index, total, the groups).
+pub fn cached_by_rule(
+    p: &ProcessFindings,
+) -> Vec<(usize, Counts, Vec<&crate::analyze::LeakGroup>)> {
+    let mut out: Vec<(usize, Counts, Vec<&crate::analyze::LeakGroup>)> = Vec::new();
+    for g in &p.cached {
+        let Some(rule) = g.held_by else { continue };
+        let slot = match out.iter().position(|(r, _, _)| *r == rule) {
+            Some(i) => i,
+            None => {
+                let total = p.cached_per_rule.get(rule).copied().unwrap_or_default();
+                out.push((rule, total, Vec::new()));
+                out.len() - 1
+            }
+        };
+        out[slot].2.push(g);
+    }
+    out
+}
+
+/// The caches that hold something over all processes, largest first: (rule index, total).
+pub fn cached_totals(f: &Findings) -> Vec<(usize, Counts)> {
+    let mut v: Vec<(usize, Counts)> = f
+        .cached_per_rule
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, c)| c.allocations > 0)
+        .collect();
+    v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// `ptxas (11), nvlink (2)`: the quiet processes by program name, most first.
+pub fn quiet_programs(quiet: &[QuietProcess]) -> String {
+    let mut names: Vec<(String, u64)> = Vec::new();
+    for q in quiet {
+        let name = clean(crate::analyze::basename(&q.exe)).into_owned();
+        match names.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 += 1,
+            None => names.push((name, 1)),
+        }
+    }
+    names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let shown: Vec<String> = names
+        .iter()
+        .take(8)
+        .map(|(n, c)| format!("{n} ({c})"))
+        .collect();
+    let mut s = shown.join(", ");
+    if names.len() > 8 {
+        s.push_str(&format!(", {} more programs", names.len() - 8));
+    }
+    s
+}
+
+/// `11 processes made no CUDA allocation and are not shown: ptxas (11)`; empty without any.
+pub fn quiet_line(f: &Findings) -> String {
+    if f.quiet.is_empty() {
+        return String::new();
+    }
+    format!(
+        "{} no CUDA allocation and {} not shown: {}",
+        plural(f.quiet.len() as u64, "process made", "processes made"),
+        if f.quiet.len() == 1 { "is" } else { "are" },
+        quiet_programs(&f.quiet)
+    )
+}
+
 /// Sum of the per-rule counts over all processes.
 pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
     let mut out = vec![crate::analyze::Counts::default(); f.rules.len()];
@@ -294,16 +458,21 @@ pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
     out
 }
 
-/// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`.
+/// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`, then
+/// `; 86.00 MiB held by caches` when caches hold anything.
 pub fn summary_line(f: &Findings) -> String {
     let t = &f.totals;
-    format!(
+    let mut s = format!(
         "SUMMARY: {} leaked in {} from {} ({})",
         human_bytes(t.leaked.bytes),
         plural(t.leaked.allocations, "allocation", "allocations"),
         plural(t.callsites, "callsite", "callsites"),
         plural(t.processes, "process", "processes"),
-    )
+    );
+    if t.cached.allocations > 0 {
+        s.push_str(&format!("; {} held by caches", human_bytes(t.cached.bytes)));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -326,6 +495,26 @@ mod tests {
     }
 
     #[test]
+    fn long_cpp_names_lose_their_template_arguments_in_text() {
+        let long = "c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_<c10::CompileTimeFunctionPointer<at::Tensor (c10::DispatchKeySet, at::Tensor const&), &torch::autograd::VariableType::(anonymous namespace)::addmm>, at::Tensor>, at::Tensor (c10::DispatchKeySet, at::Tensor const&)>::call(c10::OperatorKernel*, c10::DispatchKeySet, at::Tensor const&)";
+        assert_eq!(
+            short_function(long),
+            "c10::impl::wrap_kernel_functor_unboxed_<…>::call(c10::OperatorKernel*, c10::DispatchKeySet, at::Tensor const&)"
+        );
+        assert_eq!(
+            short_function("std::vector<int>::push_back"),
+            "std::vector<int>::push_back",
+            "short names stay"
+        );
+        let shift = format!("{}::operator<<(std::ostream&)", "n".repeat(80));
+        assert_eq!(
+            short_function(&shift),
+            shift,
+            "an operator's brackets are its name"
+        );
+    }
+
+    #[test]
     fn frames_read_like_lsan_with_module_file_names() {
         let f = FrameView {
             function: Some("process_data(float*)".into()),
@@ -334,6 +523,7 @@ mod tests {
             module: Some("/home/dev/leak_error_path".into()),
             offset: Some(0x1a3f),
             ip: 0x55d4c2a01a3f,
+            python: false,
             internal: false,
         };
         assert_eq!(
@@ -394,6 +584,16 @@ mod tests {
         assert_eq!(placement(Kind::Managed, Some(1)), "(managed, device 1)");
         assert_eq!(placement(Kind::Host, None), "(host)");
         assert_eq!(placement(Kind::Device, None), "(device)");
+        assert_eq!(placement(Kind::Reserved, None), "(address space reserved)");
+        assert_eq!(placement(Kind::Mapped, Some(0)), "(mapped, device 0)");
+        assert_eq!(
+            placement(Kind::Registered, None),
+            "(registered host memory)"
+        );
+        assert_eq!(
+            placement(Kind::Ipc, Some(1)),
+            "(opened through IPC, device 1)"
+        );
     }
 
     #[test]

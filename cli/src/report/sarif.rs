@@ -33,7 +33,7 @@ fn information_uri() -> &'static str {
 }
 
 /// (id, name, level, short description, help)
-const RULES: [(&str, &str, &str, &str, &str); 6] = [
+const RULES: [(&str, &str, &str, &str, &str); 8] = [
     ("cudaleak/leak", "CudaMemoryLeak", "error",
      "CUDA memory allocated here was never freed",
      "Free the block on every path out of the function, including early returns and error paths; an RAII wrapper whose destructor calls cudaFree makes that automatic."),
@@ -52,6 +52,12 @@ const RULES: [(&str, &str, &str, &str, &str); 6] = [
     ("cudaleak/growth", "CudaLiveMemoryGrowth", "warning",
      "Live CUDA memory from this callsite grew across dumps of a running program",
      "A callsite whose live memory keeps growing while the program runs is a leak in the making; check that every allocation in the loop is freed."),
+    ("cudaleak/cached-memory", "CudaMemoryHeldByCache", "note",
+     "CUDA memory still held at exit by a cache or library handle (not a leak)",
+     "A framework's caching allocator or a library handle keeps this memory until it is released (the result names what releases it); it is not counted by the gate unless --fail-on strict."),
+    ("cudaleak/teardown", "CudaTeardownFailure", "note",
+     "A CUDA call failed because the runtime or driver was shutting down",
+     super::TEARDOWN_NOTE_HELP),
 ];
 
 fn rule_index(id: &str) -> usize {
@@ -128,11 +134,13 @@ fn location(f: &FrameView, root: Option<&str>) -> Value {
     loc
 }
 
-/// The first user frame with a source file, else the first user frame, else the first frame.
+/// The first Python frame, else the first user frame with a source file, else the first user
+/// frame, else the first frame.
 fn primary(s: &StackView) -> Option<&FrameView> {
     let user = || s.frames.iter().filter(|f| !f.internal);
     user()
-        .find(|f| f.file.is_some())
+        .find(|f| f.python && f.file.is_some())
+        .or_else(|| user().find(|f| f.file.is_some()))
         .or_else(|| user().next())
         .or_else(|| s.frames.first())
 }
@@ -343,6 +351,47 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 &[&g.stack],
                 &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
                 json!({"count": g.count, "bytes": g.bytes, "api": clean(&g.api), "pid": pid}),
+            ));
+        }
+        for g in &p.cached {
+            let Some(r) = g.held_by.and_then(|i| f.caches.get(i)) else {
+                continue;
+            };
+            emit(result(
+                view.source_root.as_deref(),
+                "cudaleak/cached-memory",
+                // Counted as leaked under --fail-on strict.
+                if f.gate.count_cached { "error" } else { "note" },
+                format!(
+                    "{} in {} via {} {} held by {} [{}] (pid {pid}); released by: {}",
+                    human_bytes(g.bytes),
+                    plural(g.allocations, "allocation", "allocations"),
+                    clean(&g.api),
+                    placement(g.kind, g.device),
+                    clean(&r.name),
+                    clean(&r.id),
+                    clean(&r.release)
+                ),
+                &[&g.stack],
+                &g.callsite,
+                json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "cache": clean(&r.id), "pid": pid}),
+            ));
+        }
+        for g in &p.teardown {
+            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+            emit(result(
+                view.source_root.as_deref(),
+                "cudaleak/teardown",
+                "note",
+                format!(
+                    "{} returned {} {} because the CUDA runtime or driver was shutting down (pid {pid}): not an error",
+                    clean(&g.api),
+                    errors.join(", "),
+                    plural(g.count, "time", "times"),
+                ),
+                &[&g.stack],
+                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                json!({"count": g.count, "during_exit": g.during_exit, "api": clean(&g.api), "pid": pid}),
             ));
         }
         for g in &p.managed {

@@ -18,8 +18,10 @@ fn cfg_with(view: View, rules: Vec<Rule>, min_bytes: u64) -> Config {
     Config {
         view,
         rules,
+        caches: crate::caches::builtin().unwrap(),
         min_bytes,
         gate: Gate::default(),
+        hide_quiet: false,
     }
 }
 
@@ -305,6 +307,10 @@ fn json_document_has_the_documented_top_level_fields() {
         "failed_allocations",
         "bad_frees",
         "managed",
+        "cached",
+        "caches",
+        "teardown",
+        "quiet_processes",
         "suppressed",
         "summary",
         "gate",
@@ -340,4 +346,81 @@ fn markdown_escapes_names_from_the_program() {
     let md = render(Format::Markdown, &f, &cfg.view);
     assert!(md.contains("evil\\|&lt;img src=x&gt;\\`\\*\\_"), "{md}");
     assert!(!md.contains("<img"));
+}
+
+/// A PyTorch-like process (caches, a user leak under the caching allocator, teardown notes) and
+/// a quiet helper process, as `cudaleak run` shows them.
+fn framework_findings(strict: bool) -> (Findings, Config) {
+    let mut cfg = cfg_with(view(), vec![], 0);
+    cfg.hide_quiet = true;
+    cfg.gate.count_cached = strict;
+    let f = findings(&["framework.json", "quiet.json"], &cfg);
+    (f, cfg)
+}
+
+#[test]
+fn framework_caches_teardown_and_quiet_in_every_format() {
+    let (f, cfg) = framework_findings(false);
+    insta::assert_snapshot!("framework_text", render(Format::Text, &f, &cfg.view));
+    insta::assert_snapshot!("framework_json", render(Format::Json, &f, &cfg.view));
+    insta::assert_snapshot!(
+        "framework_markdown",
+        render(Format::Markdown, &f, &cfg.view)
+    );
+    insta::assert_snapshot!("framework_sarif", render(Format::Sarif, &f, &cfg.view));
+}
+
+#[test]
+fn strict_gate_names_cached_memory_as_a_reason_in_every_format() {
+    let (f, cfg) = framework_findings(true);
+    let text = render(Format::Text, &f, &cfg.view);
+    assert!(
+        text.contains("Gate failed (leaks and cached memory (--fail-on strict)): exit status 23."),
+        "{text}"
+    );
+    assert!(text.contains("counted as leaked by the gate (--fail-on strict)"));
+    let v: serde_json::Value = serde_json::from_str(&render(Format::Json, &f, &cfg.view)).unwrap();
+    assert_eq!(v["gate"]["count_cached"], true);
+    assert_eq!(
+        v["gate"]["reasons"],
+        serde_json::json!(["leaks", "cached memory (--fail-on strict)"])
+    );
+    let md = render(Format::Markdown, &f, &cfg.view);
+    assert!(
+        md.contains("❌ gate failed (leaks and cached memory"),
+        "{md}"
+    );
+    let sarif: serde_json::Value =
+        serde_json::from_str(&render(Format::Sarif, &f, &cfg.view)).unwrap();
+    let levels: Vec<&str> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ruleId"] == "cudaleak/cached-memory")
+        .map(|r| r["level"].as_str().unwrap())
+        .collect();
+    assert_eq!(levels, ["error", "error"]);
+}
+
+/// A PyTorch leak from Python (dump version 2): the text report starts at the script's line
+/// with the dispatch folded into one line; `--native` shows every frame with short C++ names;
+/// JSON keeps whole names and lists the folded run; SARIF points at the Python frame.
+#[test]
+fn python_torch_text_native_json_sarif() {
+    let cfg = cfg_with(view(), vec![], 0);
+    let f = findings(&["python_torch.json"], &cfg);
+    insta::assert_snapshot!("python_text", render(Format::Text, &f, &cfg.view));
+    insta::assert_snapshot!("python_json", render(Format::Json, &f, &cfg.view));
+    insta::assert_snapshot!("python_markdown", render(Format::Markdown, &f, &cfg.view));
+    insta::assert_snapshot!("python_sarif", render(Format::Sarif, &f, &cfg.view));
+    let native = cfg_with(
+        View {
+            native: true,
+            ..view()
+        },
+        vec![],
+        0,
+    );
+    let f = findings(&["python_torch.json"], &native);
+    insta::assert_snapshot!("python_text_native", render(Format::Text, &f, &native.view));
 }

@@ -6,9 +6,10 @@
 use std::io::{self, Write};
 
 use super::{
-    clean, error_text, frame_text_under, gate_reasons, growth_summary_line, human_bytes,
-    human_duration, placement, plural, point_label, process_label, rate_text, summary_line,
-    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, folded_text,
+    frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
+    plural, point_label, process_label, quiet_line, rate_text, summary_line, suppressed_per_rule,
+    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -53,13 +54,23 @@ impl Out<'_> {
     fn where_text(&self, s: &StackView) -> String {
         s.frames
             .first()
-            .map_or("(no frames)".into(), |f| frame_text_under(f, self.root))
+            .map_or("(no frames)".into(), |f| frame_text_short(f, self.root))
+    }
+
+    fn folded(&mut self, s: &StackView, at: usize, indent: &str) -> io::Result<()> {
+        for r in s.folded.iter().filter(|r| r.at == at) {
+            let line = self.paint(&format!("   {} (--native)", folded_text(r)), Style::Dim);
+            writeln!(self.w, "{indent}{line}")?;
+        }
+        Ok(())
     }
 
     fn stack(&mut self, s: &StackView, indent: &str) -> io::Result<()> {
         for (i, f) in s.frames.iter().enumerate() {
-            writeln!(self.w, "{indent}#{i} {}", frame_text_under(f, self.root))?;
+            self.folded(s, i, indent)?;
+            writeln!(self.w, "{indent}#{i} {}", frame_text_short(f, self.root))?;
         }
+        self.folded(s, s.frames.len(), indent)?;
         if s.omitted > 0 {
             let more = self.paint(
                 &format!(
@@ -225,6 +236,35 @@ fn process_section(
         writeln!(o.w)?;
     }
 
+    if !p.teardown.is_empty() {
+        let n: u64 = p.teardown.iter().map(|g| g.count).sum();
+        writeln!(
+            o.w,
+            "{} {} {TEARDOWN_TEXT}:",
+            o.paint("Teardown notes (not errors):", Style::Dim),
+            plural(n, "call", "calls")
+        )?;
+        for g in &p.teardown {
+            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+            let when = if g.during_exit == g.count {
+                ", after exit began"
+            } else if g.during_exit > 0 {
+                ", partly after exit began"
+            } else {
+                ""
+            };
+            writeln!(
+                o.w,
+                "  {} returned {}{}{when}, at {}",
+                clean(&g.api),
+                errors.join(", "),
+                times(g.count),
+                o.where_text(&g.stack)
+            )?;
+        }
+        writeln!(o.w)?;
+    }
+
     if !p.managed.is_empty() {
         let total = sum_groups(&p.managed);
         let head = o.paint("Managed memory:", Style::Yellow);
@@ -244,6 +284,41 @@ fn process_section(
                 leak_header(g)
             )?;
             o.stack(&g.stack, "    ")?;
+        }
+        writeln!(o.w)?;
+    }
+
+    if !p.cached.is_empty() {
+        let head = o.paint("Held by caches and library handles:", Style::Bold);
+        writeln!(
+            o.w,
+            "{head} {}; {}",
+            counts_text(p.cached_total),
+            cached_gate_text(f)
+        )?;
+        for (rule, total, groups) in cached_by_rule(p) {
+            let Some(r) = f.caches.get(rule) else {
+                continue;
+            };
+            writeln!(
+                o.w,
+                "  {} [{}]: {}",
+                clean(&r.name),
+                clean(&r.id),
+                counts_text(total)
+            )?;
+            writeln!(o.w, "    release: {}", clean(&r.release))?;
+            for g in groups {
+                writeln!(o.w, "    {} at {}", leak_header(g), o.where_text(&g.stack))?;
+            }
+        }
+        if p.cached_not_shown() > 0 {
+            writeln!(
+                o.w,
+                "  ... {} not shown (--top {})",
+                plural(p.cached_not_shown(), "more group", "more groups"),
+                view.top.unwrap_or(0)
+            )?;
         }
         writeln!(o.w)?;
     }
@@ -389,6 +464,35 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
     }
     if !errors.is_empty() {
         writeln!(o.w, "Errors: {}", errors.join(", "))?;
+    }
+    if t.teardown > 0 {
+        writeln!(
+            o.w,
+            "Teardown notes (not errors): {} {TEARDOWN_TEXT}.",
+            plural(t.teardown, "call", "calls")
+        )?;
+    }
+    let held = cached_totals(f);
+    if !held.is_empty() {
+        let parts: Vec<String> = held
+            .iter()
+            .filter_map(|(i, c)| {
+                f.caches
+                    .get(*i)
+                    .map(|r| format!("{} {}", clean(&r.id), human_bytes(c.bytes)))
+            })
+            .collect();
+        writeln!(
+            o.w,
+            "Held by caches: {} ({}); {}.",
+            counts_text(t.cached),
+            parts.join(", "),
+            cached_gate_text(f)
+        )?;
+    }
+    let quiet = quiet_line(f);
+    if !quiet.is_empty() {
+        writeln!(o.w, "{quiet}.")?;
     }
     if f.verdict.tolerated {
         writeln!(

@@ -90,6 +90,25 @@ driver_hooks! {
     cuArrayCreate_v2: "cuArrayCreate" since 3020;
     cuArray3DCreate_v2: "cuArray3DCreate" since 3020;
     cuArrayDestroy: "cuArrayDestroy" since 2000;
+    cuGraphAddMemAllocNode: "cuGraphAddMemAllocNode" since 11040;
+    cuGraphInstantiateWithFlags: "cuGraphInstantiateWithFlags" since 11040;
+    cuGraphInstantiateWithParams: "cuGraphInstantiateWithParams" since 12000;
+    cuGraphLaunch: "cuGraphLaunch" since 10000;
+    cuGraphLaunch_ptsz: "cuGraphLaunch" since 10000, ptsz;
+    cuGraphExecDestroy: "cuGraphExecDestroy" since 10000;
+    // Registered host memory, IPC and virtual memory (issue 12). The _v2 functions have the
+    // same C signature as the first ones; both are exported, so both are wrapped.
+    cuMemHostRegister: "cuMemHostRegister" since 4000;
+    cuMemHostRegister_v2: "cuMemHostRegister" since 6050;
+    cuMemHostUnregister: "cuMemHostUnregister" since 4000;
+    cuIpcOpenMemHandle: "cuIpcOpenMemHandle" since 4010;
+    cuIpcOpenMemHandle_v2: "cuIpcOpenMemHandle" since 11000;
+    cuIpcCloseMemHandle: "cuIpcCloseMemHandle" since 4010;
+    cuMemPoolImportPointer: "cuMemPoolImportPointer" since 11020;
+    cuMemAddressReserve: "cuMemAddressReserve" since 10020;
+    cuMemAddressFree: "cuMemAddressFree" since 10020;
+    cuMemMap: "cuMemMap" since 10020;
+    cuMemUnmap: "cuMemUnmap" since 10020;
 }
 
 impl H {
@@ -149,10 +168,15 @@ fn exported_pointer(i: usize) -> *mut c_void {
 }
 
 /// Which hook a successful `cuGetProcAddress(symbol, cudaVersion, flags) = p` is for:
-/// the function whose exported pointer `p` is, else the base-name + version + flags rule.
+/// the function whose exported pointer `p` is — first among those of that base name, then
+/// among all (since CUDA 12 the base name `cuGraphInstantiate` is `cuGraphInstantiateWithFlags`)
+/// — else the base-name + version + flags rule.
 fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Option<usize> {
     let candidates = || HOOKS.iter().enumerate().filter(|(_, h)| h.base == name);
     if let Some((i, _)) = candidates().find(|(i, _)| exported_pointer(*i) == p) {
+        return Some(i);
+    }
+    if let Some(i) = (0..HOOKS.len()).find(|&i| exported_pointer(i) == p) {
         return Some(i);
     }
     let ptsz = flags & PER_THREAD_STREAM != 0;
@@ -247,7 +271,7 @@ fn current_device() -> Option<i32> {
         return Some(0);
     }
     type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
-    let p = CTX_GET_DEVICE.get(ptr::null_mut(), real::driver);
+    let p = CTX_GET_DEVICE.get_helper(real::driver);
     if p.is_null() {
         return None;
     }
@@ -265,7 +289,7 @@ fn device_count() -> i32 {
         return known;
     }
     type F = unsafe extern "C" fn(*mut c_int) -> CuResult;
-    let p = DEVICE_GET_COUNT.get(ptr::null_mut(), real::driver);
+    let p = DEVICE_GET_COUNT.get_helper(real::driver);
     let mut count: c_int = 0;
     // SAFETY: p is the driver's cuDeviceGetCount; count is a valid out-parameter.
     let ok = !p.is_null()
@@ -496,7 +520,7 @@ macro_rules! alloc_async {
             };
             // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
             unsafe {
-                alloc_with(Api::$name, dptr, bytesize as u64, current_device, || {
+                alloc_stream_ordered(Api::$name, dptr, bytesize as u64, stream, || {
                     real(dptr, bytesize, stream)
                 })
             }
@@ -520,7 +544,7 @@ macro_rules! alloc_from_pool {
             };
             // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
             unsafe {
-                alloc_with(Api::$name, dptr, bytesize as u64, current_device, || {
+                alloc_stream_ordered(Api::$name, dptr, bytesize as u64, stream, || {
                     real(dptr, bytesize, pool, stream)
                 })
             }
@@ -538,9 +562,78 @@ macro_rules! free_async {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
             // SAFETY: passed through unchanged.
-            free_with(Api::$name, dptr, || unsafe { real(dptr, stream) })
+            free_stream_ordered(Api::$name, dptr, stream, || unsafe { real(dptr, stream) })
         }
     };
+}
+
+static IS_CAPTURING: Slot = Slot::new(c"cuStreamIsCapturing");
+static IS_CAPTURING_PTSZ: Slot = Slot::new(c"cuStreamIsCapturing_ptsz");
+/// CU_STREAM_CAPTURE_STATUS_NONE.
+const CAPTURE_NONE: c_int = 0;
+
+/// Whether `stream` is being captured into a graph: then a stream-ordered allocation or free
+/// only adds a node to the graph. The `_ptsz` functions name the per-thread default stream
+/// with a null stream, so they ask through `cuStreamIsCapturing_ptsz`.
+fn capturing(stream: Stream, api: Api) -> bool {
+    let slot = if api.name().ends_with("_ptsz") {
+        &IS_CAPTURING_PTSZ
+    } else {
+        &IS_CAPTURING
+    };
+    type F = unsafe extern "C" fn(Stream, *mut c_int) -> CuResult;
+    let p = slot.get_helper(real::driver);
+    if p.is_null() {
+        return false;
+    }
+    let mut status = CAPTURE_NONE;
+    // SAFETY: p is the driver's cuStreamIsCapturing(_ptsz); status is a valid out-parameter.
+    let rc = unsafe { std::mem::transmute::<*mut c_void, F>(p)(stream, &mut status) };
+    rc == CUDA_SUCCESS && status != CAPTURE_NONE
+}
+
+/// [`alloc_with`] for stream-ordered allocations: in a stream capture the call made a graph
+/// allocation node (its memory comes at launch), so it is remembered as one, not recorded.
+///
+/// # Safety
+/// As for [`alloc_with`].
+#[inline]
+unsafe fn alloc_stream_ordered(
+    api: Api,
+    out: *const u64,
+    size: u64,
+    stream: Stream,
+    real: impl FnOnce() -> CuResult,
+) -> CuResult {
+    let Some(_guard) = Guard::enter() else {
+        return real();
+    };
+    let rc = real();
+    if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
+        // SAFETY: the call succeeded, so out (if not null) holds the node's address.
+        if let Some(addr) = unsafe { read(out) } {
+            keeping_errno(|| record::graph_node_added(api, addr));
+        }
+    } else {
+        // SAFETY: per the function's contract; read only after success.
+        after_alloc(api, rc, || unsafe { read(out) }, size, current_device);
+    }
+    rc
+}
+
+/// [`free_with`] for stream-ordered frees: in a stream capture the call made a graph free node,
+/// which frees the block when the graph is launched.
+#[inline]
+fn free_stream_ordered(
+    api: Api,
+    addr: u64,
+    stream: Stream,
+    real: impl FnOnce() -> CuResult,
+) -> CuResult {
+    if addr != 0 && keeping_errno(|| capturing(stream, api)) {
+        return real();
+    }
+    free_with(api, addr, real)
 }
 
 alloc_async!(cuMemAllocAsync);
@@ -698,6 +791,444 @@ pub unsafe extern "C" fn cuArrayDestroy(array: *mut c_void) -> CuResult {
     free_with(Api::cuArrayDestroy, array as u64, || unsafe { real(array) })
 }
 
+type Graph = *mut c_void;
+type GraphNode = *mut c_void;
+type GraphExec = *mut c_void;
+
+/// CUDA_MEM_ALLOC_NODE_PARAMS (v1 and v2 share it): CUmemPoolProps (88 bytes), the access
+/// descriptors, then the size asked for and the address the driver returns.
+#[repr(C)]
+pub struct MemAllocNodeParams {
+    pool_props: [u64; 11],
+    access_descs: *const c_void,
+    access_desc_count: usize,
+    bytesize: usize,
+    dptr: DevPtr,
+}
+
+/// CU_GRAPH_NODE_TYPE_MEM_ALLOC and _MEM_FREE.
+const NODE_MEM_ALLOC: c_int = 10;
+const NODE_MEM_FREE: c_int = 11;
+
+static GRAPH_GET_NODES: Slot = Slot::new(c"cuGraphGetNodes");
+static NODE_GET_TYPE: Slot = Slot::new(c"cuGraphNodeGetType");
+static ALLOC_NODE_PARAMS: Slot = Slot::new(c"cuGraphMemAllocNodeGetParams");
+static FREE_NODE_PARAMS: Slot = Slot::new(c"cuGraphMemFreeNodeGetParams");
+
+/// The memory nodes of `graph`, asked of the driver (top-level nodes: memory nodes cannot sit
+/// in child graphs). None if the driver lacks a function it takes.
+fn graph_memory(graph: Graph) -> Option<crate::graphs::ExecMemory> {
+    type GetNodes = unsafe extern "C" fn(Graph, *mut GraphNode, *mut usize) -> CuResult;
+    type GetType = unsafe extern "C" fn(GraphNode, *mut c_int) -> CuResult;
+    type AllocParams = unsafe extern "C" fn(GraphNode, *mut MemAllocNodeParams) -> CuResult;
+    type FreeParams = unsafe extern "C" fn(GraphNode, *mut DevPtr) -> CuResult;
+    let resolve = |slot: &Slot| {
+        let p = slot.get_helper(real::driver);
+        (!p.is_null()).then_some(p)
+    };
+    // SAFETY: each pointer is the driver's function of that name, whose cuda.h type is given.
+    let (get_nodes, get_type, alloc_params, free_params) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, GetNodes>(resolve(&GRAPH_GET_NODES)?),
+            std::mem::transmute::<*mut c_void, GetType>(resolve(&NODE_GET_TYPE)?),
+            std::mem::transmute::<*mut c_void, AllocParams>(resolve(&ALLOC_NODE_PARAMS)?),
+            std::mem::transmute::<*mut c_void, FreeParams>(resolve(&FREE_NODE_PARAMS)?),
+        )
+    };
+    let mut count = 0usize;
+    // SAFETY: a null array asks for the count only.
+    if unsafe { get_nodes(graph, ptr::null_mut(), &mut count) } != CUDA_SUCCESS {
+        return None;
+    }
+    let mut nodes = vec![ptr::null_mut(); count];
+    // SAFETY: nodes has room for count handles.
+    if unsafe { get_nodes(graph, nodes.as_mut_ptr(), &mut count) } != CUDA_SUCCESS {
+        return None;
+    }
+    let (mut allocs, mut frees) = (Vec::new(), Vec::new());
+    for &node in nodes.iter().take(count) {
+        let mut kind: c_int = -1;
+        // SAFETY: node came from the driver; kind is a valid out-parameter.
+        if unsafe { get_type(node, &mut kind) } != CUDA_SUCCESS {
+            continue;
+        }
+        if kind == NODE_MEM_ALLOC {
+            // SAFETY: all-zero is a valid MemAllocNodeParams (integers and a null pointer).
+            let mut params: MemAllocNodeParams = unsafe { std::mem::zeroed() };
+            // SAFETY: node is an allocation node; params is a valid out-parameter.
+            if unsafe { alloc_params(node, &mut params) } == CUDA_SUCCESS {
+                allocs.push((params.dptr, params.bytesize as u64));
+            }
+        } else if kind == NODE_MEM_FREE {
+            let mut dptr: DevPtr = 0;
+            // SAFETY: node is a free node; dptr is a valid out-parameter.
+            if unsafe { free_params(node, &mut dptr) } == CUDA_SUCCESS {
+                frees.push(dptr);
+            }
+        }
+    }
+    Some(crate::graphs::ExecMemory::from_nodes(allocs, frees))
+}
+
+/// After a successful instantiation: learn what launches of the executable allocate and free.
+///
+/// # Safety
+/// `exec` is null or points at the executable handle the real call wrote.
+unsafe fn instantiated(exec: *mut GraphExec, graph: Graph) {
+    // SAFETY: per the contract.
+    let Some(exec) = (unsafe { read(exec as *const u64) }) else {
+        return;
+    };
+    keeping_errno(|| {
+        if let Some(memory) = graph_memory(graph) {
+            record::graph_instantiated(exec, memory);
+        }
+    });
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuGraphAddMemAllocNode(
+    node: *mut GraphNode,
+    graph: Graph,
+    dependencies: *const GraphNode,
+    dependency_count: usize,
+    params: *mut MemAllocNodeParams,
+) -> CuResult {
+    type F = unsafe extern "C" fn(
+        *mut GraphNode,
+        Graph,
+        *const GraphNode,
+        usize,
+        *mut MemAllocNodeParams,
+    ) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuGraphAddMemAllocNode) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let Some(_guard) = Guard::enter() else {
+        // SAFETY: arguments are the caller's, passed through unchanged.
+        return unsafe { real(node, graph, dependencies, dependency_count, params) };
+    };
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(node, graph, dependencies, dependency_count, params) };
+    if rc == CUDA_SUCCESS {
+        // SAFETY: the call succeeded, so params points at parameters with dptr filled in.
+        if let Some(p) = unsafe { params.as_ref() } {
+            keeping_errno(|| record::graph_node_added(Api::cuGraphAddMemAllocNode, p.dptr));
+        }
+    }
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuGraphInstantiateWithFlags(
+    exec: *mut GraphExec,
+    graph: Graph,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut GraphExec, Graph, u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuGraphInstantiateWithFlags) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(exec, graph, flags) };
+    if rc == CUDA_SUCCESS {
+        if let Some(_guard) = Guard::enter() {
+            // SAFETY: the call succeeded and wrote *exec.
+            unsafe { instantiated(exec, graph) };
+        }
+    }
+    rc
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuGraphInstantiateWithParams(
+    exec: *mut GraphExec,
+    graph: Graph,
+    params: *mut c_void,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut GraphExec, Graph, *mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuGraphInstantiateWithParams) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(exec, graph, params) };
+    if rc == CUDA_SUCCESS {
+        if let Some(_guard) = Guard::enter() {
+            // SAFETY: the call succeeded and wrote *exec.
+            unsafe { instantiated(exec, graph) };
+        }
+    }
+    rc
+}
+
+macro_rules! graph_launch {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(exec: GraphExec, stream: Stream) -> CuResult {
+            type F = unsafe extern "C" fn(GraphExec, Stream) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let Some(_guard) = Guard::enter() else {
+                // SAFETY: passed through unchanged.
+                return unsafe { real(exec, stream) };
+            };
+            // SAFETY: passed through unchanged.
+            let rc = unsafe { real(exec, stream) };
+            if rc == CUDA_SUCCESS {
+                keeping_errno(|| record::graph_launched(Api::$name, exec as u64, current_device()));
+            }
+            rc
+        }
+    };
+}
+
+graph_launch!(cuGraphLaunch);
+graph_launch!(cuGraphLaunch_ptsz);
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuGraphExecDestroy(exec: GraphExec) -> CuResult {
+    type F = unsafe extern "C" fn(GraphExec) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuGraphExecDestroy) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(exec) };
+    if rc == CUDA_SUCCESS {
+        keeping_errno(|| record::graph_exec_destroyed(exec as u64));
+    }
+    rc
+}
+
+// ---- Registered host memory, IPC and virtual memory (issue 12) ----
+
+/// CUipcMemHandle (and cudaIpcMemHandle_t): 64 opaque bytes, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IpcMemHandle {
+    reserved: [c_char; 64],
+}
+
+static GET_ADDRESS_RANGE: Slot = Slot::new(c"cuMemGetAddressRange_v2");
+
+/// The size of the allocation holding `dptr`, as the driver tells it; 0 if it will not.
+/// Opened and imported memory has no size in the call that makes it.
+fn allocation_size(dptr: DevPtr) -> u64 {
+    type F = unsafe extern "C" fn(*mut DevPtr, *mut usize, DevPtr) -> CuResult;
+    let p = GET_ADDRESS_RANGE.get(ptr::null_mut(), real::driver);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: p is the driver's cuMemGetAddressRange_v2.
+    let f = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
+    let (mut base, mut size): (DevPtr, usize) = (0, 0);
+    // SAFETY: both out-parameters are valid.
+    match unsafe { f(&mut base, &mut size, dptr) } {
+        CUDA_SUCCESS => size as u64,
+        _ => 0,
+    }
+}
+
+/// The body shared by calls that write an address of memory allocated elsewhere (IPC) to
+/// `out`: forward, then record it with the size the driver gives for it.
+///
+/// # Safety
+/// `out` is the caller's out-parameter: null, or valid for reads once `real` has succeeded.
+#[inline]
+unsafe fn open_with(api: Api, out: *const u64, real: impl FnOnce() -> CuResult) -> CuResult {
+    let Some(_guard) = Guard::enter() else {
+        return real();
+    };
+    let rc = real();
+    // SAFETY: per the function's contract; read only after success.
+    let opened = || unsafe { read(out) };
+    let size = if rc == CUDA_SUCCESS {
+        keeping_errno(|| opened().map_or(0, allocation_size))
+    } else {
+        0
+    };
+    after_alloc(api, rc, opened, size, current_device);
+    rc
+}
+
+macro_rules! host_register {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(p: *mut c_void, bytesize: usize, flags: c_uint) -> CuResult {
+            type F = unsafe extern "C" fn(*mut c_void, usize, c_uint) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            let addr = p as u64;
+            // SAFETY: arguments pass through unchanged; `addr` is a local.
+            unsafe {
+                alloc_with(
+                    Api::$name,
+                    &addr,
+                    bytesize as u64,
+                    || None,
+                    || real(p, bytesize, flags),
+                )
+            }
+        }
+    };
+}
+
+host_register!(cuMemHostRegister);
+host_register!(cuMemHostRegister_v2);
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CuResult {
+    type F = unsafe extern "C" fn(*mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemHostUnregister) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemHostUnregister, p as u64, || unsafe { real(p) })
+}
+
+macro_rules! ipc_open {
+    ($name:ident) => {
+        #[cfg_attr(not(test), unsafe(no_mangle))]
+        pub unsafe extern "C" fn $name(
+            dptr: *mut DevPtr,
+            handle: IpcMemHandle,
+            flags: c_uint,
+        ) -> CuResult {
+            type F = unsafe extern "C" fn(*mut DevPtr, IpcMemHandle, c_uint) -> CuResult;
+            // SAFETY: F is the hook's signature.
+            let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
+                return CUDA_ERROR_NOT_INITIALIZED;
+            };
+            // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+            unsafe { open_with(Api::$name, dptr, || real(dptr, handle, flags)) }
+        }
+    };
+}
+
+ipc_open!(cuIpcOpenMemHandle);
+ipc_open!(cuIpcOpenMemHandle_v2);
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: DevPtr) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuIpcCloseMemHandle) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuIpcCloseMemHandle, dptr, || unsafe { real(dptr) })
+}
+
+/// Recorded in the device space: the program frees it with cuMemFree or cuMemFreeAsync.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemPoolImportPointer(
+    dptr: *mut DevPtr,
+    pool: *mut c_void,
+    share_data: *mut c_void,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, *mut c_void, *mut c_void) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemPoolImportPointer) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        open_with(Api::cuMemPoolImportPointer, dptr, || {
+            real(dptr, pool, share_data)
+        })
+    }
+}
+
+/// Address space, no memory: recorded with its size, counted in no byte total.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAddressReserve(
+    dptr: *mut DevPtr,
+    size: usize,
+    alignment: usize,
+    addr: DevPtr,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(*mut DevPtr, usize, usize, DevPtr, u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAddressReserve) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: arguments pass through unchanged; the out-parameter is read after success.
+    unsafe {
+        alloc_with(
+            Api::cuMemAddressReserve,
+            dptr,
+            size as u64,
+            || None,
+            || real(dptr, size, alignment, addr, flags),
+        )
+    }
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemAddressFree(dptr: DevPtr, size: usize) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr, usize) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemAddressFree) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    // SAFETY: passed through unchanged.
+    free_with(Api::cuMemAddressFree, dptr, || unsafe { real(dptr, size) })
+}
+
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemMap(
+    dptr: DevPtr,
+    size: usize,
+    offset: usize,
+    handle: u64,
+    flags: u64,
+) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr, usize, usize, u64, u64) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemMap) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let Some(_guard) = Guard::enter() else {
+        // SAFETY: arguments are the caller's, passed through unchanged.
+        return unsafe { real(dptr, size, offset, handle, flags) };
+    };
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(dptr, size, offset, handle, flags) };
+    keeping_errno(|| match rc {
+        CUDA_SUCCESS => record::mapped(Api::cuMemMap, dptr, size as u64, handle),
+        error => record::allocation_failed(Api::cuMemMap, size as u64, error),
+    });
+    rc
+}
+
+/// Unmaps every mapping that starts in `dptr..dptr + size`.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cuMemUnmap(dptr: DevPtr, size: usize) -> CuResult {
+    type F = unsafe extern "C" fn(DevPtr, usize) -> CuResult;
+    // SAFETY: F is the hook's signature.
+    let Some(real) = (unsafe { real_fn::<F>(H::cuMemUnmap) }) else {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    };
+    let Some(_guard) = Guard::enter() else {
+        // SAFETY: arguments are the caller's, passed through unchanged.
+        return unsafe { real(dptr, size) };
+    };
+    let taken = keeping_errno(|| record::unmap_started(dptr, size as u64));
+    // SAFETY: passed through unchanged.
+    let rc = unsafe { real(dptr, size) };
+    keeping_errno(|| record::unmap_finished(Api::cuMemUnmap, dptr, taken, rc));
+    rc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -742,6 +1273,31 @@ mod tests {
             Some(H::cuMemFreeHost as usize)
         );
         assert_eq!(hook_for_proc(b"cuMemcpy", p, 3020, 0), None);
+    }
+
+    #[test]
+    fn second_versions_are_picked_from_their_cuda_version_on() {
+        let p = 0x1234 as *mut c_void;
+        let pick = |name: &[u8], v| hook_for_proc(name, p, v, 0);
+        assert_eq!(
+            pick(b"cuMemHostRegister", 6000),
+            Some(H::cuMemHostRegister as usize)
+        );
+        assert_eq!(
+            pick(b"cuMemHostRegister", 6050),
+            Some(H::cuMemHostRegister_v2 as usize)
+        );
+        assert_eq!(
+            pick(b"cuIpcOpenMemHandle", 10020),
+            Some(H::cuIpcOpenMemHandle as usize)
+        );
+        assert_eq!(
+            pick(b"cuIpcOpenMemHandle", 12000),
+            Some(H::cuIpcOpenMemHandle_v2 as usize)
+        );
+        assert_eq!(pick(b"cuMemPoolImportPointer", 11010), None);
+        assert_eq!(pick(b"cuMemMap", 10020), Some(H::cuMemMap as usize));
+        assert_eq!(pick(b"cuMemAddressReserve", 10010), None);
     }
 
     #[test]

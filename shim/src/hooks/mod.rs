@@ -23,6 +23,9 @@ pub const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
 /// cudaErrorCudartUnloading: the runtime refuses calls during its teardown.
 pub const CUDA_ERROR_CUDART_UNLOADING: c_int = 4;
 
+/// Marks a helper function the driver does not have ([`Slot::get_helper`]).
+const MISSING: *mut c_void = ptr::dangling_mut::<c_void>();
+
 /// Where a hook finds the function it forwards to.
 pub struct Slot {
     pub name: &'static CStr,
@@ -56,6 +59,25 @@ impl Slot {
         }
     }
 
+    /// A driver function the shim calls for itself (`cuCtxGetDevice`, …), from inside a hook,
+    /// when the driver is loaded: looked up once, and a function the driver lacks is remembered
+    /// as missing rather than looked up again at every allocation. Null when missing.
+    pub fn get_helper(&self, resolve: fn(&CStr) -> *mut c_void) -> *mut c_void {
+        let p = self.real.load(Ordering::Acquire);
+        if p == MISSING {
+            return ptr::null_mut();
+        }
+        if !p.is_null() {
+            return p;
+        }
+        let found = resolve(self.name);
+        let value = if found.is_null() { MISSING } else { found };
+        let _ =
+            self.real
+                .compare_exchange(ptr::null_mut(), value, Ordering::AcqRel, Ordering::Acquire);
+        found
+    }
+
     /// Offers `p` (found by the program's own lookup) as the real function. True when the slot
     /// now forwards to `p`, so handing out `wrapper` in its place is safe.
     pub fn offer(&self, p: *mut c_void, wrapper: *mut c_void) -> bool {
@@ -86,4 +108,26 @@ pub fn keeping_errno<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: as above.
     unsafe { *slot = saved };
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+
+    fn absent(_: &CStr) -> *mut c_void {
+        LOOKUPS.fetch_add(1, Ordering::Relaxed);
+        ptr::null_mut()
+    }
+
+    #[test]
+    fn a_helper_the_driver_lacks_is_looked_up_once() {
+        let slot = Slot::new(c"cuCtxGetDevice");
+        for _ in 0..5 {
+            assert!(slot.get_helper(absent).is_null());
+        }
+        assert_eq!(LOOKUPS.load(Ordering::Relaxed), 1);
+    }
 }

@@ -8,6 +8,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
+use super::driver::IpcMemHandle;
 use super::{keeping_errno, Slot, CUDA_ERROR_CUDART_UNLOADING, CUDA_ERROR_INITIALIZATION_ERROR};
 use crate::api::Api;
 use crate::guard::LabelScope;
@@ -103,3 +104,12 @@ runtime_free!(cudaFreeHost(ptr: *mut c_void));
 runtime_free!(cudaFreeAsync(dev_ptr: *mut c_void, stream: Stream));
 runtime_free!(cudaFreeAsync_ptsz(dev_ptr: *mut c_void, stream: Stream));
 runtime_free!(cudaFreeArray(array: *mut c_void));
+
+// Registered host memory and IPC (issue 12).
+runtime_alloc!(cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) size = size);
+runtime_alloc!(cudaIpcOpenMemHandle(dev_ptr: *mut *mut c_void, handle: IpcMemHandle, flags: c_uint)
+    size = 0);
+runtime_alloc!(cudaMemPoolImportPointer(ptr: *mut *mut c_void, pool: *mut c_void, data: *mut c_void)
+    size = 0);
+runtime_free!(cudaHostUnregister(ptr: *mut c_void));
+runtime_free!(cudaIpcCloseMemHandle(dev_ptr: *mut c_void));

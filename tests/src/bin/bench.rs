@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cudaleak_tests::{scenario_program, shim};
+use cudaleak_tests::{pythons, scenario_program, shim};
 
 const BENCHCUDA_DIR: &str = env!("BENCHCUDA_DIR");
 /// Calls below `loop()` in bench_pairs: `deep` DEPTH+1 times, worker, start_thread, clone3.
@@ -153,6 +153,8 @@ fn main() {
     );
     println!();
 
+    python_frames(&bench, quick);
+
     let blocks: u64 = if quick { 100_000 } else { 1_000_000 };
     println!("## Scale: {blocks} live blocks at exit (64 call sites)");
     let program = scenario_program("bench_scale");
@@ -190,6 +192,45 @@ fn main() {
         "| `cudaleak report` peak resident memory | {:.0} MiB |",
         report_rss as f64 / 1024.0
     );
+}
+
+/// Python frames: the same ctypes loop bare, under the shim without Python frames
+/// (`CUDALEAK_PY_DEPTH=0`) and with them, 20 Python frames deep; the last two differ only in the
+/// Python capture (thread state, frame walk, interning with the native stack).
+fn python_frames(bench: &Bench, quick: bool) {
+    let py = &pythons()[0];
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/python_pairs.py");
+    let pairs: u64 = if quick { 50_000 } else { 200_000 };
+    let args = vec![script.to_string(), pairs.to_string(), "20".to_string()];
+    let (mut bare, mut native, mut python) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..bench.reps {
+        bare.push(value(&run(&py.path, &args, &[]), "ns_per_pair"));
+        let env = bench.shim_env(&[("CUDALEAK_PY_DEPTH", "0")]);
+        native.push(value(&run(&py.path, &args, &env), "ns_per_pair"));
+        let env = bench.shim_env(&[]);
+        python.push(value(&run(&py.path, &args, &env), "ns_per_pair"));
+    }
+    let (bare, native, python) = (median(bare), median(native), median(python));
+    println!(
+        "## Python frames: ctypes cuMemAlloc_v2 + cuMemFree_v2 from 20 Python frames (CPython {}.{})",
+        py.version.0, py.version.1
+    );
+    println!("| run | ns/pair | added by the shim |");
+    println!("|---|---:|---:|");
+    println!("| bare | {bare:.1} | |");
+    println!(
+        "| shim, no Python frames (`CUDALEAK_PY_DEPTH=0`) | {native:.1} | {:.1} |",
+        native - bare
+    );
+    println!(
+        "| shim, Python frames (default) | {python:.1} | {:.1} |",
+        python - bare
+    );
+    println!(
+        "Python frames cost {:.1} ns per allocation (one allocation per pair).",
+        python - native
+    );
+    println!();
 }
 
 /// Wall time and peak RSS (KiB) of `cudaleak report --format json` on `dump`, through GNU time.

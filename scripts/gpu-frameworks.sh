@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# scripts/gpu-frameworks.sh — framework programs on a real GPU, as users run them: correct
+# PyTorch / transformers / JAX / CuPy / numba / torchrun programs must pass the gate (exit 0, their
+# caches listed), a PyTorch loop that keeps a tensor per step must be a --growth suspect, in the
+# default mode and under --exact-pools; plus the host-safety checks (Ctrl-C in Python, a dead
+# stderr reader). Run through the device tool:
+#
+#   CUDALEAK_BIN_DIR=DIR [MODES="default exact"] scripts/gpu-frameworks.sh
+#
+# DIR holds cudaleak and libcudaleak.so. Prints one line per run (program, mode, exit status
+# bare and under cudaleak, seconds) and each report; with $OUT set, writes $OUT/frameworks.log
+# (everything) and $OUT/framework-dumps.tar.gz.
+set -uo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin_dir="${CUDALEAK_BIN_DIR:-$repo/target/release}"
+cudaleak="$bin_dir/cudaleak"
+fw="$repo/tests/gpu/frameworks"
+work="$(mktemp -d)"
+log="${OUT:-$work}/frameworks.log"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+exec > >(tee "$log") 2>&1
+echo "date: $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+
+# run NAME MODE -- CMD...: the program bare, then under `cudaleak run` (MODE: default|exact).
+run() {
+    local name="$1" mode="$2"; shift 3
+    local t0 t1 t2 bare under flags=()
+    [[ "$mode" == exact ]] && flags=(--exact-pools)
+    t0=$(date +%s%N)
+    "$@" > /dev/null 2>&1; bare=$?
+    t1=$(date +%s%N)
+    echo "== $name ($mode)"
+    "$cudaleak" run "${flags[@]}" --out "$work/out/$name-$mode" -- "$@"; under=$?
+    t2=$(date +%s%N)
+    printf 'RESULT %-14s %-7s bare=%-3s cudaleak=%-3s bare_ms=%d cudaleak_ms=%d\n' \
+        "$name" "$mode" "$bare" "$under" $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000))
+}
+
+for mode in ${MODES:-default exact}; do
+    run torch_train "$mode" -- python3 "$fw/torch_train.py"
+    run bert_train "$mode" -- python3 "$fw/bert_train.py"
+    run jax_train "$mode" -- python3 "$fw/jax_train.py"
+    run cupy_ok "$mode" -- python3 "$fw/cupy_ok.py"
+    run numba_ok "$mode" -- python3 "$fw/numba_ok.py"
+    run ddp_gloo "$mode" -- torchrun --nproc_per_node 2 "$fw/ddp_gloo.py"
+    run ddp_gloo_leak "$mode" -- torchrun --nproc_per_node 2 "$fw/ddp_gloo.py" leak
+    # The tensor kept per step: only a snapshot series shows it.
+    echo "== torch_keep ($mode) growth"
+    flags=(); [[ "$mode" == exact ]] && flags=(--exact-pools)
+    CUDALEAK_SNAPSHOT_INTERVAL=1 "$cudaleak" run "${flags[@]}" --exit-code 0 \
+        --out "$work/out/torch_keep-$mode" -- python3 "$fw/torch_keep.py" 6 | tail -3
+    "$cudaleak" report --growth "$(ls -d "$work/out/torch_keep-$mode"/run-* | tail -1)"
+    echo "RESULT torch_keep     $mode growth exit=$?"
+done
+
+echo "== host safety"
+"$cudaleak" run --out "$work/out/sigint" -- python3 "$fw/torch_sigint.py"
+echo "RESULT torch_sigint exit=$?"
+# Python ignores SIGPIPE itself, so the check is a CUDA C++ program: stderr to a pipe whose
+# reader has gone, stdout (buffered, flushed by exit) to a file.
+"${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" -g -arch=sm_90 -o "$work/slow_leak" "$repo/tests/gpu/slow_leak.cu"
+{ "$work/slow_leak" 1 2>&1 >"$work/bare.out"; } | true
+bare=${PIPESTATUS[0]}
+{ CUDALEAK_OUTPUT="$work/out/sigpipe/" LD_PRELOAD="$bin_dir/libcudaleak.so" \
+    "$work/slow_leak" 1 2>&1 >"$work/shim.out"; } | true
+echo "RESULT sigpipe status=${PIPESTATUS[0]} bare=$bare stdout='$(cat "$work/shim.out")' bare_stdout='$(cat "$work/bare.out")'"
+ls "$work/out/sigpipe"
+
+if [[ -n "${OUT:-}" ]]; then
+    tar czf "$OUT/framework-dumps.tar.gz" -C "$work/out" .
+fi
