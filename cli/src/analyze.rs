@@ -9,22 +9,24 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use cudaleak_format as format;
-use format::{EventType, Kind};
+use crate::load::schema as format;
+use format::{EventType, Kind, Name};
 
 use crate::args::{Gate, View};
 use crate::caches::{self, CacheRule};
 use crate::suppressions::Rule;
 
-/// One frame as reporters show it.
+/// One frame as reporters show it. Its names are shared with the dump and every other view
+/// of the same name (cut to [`MAX_NAME_BYTES`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameView {
-    pub function: Option<String>,
-    pub file: Option<String>,
+    pub function: Option<Name>,
+    pub file: Option<Name>,
     pub line: Option<u32>,
     /// Full path of the module, as in the dump.
-    pub module: Option<String>,
+    pub module: Option<Name>,
     pub offset: Option<u64>,
     pub ip: u64,
     /// A Python function's frame (the dump's `kind: python`).
@@ -54,9 +56,10 @@ pub fn basename(path: &str) -> &str {
 }
 
 /// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
+/// Made once per stack; every group, callsite and event from that stack shares its frames.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StackView {
-    pub frames: Vec<FrameView>,
+    pub frames: Arc<[FrameView]>,
     /// Internal frames left out.
     pub hidden: usize,
     /// Visible frames left out by `--frames`.
@@ -169,7 +172,7 @@ pub struct LeakGroup {
     pub allocations: u64,
     pub stack: StackView,
     /// The callsite's identity across processes and dumps: API plus visible frames.
-    pub callsite: String,
+    pub callsite: Arc<str>,
     /// The cache that holds these blocks (an index into [`Findings::caches`]); `None` for a leak.
     pub held_by: Option<usize>,
 }
@@ -567,13 +570,22 @@ pub fn process_view(p: &format::Process) -> format::Process {
     }
 }
 
+/// `cut` for a name from the dump: itself (shared) when short enough.
+fn cut_name(s: &Name) -> Name {
+    if s.len() <= MAX_NAME_BYTES {
+        s.clone()
+    } else {
+        cut(s).into()
+    }
+}
+
 fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
     FrameView {
         internal,
-        function: f.function.as_deref().map(cut),
-        file: f.file.as_deref().map(cut),
+        function: f.function.as_ref().map(cut_name),
+        file: f.file.as_ref().map(cut_name),
         line: f.line,
-        module: f.module.as_deref().map(cut),
+        module: f.module.as_ref().map(cut_name),
         offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
         python: f.is_python(),
@@ -629,11 +641,28 @@ fn push_frame_key(key: &mut String, f: &format::Frame) {
 }
 
 /// A stack prepared once per (stack index, API): its grouping key, what is shown, and the cache
-/// that holds what it allocated.
+/// that holds what it allocated. The key is kept once, as the callsite of the API it was
+/// prepared for (`API \u{1d} frames`), and shared by the group or callsite made from it.
 struct Prepared {
-    key: String,
+    callsite: Arc<str>,
+    api_len: usize,
     view: StackView,
     held_by: Option<usize>,
+}
+
+impl Prepared {
+    /// The visible frames' identity, without the API.
+    fn key(&self) -> &str {
+        self.callsite.get(self.api_len + 1..).unwrap_or("")
+    }
+    /// The callsite of `api` at this stack: shared when `api` is the one it was prepared for.
+    fn callsite(&self, api: &str) -> Arc<str> {
+        if self.callsite.get(..self.api_len) == Some(api) {
+            Arc::clone(&self.callsite)
+        } else {
+            format!("{api}\u{1d}{}", self.key()).into()
+        }
+    }
 }
 
 fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> Prepared {
@@ -648,7 +677,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
             user[i] = true;
         }
     }
-    let mut key = String::new();
+    let mut key = format!("{api}\u{1d}");
     for &i in &idx {
         push_frame_key(&mut key, &stack.frames[i]);
     }
@@ -671,11 +700,12 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         .partition(|r| r.at < shown.len() || (r.at == shown.len() && !cut_off));
     let cut_frames: usize = cut_runs.iter().map(|r| r.frames).sum();
     Prepared {
-        key,
+        callsite: key.into(),
+        api_len: api.len(),
         view: StackView {
             omitted: idx.len() - shown.len() + cut_frames,
             hidden: stack.frames.len() - idx.len() - folded_frames,
-            frames: shown,
+            frames: shown.into(),
             folded,
         },
         held_by,
@@ -761,7 +791,7 @@ struct GroupAcc {
 
 /// Groups live records by API, kind, device, visible stack and the cache that holds them.
 fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
-    type Key = (String, Option<usize>, Kind, Option<i32>);
+    type Key = (Arc<str>, Option<usize>, Kind, Option<i32>);
     let mut index: HashMap<Key, usize> = HashMap::new();
     // Records of one stack index, API, kind and device share a group: found without building
     // the callsite key (a whole stack's worth of text) for every record.
@@ -776,7 +806,7 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
-        let callsite = format!("{}\u{1d}{}", r.api, p.key);
+        let callsite = p.callsite(&r.api);
         let slot = *index
             .entry((callsite.clone(), p.held_by, r.kind, r.device))
             .or_insert_with(|| {
@@ -958,7 +988,7 @@ fn group_events<'a>(
     let mut teardown_index: HashMap<(EventType, String), usize> = HashMap::new();
     for e in &dump.events {
         let p = stacks.get(e.stack, &e.api);
-        let (key, view) = (format!("{}\u{1d}{}", e.api, p.key), p.view.clone());
+        let (key, view) = (p.callsite(&e.api).to_string(), p.view.clone());
         if is_teardown(e) {
             let slot = *teardown_index.entry((e.kind, key)).or_insert_with(|| {
                 teardown.push(TeardownGroup {
@@ -997,7 +1027,7 @@ fn group_events<'a>(
             EventType::DoubleFree | EventType::InvalidFree => {
                 let alloc = e.alloc_stack.map(|s| {
                     let p = stacks.get(s, &e.api);
-                    (p.key.clone(), p.view.clone())
+                    (p.key().to_string(), p.view.clone())
                 });
                 let full_key = format!(
                     "{}\u{1c}{}\u{1c}{}",
@@ -1208,7 +1238,7 @@ fn side_counts(dump: &format::Dump) -> Counts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsiteLive {
     /// API plus visible frames: equal for the same code in any dump of any run.
-    pub key: String,
+    pub key: Arc<str>,
     pub api: String,
     pub stack: StackView,
     pub live: Counts,
@@ -1224,7 +1254,7 @@ pub fn live_by_callsite(
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<Arc<str>, usize> = HashMap::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
@@ -1253,7 +1283,7 @@ pub fn live_by_callsite(
             continue;
         }
         let p = stacks.get(r.stack, &r.api);
-        let key = format!("{}\u{1d}{}", r.api, p.key);
+        let key = p.callsite(&r.api);
         let slot = match index.get(&key) {
             Some(&i) => i,
             None => {
@@ -1287,10 +1317,37 @@ pub fn diff(
     new_source: &Path,
     view: &View,
 ) -> DiffFindings {
+    diff_of(
+        diff_input(old, old_source, view),
+        diff_input(new, new_source, view),
+        view,
+    )
+}
+
+/// What `diff` needs of one dump: taken before the next dump is read, so a diff holds one dump
+/// in memory at a time.
+pub struct DiffInput {
+    side: DiffSide,
+    callsites: Vec<CallsiteLive>,
+}
+
+pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput {
+    DiffInput {
+        side: DiffSide {
+            source: source.to_path_buf(),
+            process: process_view(&dump.process),
+            live: side_counts(dump),
+        },
+        callsites: live_by_callsite(dump, view, &[]).0,
+    }
+}
+
+/// `diff` of two dumps' inputs.
+pub fn diff_of(old: DiffInput, new: DiffInput, view: &View) -> DiffFindings {
     let mut rows: Vec<DiffRow> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for (dump, is_new) in [(old, false), (new, true)] {
-        for c in live_by_callsite(dump, view, &[]).0 {
+    let mut index: HashMap<Arc<str>, usize> = HashMap::new();
+    for (callsites, is_new) in [(old.callsites, false), (new.callsites, true)] {
+        for c in callsites {
             let slot = *index.entry(c.key).or_insert_with(|| {
                 rows.push(DiffRow {
                     api: c.api,
@@ -1308,6 +1365,7 @@ pub fn diff(
             }
         }
     }
+    drop(index);
     rows.sort_by(|a, b| {
         b.trend()
             .cmp(&a.trend())
@@ -1321,16 +1379,8 @@ pub fn diff(
     let total = rows.len();
     rows.truncate(view.top.unwrap_or(usize::MAX));
     DiffFindings {
-        old: DiffSide {
-            source: old_source.to_path_buf(),
-            process: process_view(&old.process),
-            live: side_counts(old),
-        },
-        new: DiffSide {
-            source: new_source.to_path_buf(),
-            process: process_view(&new.process),
-            live: side_counts(new),
-        },
+        old: old.side,
+        new: new.side,
         rows_not_shown: (total - rows.len()) as u64,
         rows,
         grew,
@@ -1796,8 +1846,8 @@ mod tests {
     fn processes_are_sorted_by_pid_and_shared_callsites_count_once() {
         let c = cfg();
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/multi");
-        let a = format::read_file(&dir.join("cudaleak.2002.json")).unwrap();
-        let b = format::read_file(&dir.join("cudaleak.2001.json")).unwrap();
+        let a = crate::load::read(&dir.join("cudaleak.2002.json")).unwrap();
+        let b = crate::load::read(&dir.join("cudaleak.2001.json")).unwrap();
         let f = finish(
             vec![
                 analyze_process(&a, Path::new("a"), &c),
@@ -2024,8 +2074,8 @@ mod tests {
     #[test]
     fn diff_matches_callsites_across_stack_indices_and_puts_growth_first() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/snapshots");
-        let old = format::read_file(&dir.join("cudaleak.3001.snapshot-1.json")).unwrap();
-        let new = format::read_file(&dir.join("cudaleak.3001.snapshot-2.json")).unwrap();
+        let old = crate::load::read(&dir.join("cudaleak.3001.snapshot-1.json")).unwrap();
+        let new = crate::load::read(&dir.join("cudaleak.3001.snapshot-2.json")).unwrap();
         let d = diff(&old, Path::new("o"), &new, Path::new("n"), &view());
         assert_eq!(d.rows.len(), 3);
         assert_eq!((d.grew, d.unchanged, d.shrank), (1, 1, 1));

@@ -7,6 +7,7 @@
 //! `caches.rules` and in docs/report-format.md; keep the three in step.
 
 use std::fmt;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use cudaleak_format::Frame;
@@ -180,7 +181,7 @@ fn any_module(patterns: &[Pattern], module: Option<&str>) -> bool {
 }
 
 impl CacheRule {
-    fn is_anchor(&self, f: &Frame) -> bool {
+    fn is_anchor<S: Deref<Target = str>>(&self, f: &Frame<S>) -> bool {
         if self.any_field {
             return any(&self.anchors, f.function.as_deref())
                 || any(&self.anchors, f.file.as_deref())
@@ -189,13 +190,13 @@ impl CacheRule {
         any(&self.anchors, f.function.as_deref())
     }
 
-    fn is_library(&self, f: &Frame) -> bool {
+    fn is_library<S: Deref<Target = str>>(&self, f: &Frame<S>) -> bool {
         any(&self.within, f.function.as_deref()) || any_module(&self.modules, f.module.as_deref())
     }
 
     /// Whether the rule holds a block allocated from `frames`, whose first frame is the one that
     /// called the CUDA API (the runtime's, driver's and API entry frames already passed over).
-    pub fn matches(&self, frames: &[Frame]) -> bool {
+    pub fn matches<S: Deref<Target = str>>(&self, frames: &[Frame<S>]) -> bool {
         let mut library = false;
         for f in frames {
             if any(&self.except, f.function.as_deref()) {
@@ -228,7 +229,11 @@ impl CacheRule {
 
 /// The first rule (in order) that holds a block allocated from `frames`, whose frames before
 /// `start` are the CUDA runtime's, the driver's and the API entry point.
-pub fn classify(rules: &[CacheRule], frames: &[Frame], start: usize) -> Option<usize> {
+pub fn classify<S: Deref<Target = str>>(
+    rules: &[CacheRule],
+    frames: &[Frame<S>],
+    start: usize,
+) -> Option<usize> {
     let tail = frames.get(start..)?;
     if tail.is_empty() {
         return None;

@@ -15,6 +15,7 @@ use crate::growth;
 use crate::load;
 use crate::report;
 use crate::run::{self, Outcome};
+use crate::say;
 use crate::suppressions;
 
 /// Exit status for usage errors and unreadable input.
@@ -30,7 +31,7 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 fn fail(f: Failure) -> u8 {
-    eprintln!("cudaleak: {}", f.0);
+    say!("{}", f.0);
     EXIT_ERROR
 }
 
@@ -162,7 +163,7 @@ pub fn run(a: &RunArgs) -> u8 {
         let extra_env = if a.exact_pools {
             let (env, notes) = run::exact_pools_env(|k| std::env::var_os(k));
             for n in notes {
-                eprintln!("cudaleak: {n}");
+                say!("{n}");
             }
             env
         } else {
@@ -175,7 +176,7 @@ pub fn run(a: &RunArgs) -> u8 {
             exe.as_deref(),
         )?;
         let dir = run::fresh_run_dir(&a.out)?;
-        eprintln!("cudaleak: dumps of this run go to {}", dir.display());
+        say!("dumps of this run go to {}", dir.display());
         let program_status = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
             Outcome::NotStarted(code) => {
                 let _ = std::fs::remove_dir(&dir);
@@ -184,12 +185,12 @@ pub fn run(a: &RunArgs) -> u8 {
             Outcome::Exited(code) => code,
         };
         if program_status != 0 {
-            eprintln!("cudaleak: the program exited with status {program_status}; that is this run's status");
+            say!("the program exited with status {program_status}; that is this run's status");
         }
         let files = load::expand(std::slice::from_ref(&dir), true)?;
         if files.is_empty() {
-            eprintln!(
-                "cudaleak: the program wrote no dump into {}: the shim was not loaded \
+            say!(
+                "the program wrote no dump into {}: the shim was not loaded \
                  (a static or setuid program, or one that clears LD_PRELOAD) or the program \
                  was killed before it could write one; nothing was checked",
                 dir.display()
@@ -216,11 +217,11 @@ pub fn run(a: &RunArgs) -> u8 {
 /// `cudaleak diff`.
 pub fn diff(a: &DiffArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
-        let old = load::read(&a.old)?;
-        let new = load::read(&a.new)?;
         let view = a.view(false);
-        let d = analyze::diff(&old, &a.old, &new, &a.new, &view);
-        drop((old, new));
+        // One dump in memory at a time: each is reduced to its callsites before the next is read.
+        let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
+        let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
+        let d = analyze::diff_of(old, new, &view);
         let (mut out, tty) = open_output(a.output.as_deref())?;
         let view = View {
             color: a.view(tty).color,

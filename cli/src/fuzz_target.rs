@@ -2,8 +2,9 @@
 //! stable smoke test `tests/fuzz_smoke.rs`: bytes → the dump readers → if a dump comes out,
 //! every report, diff and growth rendering in every format, into memory.
 //!
-//! It must panic only where the code under test is wrong: when the streaming reader
-//! (`load::parse`) and `cudaleak_format::from_slice` disagree, or when a renderer panics.
+//! It must panic only where the code under test is wrong: when the compact reader the CLI uses
+//! (`cudaleak_format::from_reader`) and `cudaleak_format::from_slice` disagree, or when a
+//! renderer panics.
 
 use std::path::Path;
 
@@ -12,7 +13,6 @@ use cudaleak_format as format;
 use crate::analyze::{self, Config};
 use crate::args::{Format, Gate, View};
 use crate::growth;
-use crate::load;
 use crate::report;
 
 const FORMATS: [Format; 4] = [Format::Text, Format::Json, Format::Markdown, Format::Sarif];
@@ -42,17 +42,22 @@ fn views() -> [View; 2] {
 /// Runs the readers and, on success, every renderer over `bytes`.
 pub fn render_all(bytes: &[u8]) {
     let sliced = format::from_slice(bytes);
-    let streamed = load::parse(bytes, || Some(bytes));
+    let streamed = format::from_reader(bytes, || Some(bytes));
     match (&sliced, &streamed) {
-        (Ok(a), Ok(b)) => assert_eq!(a, b, "the two readers read different dumps"),
+        (Ok(a), Ok(b)) => {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            format::write(a, &mut x).expect("write to memory");
+            format::write(b, &mut y).expect("write to memory");
+            assert!(x == y, "the two readers read different dumps");
+        }
         (Err(_), Err(_)) => {}
         (a, b) => panic!(
-            "the readers disagree: from_slice {:?}, load::parse {:?}",
+            "the readers disagree: from_slice {:?}, from_reader {:?}",
             a.as_ref().err(),
             b.as_ref().err()
         ),
     }
-    let Ok(dump) = sliced else { return };
+    let Ok(dump) = streamed else { return };
     let source = Path::new("fuzz.json");
     let mut sink = Vec::new();
     for view in views() {

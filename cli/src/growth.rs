@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cudaleak_format as format;
+use crate::load::schema as format;
 
 use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
 
@@ -176,7 +176,7 @@ struct ProcessAcc {
     process_order: (bool, u64, u64),
     points: Vec<Point>,
     rows: Vec<RowAcc>,
-    index: HashMap<String, usize>,
+    index: HashMap<std::sync::Arc<str>, usize>,
 }
 
 struct RowAcc {
@@ -270,15 +270,7 @@ impl<'a> Builder<'a> {
             series.push(build_series(acc, cfg));
         }
         if series.is_empty() {
-            let which: Vec<String> = skipped
-                .iter()
-                .map(|s| format!("pid {} ({})", s.process.pid, s.source.display()))
-                .collect();
-            return Err(TooFewDumps(format!(
-                "--growth needs at least two dumps of one process (snapshots: set \
-                 CUDALEAK_SNAPSHOT_INTERVAL=SECONDS or send SIGUSR1); found one dump each of {}",
-                which.join(", ")
-            )));
+            return Err(too_few_dumps(&mut skipped));
         }
         series.sort_by(|a, b| {
             a.process
@@ -311,6 +303,39 @@ impl<'a> Builder<'a> {
             exit_code,
         })
     }
+}
+
+/// Processes named in the "needs two dumps" error; the rest are counted.
+const NAMED_SINGLE_DUMPS: usize = 5;
+
+/// The error for a set of dumps with no process dumped twice: how many, then the first few, one
+/// per line (a directory of a thousand single dumps must not make a thousand-name line).
+fn too_few_dumps(skipped: &mut [Skipped]) -> TooFewDumps {
+    skipped.sort_by(|a, b| (a.process.pid, &a.source).cmp(&(b.process.pid, &b.source)));
+    let mut m = format!(
+        "--growth needs at least two dumps of one process (snapshots: set \
+         CUDALEAK_SNAPSHOT_INTERVAL=SECONDS or send SIGUSR1); found one dump each of {} {}:",
+        skipped.len(),
+        if skipped.len() == 1 {
+            "process"
+        } else {
+            "processes"
+        }
+    );
+    for s in skipped.iter().take(NAMED_SINGLE_DUMPS) {
+        m.push_str(&format!(
+            "\n  pid {} ({})",
+            s.process.pid,
+            s.source.display()
+        ));
+    }
+    if skipped.len() > NAMED_SINGLE_DUMPS {
+        m.push_str(&format!(
+            "\n  … and {} more",
+            skipped.len() - NAMED_SINGLE_DUMPS
+        ));
+    }
+    TooFewDumps(m)
 }
 
 fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
@@ -575,14 +600,49 @@ mod tests {
     fn one_dump_per_process_is_an_error_that_names_it() {
         let c = cfg();
         let mut b = Builder::new(&c);
-        let d = format::read_file(
+        let d = crate::load::read(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/leak_loop.json"),
         )
         .unwrap();
         b.add(&d, Path::new("leak_loop.json"));
         let e = b.finish().unwrap_err();
         assert!(e.0.contains("at least two dumps"), "{}", e.0);
-        assert!(e.0.contains("pid 1001 (leak_loop.json)"), "{}", e.0);
+        assert!(
+            e.0.ends_with("found one dump each of 1 process:\n  pid 1001 (leak_loop.json)"),
+            "{}",
+            e.0
+        );
+    }
+
+    #[test]
+    fn many_single_dumps_are_counted_and_the_first_few_named_one_per_line() {
+        let c = cfg();
+        let mut b = Builder::new(&c);
+        let mut d = crate::load::read(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/leak_loop.json"),
+        )
+        .unwrap();
+        for pid in (1..=12).rev() {
+            d.process.pid = pid;
+            b.add(&d, Path::new(&format!("cudaleak.{pid}.json")));
+        }
+        let e = b.finish().unwrap_err().0;
+        let lines: Vec<&str> = e.lines().collect();
+        assert!(
+            lines[0].ends_with("found one dump each of 12 processes:"),
+            "{e}"
+        );
+        assert_eq!(
+            lines[1..],
+            [
+                "  pid 1 (cudaleak.1.json)",
+                "  pid 2 (cudaleak.2.json)",
+                "  pid 3 (cudaleak.3.json)",
+                "  pid 4 (cudaleak.4.json)",
+                "  pid 5 (cudaleak.5.json)",
+                "  … and 7 more",
+            ]
+        );
     }
 
     #[test]

@@ -12,15 +12,16 @@ pub mod commands;
 pub mod fuzz_target;
 pub mod growth;
 pub mod load;
+pub mod message;
 pub mod report;
 pub mod run;
 pub mod suppressions;
 
-/// A dump from `tests/fixtures`, for unit tests.
+/// A dump from `tests/fixtures` (or a path under it), read as the CLI reads dumps, for unit tests.
 #[cfg(test)]
-pub(crate) fn fixture(name: &str) -> cudaleak_format::Dump {
+pub(crate) fn fixture(name: &str) -> load::schema::Dump {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name);
-    cudaleak_format::read_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+    load::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
 }

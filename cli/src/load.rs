@@ -4,19 +4,34 @@
 //! The schema and its checks belong to the `cudaleak-format` crate; this module streams a file
 //! into it (never more than [`MAX_DUMP_BYTES`], never the whole file in memory besides the
 //! parsed dump), never interprets a dump's contents, and never panics on any input.
+//!
+//! Inputs are regular files only, opened without blocking: a FIFO, device or socket (which a
+//! program under test could plant as `cudaleak.<pid>.json`) would make the gate wait forever or
+//! read without end. A named one is refused; in a directory scan it is skipped with a warning.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use cudaleak_format as format;
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 
-/// Dumps larger than this (4 GiB) are refused rather than read; so is a stream (a pipe,
-/// `/dev/zero`) that goes on past it. A dump of ten million live blocks is about 1.7 GB.
+/// The dump schema as the CLI holds it: `cudaleak_format`'s types with names interned
+/// (`cudaleak_format::from_reader`), so frames that repeat a name share it. Analysis code
+/// imports this module as `format`.
+pub mod schema {
+    pub use cudaleak_format::*;
+    pub type Dump = cudaleak_format::Dump<Name>;
+    pub type Stack = cudaleak_format::Stack<Name>;
+    pub type Frame = cudaleak_format::Frame<Name>;
+    pub type LiveRecord = cudaleak_format::LiveRecord<Name>;
+    pub type Event = cudaleak_format::Event<Name>;
+}
+
+/// Dumps larger than this (4 GiB) are refused rather than read; so is a file that reads on past
+/// it whatever its size says (one still being written, a `/proc` file). A dump of ten million live blocks is about 1.7 GB.
 pub const MAX_DUMP_BYTES: u64 = 4 << 30;
 
 /// Why an input could not be used; `Display` starts with the file name.
@@ -32,6 +47,8 @@ pub enum LoadErrorKind {
     /// The file's size, or `None` for a stream that went past the limit.
     TooLarge(Option<u64>),
     NoDumps,
+    /// Not a regular file: what it is instead.
+    NotAFile(&'static str),
     Read(format::ReadError),
 }
 
@@ -47,6 +64,10 @@ impl fmt::Display for LoadError {
             LoadErrorKind::TooLarge(None) => write!(
                 f,
                 "{p}: more than {MAX_DUMP_BYTES} bytes (4 GiB) and still going; cudaleak reads dumps of at most that"
+            ),
+            LoadErrorKind::NotAFile(what) => write!(
+                f,
+                "{p}: is {what}, not a regular file; cudaleak reads dumps only from regular files"
             ),
             LoadErrorKind::NoDumps => write!(
                 f,
@@ -122,7 +143,7 @@ fn dumps_in_dir(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
             continue;
         };
         let path = entry.path();
-        if path.is_dir() {
+        if !regular_or_unknown(&path) {
             continue;
         }
         match kind {
@@ -152,12 +173,68 @@ fn all_dumps_in_dir(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     for entry in entries {
         let entry = entry.map_err(|e| err(dir, LoadErrorKind::Io(e)))?;
         let path = entry.path();
-        if entry.file_name().to_str().and_then(classify).is_some() && !path.is_dir() {
+        if entry.file_name().to_str().and_then(classify).is_some() && regular_or_unknown(&path) {
             out.push(path);
         }
     }
     out.sort();
     Ok(out)
+}
+
+/// What a file that is not a regular file is, in words.
+fn what_it_is(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+/// Whether a dump found in a directory scan may be read: a regular file (through a symlink or
+/// not). Anything else is skipped with a warning; a name that cannot be inspected is kept, so
+/// reading it reports why.
+fn regular_or_unknown(path: &Path) -> bool {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => true,
+        Ok(m) => {
+            crate::say!(
+                "skipping {}: it is {}, not a regular file",
+                path.display(),
+                what_it_is(m.file_type())
+            );
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+/// Opens an input for reading without ever blocking: `O_NONBLOCK` (a FIFO with no writer would
+/// otherwise block the open), then `fstat` on what was opened, which must be a regular file.
+/// On a regular file `O_NONBLOCK` changes nothing.
+pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), LoadError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| err(path, LoadErrorKind::Io(e)))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| err(path, LoadErrorKind::Io(e)))?;
+    if !meta.is_file() {
+        return Err(err(
+            path,
+            LoadErrorKind::NotAFile(what_it_is(meta.file_type())),
+        ));
+    }
+    Ok((file, meta))
 }
 
 /// Expands PATHs (files or directories) into dump files. A named file is used whatever its name.
@@ -184,8 +261,8 @@ fn expand_with(
             if found.is_empty() {
                 // `cudaleak run --out DIR` makes DIR/run-<time>-<pid>/: stand for the latest.
                 if let Some(run) = latest_run_dir(p) {
-                    eprintln!(
-                        "cudaleak: {} holds no dumps; reading its latest run, {}",
+                    crate::say!(
+                        "{} holds no dumps; reading its latest run, {}",
                         p.display(),
                         run.display()
                     );
@@ -219,8 +296,9 @@ fn latest_run_dir(dir: &Path) -> Option<PathBuf> {
     runs.max_by_key(|(key, _)| *key).map(|(_, path)| path)
 }
 
-/// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the parser.
-pub fn read(path: &Path) -> Result<format::Dump, LoadError> {
+/// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the format crate's
+/// reader, names interned.
+pub fn read(path: &Path) -> Result<schema::Dump, LoadError> {
     read_limited(path, MAX_DUMP_BYTES)
 }
 
@@ -242,20 +320,11 @@ impl<R: Read> Read for Counted<R> {
 type Limited = BufReader<Counted<io::Take<File>>>;
 
 fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
-    let file = File::open(path).map_err(|e| err(path, LoadErrorKind::Io(e)))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| err(path, LoadErrorKind::Io(e)))?;
-    if meta.is_dir() {
-        return Err(err(
-            path,
-            LoadErrorKind::Io(io::Error::other("is a directory, not a dump")),
-        ));
-    }
-    if meta.is_file() && meta.len() > limit {
+    let (file, meta) = open_regular(path)?;
+    if meta.len() > limit {
         return Err(err(path, LoadErrorKind::TooLarge(Some(meta.len()))));
     }
-    // One byte past the limit tells a stream that goes on from one that ends there.
+    // One byte past the limit tells a file that reads on from one that ends there.
     let counted = Counted {
         inner: file.take(limit.saturating_add(1)),
         n: 0,
@@ -264,9 +333,9 @@ fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
 }
 
 /// `read` with another limit (tests use a small one).
-pub fn read_limited(path: &Path, limit: u64) -> Result<format::Dump, LoadError> {
+pub fn read_limited(path: &Path, limit: u64) -> Result<schema::Dump, LoadError> {
     let mut input = open_limited(path, limit)?;
-    let parsed = parse(&mut input, || open_limited(path, limit).ok());
+    let parsed = format::from_reader(&mut input, || open_limited(path, limit).ok());
     if input.get_ref().n > limit {
         return Err(err(path, LoadErrorKind::TooLarge(None)));
     }
@@ -274,73 +343,6 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<format::Dump, LoadError> 
         format::ReadError::Io(e) => err(path, LoadErrorKind::Io(e)),
         e => err(path, LoadErrorKind::Read(e)),
     })
-}
-
-/// Parses and validates a dump streamed from `input`, with the same verdicts as
-/// `cudaleak_format::from_slice`; `reopen` gives the input again from its start, for a second
-/// streaming pass that names the version of a dump whose shape does not fit.
-pub fn parse<R: Read, S: Read>(
-    input: R,
-    reopen: impl FnOnce() -> Option<S>,
-) -> Result<format::Dump, format::ReadError> {
-    let parsed = {
-        let mut de = serde_json::Deserializer::from_reader(input);
-        format::Dump::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
-    };
-    match parsed {
-        Ok(dump) => {
-            if !format::is_supported_version(dump.cudaleak_dump.into()) {
-                return Err(format::ReadError::Version(Some(dump.cudaleak_dump.into())));
-            }
-            dump.validate().map_err(format::ReadError::Inconsistent)?;
-            Ok(dump)
-        }
-        Err(e) if e.is_io() => Err(format::ReadError::Io(io::Error::other(strip_position(&e)))),
-        Err(e) => {
-            // A dump of another version usually fails on its shape first: say "version" then.
-            if !e.is_syntax() && !e.is_eof() {
-                if let Some(v) = reopen().and_then(peek_version) {
-                    if !v.is_some_and(format::is_supported_version) {
-                        return Err(format::ReadError::Version(v));
-                    }
-                }
-            }
-            Err(format::ReadError::Syntax {
-                line: e.line(),
-                column: e.column(),
-                message: strip_position(&e),
-            })
-        }
-    }
-}
-
-/// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
-/// the input is not a JSON object. Streams, keeping nothing but the version.
-fn peek_version(input: impl Read) -> Option<Option<u64>> {
-    #[derive(Deserialize)]
-    struct Peek {
-        cudaleak_dump: Option<NumberOrOther>,
-    }
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumberOrOther {
-        Number(u64),
-        Other(IgnoredAny),
-    }
-    let p: Peek = serde_json::from_reader(input).ok()?;
-    Some(match p.cudaleak_dump {
-        Some(NumberOrOther::Number(v)) => Some(v),
-        _ => None,
-    })
-}
-
-/// serde_json appends " at line L column C"; the position is reported as file:line:col.
-fn strip_position(e: &serde_json::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" at line ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 #[cfg(test)]
@@ -427,33 +429,69 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_that_goes_on_past_the_limit_is_too_large_not_truncated() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("stream.json");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        if !made.is_ok_and(|s| s.success()) {
-            return; // no mkfifo here: nothing to test
-        }
-        let writer = {
-            let fifo = fifo.clone();
-            std::thread::spawn(move || {
-                use std::io::Write;
-                let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
-                let _ = f.write_all(b"{\"cudaleak_dump\": 1, \"process\": {\"exe\": \"");
-                // An endless name; the reader stops after its limit and closes the pipe.
-                while f.write_all(&[b'A'; 4096]).is_ok() {}
-            })
-        };
-        let e = read_limited(&fifo, 100_000).unwrap_err();
+    fn a_file_that_reads_on_past_its_size_and_the_limit_is_too_large_not_truncated() {
+        // /proc files are regular files of size 0 whose reads go on: the stat check passes,
+        // the limit on reading stops them.
+        let e = read_limited(Path::new("/proc/self/maps"), 10).unwrap_err();
         assert!(matches!(e.kind, LoadErrorKind::TooLarge(None)), "{e}");
         assert!(e.to_string().contains("and still going"), "{e}");
-        drop(e);
-        writer.join().unwrap();
         // A regular file over the limit is refused by its size, before reading.
+        let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("big.json");
         std::fs::write(&big, vec![b' '; 2000]).unwrap();
         let e = read_limited(&big, 1000).unwrap_err();
         assert!(matches!(e.kind, LoadErrorKind::TooLarge(Some(2000))), "{e}");
+    }
+
+    fn mkfifo(path: &Path) -> bool {
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        made.is_ok_and(|s| s.success())
+    }
+
+    #[test]
+    fn a_fifo_without_a_writer_is_refused_at_once_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("cudaleak.1.json");
+        assert!(mkfifo(&fifo), "mkfifo failed");
+        let t = std::time::Instant::now();
+        let e = read(&fifo).unwrap_err();
+        assert!(matches!(e.kind, LoadErrorKind::NotAFile(_)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: is a FIFO (named pipe), not a regular file; cudaleak reads dumps only from regular files",
+                fifo.display()
+            )
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        let e = read(Path::new("/dev/null")).unwrap_err();
+        assert!(e.to_string().contains("is a character device"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_scan_skips_what_is_not_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(mkfifo(&dir.path().join("cudaleak.1.json")), "mkfifo failed");
+        assert!(mkfifo(&dir.path().join("cudaleak.2.snapshot-1.json")));
+        std::fs::create_dir(dir.path().join("cudaleak.3.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("cudaleak.4.json")).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clean.json");
+        std::fs::copy(&fixture, dir.path().join("cudaleak.5.json")).unwrap();
+        std::os::unix::fs::symlink(&fixture, dir.path().join("cudaleak.6.json")).unwrap();
+        let names = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        let d = dir.path().to_path_buf();
+        assert_eq!(
+            names(expand(std::slice::from_ref(&d), false).unwrap()),
+            ["cudaleak.5.json", "cudaleak.6.json"]
+        );
+        assert_eq!(
+            names(expand_series(&[d]).unwrap()),
+            ["cudaleak.5.json", "cudaleak.6.json"]
+        );
     }
 
     #[test]

@@ -300,8 +300,8 @@ pub fn run_program(
                 std::io::ErrorKind::NotFound => 127,
                 _ => 126,
             };
-            eprintln!(
-                "cudaleak: cannot run {}: {}",
+            crate::say!(
+                "cannot run {}: {}",
                 Path::new(prog).display(),
                 e.to_string().split(" (os error").next().unwrap_or("")
             );

@@ -78,13 +78,21 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Reads a suppression file.
+/// Reads a suppression file: a regular file, opened without blocking (`load::open_regular`).
 pub fn read(path: &Path) -> Result<Suppressions, ParseError> {
-    let bytes = std::fs::read(path).map_err(|e| ParseError {
+    let cannot = |message: String| ParseError {
         file: path.to_path_buf(),
         line: 0,
-        message: format!("cannot read suppressions: {e}"),
+        message: format!("cannot read suppressions: {message}"),
+    };
+    let (mut file, _) = crate::load::open_regular(path).map_err(|e| {
+        // The error's text starts with the path, which ParseError shows itself.
+        let text = e.to_string();
+        let prefix = format!("{}: ", path.display());
+        cannot(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
     })?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| cannot(e.to_string()))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| ParseError {
         file: path.to_path_buf(),
         line: 1 + bytes[..e.valid_up_to()]

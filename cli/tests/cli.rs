@@ -867,7 +867,7 @@ fn hostile_dumps_exit_2_with_a_message_naming_the_file() {
 }
 
 #[test]
-fn files_over_4_gib_are_refused_before_reading_and_streams_stop_at_the_first_bad_byte() {
+fn files_over_4_gib_are_refused_before_reading_and_a_big_bad_file_stops_at_the_first_byte() {
     let dir = tempfile::tempdir().unwrap();
     // Sparse: no disk space, no time.
     let huge = dir.path().join("cudaleak.1.json");
@@ -881,22 +881,27 @@ fn files_over_4_gib_are_refused_before_reading_and_streams_stop_at_the_first_bad
             "cudaleak: {}: the file is 4294967297 bytes; cudaleak reads dumps of at most 4294967296 bytes (4 GiB)\n",
             huge.display()
         ));
-    // A 1 GB file of zeros, and an endless stream of them: the first byte is already wrong.
+    // A 1 GB file of zeros: the first byte is already wrong.
     let gig = dir.path().join("zeros.json");
     let f = std::fs::File::create(&gig).unwrap();
     f.set_len(1 << 30).unwrap();
     drop(f);
-    for p in [gig.to_str().unwrap(), "/dev/zero"] {
-        report(&[p])
-            .code(2)
-            .stderr(predicate::str::starts_with(format!("cudaleak: {p}:1:1: ")));
-    }
+    let p = gig.to_str().unwrap();
+    report(&[p])
+        .code(2)
+        .stderr(predicate::str::starts_with(format!("cudaleak: {p}:1:1: ")));
+    // An endless stream of zeros is not even opened for reading.
+    report(&["/dev/zero"]).code(2).stderr(
+        "cudaleak: /dev/zero: is a character device, not a regular file; cudaleak reads dumps only from regular files\n",
+    );
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
     bin()
         .args(["diff", dir.path().to_str().unwrap(), &fx("clean.json")])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("is a directory, not a dump"));
+        .stderr(predicate::str::contains(
+            "is a directory, not a regular file",
+        ));
 }
 
 #[test]
@@ -988,4 +993,204 @@ fn program_names_cannot_inject_terminal_escapes_markdown_or_html() {
         }
     }
     walk(&v["runs"][0]["results"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// issue 9: inputs that are not regular files, and dead standard streams
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_fifo_planted_as_a_dump_is_skipped_in_a_directory_and_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixture("leak_loop.json"),
+        dir.path().join("cudaleak.1001.json"),
+    )
+    .unwrap();
+    let fifo = dir.path().join("cudaleak.6666.json");
+    mkfifo(&fifo);
+    // Before: `report DIR` blocked forever opening the FIFO.
+    report(&[dir.path().to_str().unwrap()])
+        .code(23)
+        .stdout(predicate::str::contains("pid 1001"))
+        .stderr(format!(
+            "cudaleak: skipping {}: it is a FIFO (named pipe), not a regular file\n",
+            fifo.display()
+        ));
+    bin()
+        .args(["report", fifo.to_str().unwrap()])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(2)
+        .stderr(format!(
+            "cudaleak: {}: is a FIFO (named pipe), not a regular file; cudaleak reads dumps only from regular files\n",
+            fifo.display()
+        ));
+    bin()
+        .args(["diff", fifo.to_str().unwrap(), &fx("leak_loop.json")])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is a FIFO (named pipe)"));
+    let supp = dir.path().join("supp.txt");
+    mkfifo(&supp);
+    bin()
+        .args(["report", "--suppressions", supp.to_str().unwrap()])
+        .arg(fx("leak_loop.json"))
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is a FIFO (named pipe)"));
+}
+
+#[test]
+fn run_skips_a_fifo_the_program_planted_among_its_dumps() {
+    let env = run_env();
+    let script = format!(
+        "{}; mkfifo \"${{CUDALEAK_OUTPUT}}cudaleak.1.json\"",
+        copy_dump("leak_loop.json")
+    );
+    let mut cmd = env.cmd(&[], &script);
+    cmd.timeout(Duration::from_secs(20))
+        .assert()
+        .code(23)
+        .stdout(predicate::str::contains("Leak 1 of 1: 40.00 KiB"))
+        .stderr(predicate::str::contains(
+            "cudaleak.1.json: it is a FIFO (named pipe), not a regular file\n",
+        ));
+}
+
+/// A pipe whose reading end is already closed: every write to it fails with EPIPE.
+fn dead_pipe() -> std::io::PipeWriter {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    writer
+}
+
+/// Which standard streams `dead` connects to a dead pipe.
+#[derive(Clone, Copy, PartialEq)]
+enum Dead {
+    Stdout,
+    Stderr,
+    Both,
+}
+
+/// The binary with `args`, nothing on stdin, the `dead` streams connected to a dead pipe and
+/// the others captured: (exit code, stdout, stderr).
+fn dead(d: Dead, args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"));
+    c.env_remove("CUDALEAK_SHIM")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if d != Dead::Stderr {
+        c.stdout(dead_pipe());
+    }
+    if d != Dead::Stdout {
+        c.stderr(dead_pipe());
+    }
+    let out = c.output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+    args.iter().map(Into::into).collect()
+}
+
+fn dead_code(d: Dead, args: &[std::ffi::OsString]) -> Option<i32> {
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    dead(d, &args).0
+}
+
+#[test]
+fn a_dead_stderr_never_panics_and_keeps_the_exit_status() {
+    // Before: 101, a panic in eprintln!.
+    let e = Dead::Stderr;
+    assert_eq!(dead_code(e, &os(&["report", "/nonexistent.json"])), Some(2));
+    let leaky = fx("leak_loop.json");
+    assert_eq!(dead_code(e, &os(&["report", "--growth", &leaky])), Some(2));
+    let args = os(&["report", &leaky]);
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let (code, stdout, _) = dead(e, &args);
+    assert_eq!(code, Some(23));
+    assert!(stdout.contains("SUMMARY: 40.00 KiB leaked"), "{stdout}");
+    // Usage errors print through clap.
+    assert_eq!(dead_code(e, &os(&["report", "--no-such-flag"])), Some(2));
+}
+
+#[test]
+fn run_with_a_dead_stderr_still_runs_the_program_and_returns_its_status() {
+    let env = run_env();
+    // The stand-in shim must really preload: ld.so's warning about an empty file would go to the
+    // dead stderr and SIGPIPE would kill the program before it starts. Any harmless library does.
+    let shim = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+        "/usr/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+    .expect("no libm.so.6 to stand in for the shim");
+    let env = RunEnv { shim, ..env };
+    let marker = env.dir.path().join("ran");
+    let run = |d: Dead, tail: &str| {
+        let script = format!(
+            "touch '{}'; {}; {tail}",
+            marker.display(),
+            copy_dump("leak_loop.json")
+        );
+        let _ = std::fs::remove_file(&marker);
+        let mut args = os(&["run", "--shim"]);
+        args.extend([
+            env.shim.clone().into(),
+            "--out".into(),
+            env.out.clone().into(),
+        ]);
+        args.extend(os(&["--", "sh", "-c", &script]));
+        let code = dead_code(d, &args);
+        assert!(marker.exists(), "the program did not run");
+        code
+    };
+    // Before: a panic at "dumps of this run go to …", and the program never ran.
+    assert_eq!(run(Dead::Stderr, "exit 0"), Some(23));
+    assert_eq!(run(Dead::Stderr, "exit 7"), Some(7));
+    // Both streams dead: the report is dropped quietly, the gate still decides.
+    assert_eq!(run(Dead::Both, "exit 0"), Some(23));
+    assert_eq!(run(Dead::Both, "exit 5"), Some(5));
+    // A program that cannot be started: 127, with nothing said.
+    let mut args = os(&["run", "--shim"]);
+    args.extend([
+        env.shim.clone().into(),
+        "--out".into(),
+        env.out.clone().into(),
+    ]);
+    args.extend(os(&["--", "/nonexistent/program"]));
+    assert_eq!(dead_code(Dead::Stderr, &args), Some(127));
+}
+
+#[test]
+fn a_dead_stdout_ends_the_report_quietly_with_the_gate_status() {
+    for (dump, code) in [("leak_loop.json", 23), ("clean.json", 0)] {
+        for format in ["text", "json", "markdown", "sarif"] {
+            let args = os(&["report", "--format", format, &fx(dump)]);
+            let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+            let (got, _, stderr) = dead(Dead::Stdout, &args);
+            assert_eq!((got, stderr.as_str()), (Some(code), ""), "{format} {dump}");
+        }
+    }
+    let leaky = fx("leak_loop.json");
+    assert_eq!(dead_code(Dead::Both, &os(&["report", &leaky])), Some(23));
+    let growth = os(&["report", "--growth", &fx("growth")]);
+    assert_eq!(dead_code(Dead::Both, &growth), Some(23));
+    let diff = os(&["diff", "--fail-on-growth", &leaky, &leaky]);
+    assert_eq!(dead_code(Dead::Stdout, &diff), Some(0));
 }

@@ -3,10 +3,18 @@
 //!
 //! This crate holds types, the version constant, reading (with positions in errors) and
 //! consistency checks. It must never depend on the shim or the CLI, and never panic on input.
+//!
+//! There is one reader: a streaming parse, never the whole file in memory. The types are generic
+//! in how names (function, file, module, API) are held: `String` by default, as the shim builds
+//! and writes them; [`from_reader`] reads them as interned [`Name`]s, so a dump in memory is a
+//! fraction of its size on disk however many frames repeat a name.
 #![forbid(unsafe_code)]
 
 use std::fmt;
-use std::io;
+use std::io::{self, Read};
+
+mod name;
+pub use name::{interning, Name};
 
 use serde::de::{self, IgnoredAny, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -38,13 +46,13 @@ pub fn version_for(stacks: &[Stack]) -> u32 {
 /// A whole dump: one process at one moment (exit, a signal, or a snapshot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Dump {
+pub struct Dump<S = String> {
     pub cudaleak_dump: u32,
     pub process: Process,
     pub summary: Summary,
-    pub stacks: Vec<Stack>,
-    pub live: Vec<LiveRecord>,
-    pub events: Vec<Event>,
+    pub stacks: Vec<Stack<S>>,
+    pub live: Vec<LiveRecord<S>>,
+    pub events: Vec<Event<S>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shim: Option<ShimInfo>,
 }
@@ -139,14 +147,14 @@ fn is_zero(n: &u64) -> bool {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Stack {
+pub struct Stack<S = String> {
     /// Innermost frame first: `frames[0]` is the code that called the CUDA function.
-    pub frames: Vec<Frame>,
+    pub frames: Vec<Frame<S>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Frame {
+pub struct Frame<S = String> {
     /// What runs in this frame: absent for native code (every frame of a version 1 dump),
     /// `python` for a Python function (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,13 +162,13 @@ pub struct Frame {
     /// The return address as captured; `0x0` for a Python frame, which has none.
     pub ip: Hex,
     /// Path of the module (executable or shared library) holding `ip`.
-    pub module: Option<String>,
+    pub module: Option<S>,
     /// `ip` in the module's own address space (ip minus load bias), as `addr2line -e module` takes it;
     /// for a Python frame, the byte offset of the instruction in its code object's bytecode.
     pub offset: Option<Hex>,
     /// Demangled function name.
-    pub function: Option<String>,
-    pub file: Option<String>,
+    pub function: Option<S>,
+    pub file: Option<S>,
     pub line: Option<u32>,
 }
 
@@ -173,7 +181,7 @@ pub enum FrameKind {
     Python,
 }
 
-impl Frame {
+impl<S> Frame<S> {
     pub fn is_python(&self) -> bool {
         self.kind == Some(FrameKind::Python)
     }
@@ -222,7 +230,7 @@ impl Kind {
 /// One block still live when the dump was written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LiveRecord {
+pub struct LiveRecord<S = String> {
     /// Device or host address; the handle for `array` and `physical`.
     pub address: Hex,
     /// Bytes (pitch × height for pitched allocations); the range for `reserved` and `mapped`.
@@ -233,7 +241,7 @@ pub struct LiveRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_held: Option<u64>,
     /// The call the program made, e.g. `cudaMalloc` or `cuMemAlloc_v2`.
-    pub api: String,
+    pub api: S,
     pub kind: Kind,
     /// Device ordinal, when known.
     pub device: Option<i32>,
@@ -247,7 +255,7 @@ pub struct LiveRecord {
     pub stack: usize,
 }
 
-impl LiveRecord {
+impl<S> LiveRecord<S> {
     /// Bytes of memory this record keeps allocated: what `summary.live_bytes` adds up, so that
     /// memory reached through several records (a physical allocation and its mappings) is
     /// counted once.
@@ -279,10 +287,10 @@ impl EventType {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Event {
+pub struct Event<S = String> {
     #[serde(rename = "type")]
     pub kind: EventType,
-    pub api: String,
+    pub api: S,
     pub address: Option<Hex>,
     pub size: Option<u64>,
     /// The CUDA return code of the failed call.
@@ -409,7 +417,47 @@ impl From<io::Error> for ReadError {
 
 /// Parses and validates a dump from bytes.
 pub fn from_slice(bytes: &[u8]) -> Result<Dump, ReadError> {
-    match serde_json::from_slice::<Dump>(bytes) {
+    parse(bytes, || Some(bytes))
+}
+
+/// Reads and validates a dump file, streaming.
+pub fn read_file(path: &std::path::Path) -> Result<Dump, ReadError> {
+    let open = || std::fs::File::open(path).map(|f| io::BufReader::with_capacity(1 << 16, f));
+    parse(open()?, || open().ok())
+}
+
+/// Parses and validates a dump streamed from `input`, with its names interned: what the CLI
+/// analyses. `reopen` gives the input again from its start, for a second streaming pass that
+/// names the version of a dump whose shape does not fit; an I/O error of `input` is
+/// [`ReadError::Io`], without a position.
+pub fn from_reader<R: Read, R2: Read>(
+    input: R,
+    reopen: impl FnOnce() -> Option<R2>,
+) -> Result<Dump<Name>, ReadError> {
+    let mut dump = interning(|| parse(input, reopen))?;
+    // serde grows each list by doubling; give back the slack of the many small ones.
+    for s in &mut dump.stacks {
+        s.frames.shrink_to_fit();
+    }
+    dump.stacks.shrink_to_fit();
+    dump.live.shrink_to_fit();
+    dump.events.shrink_to_fit();
+    Ok(dump)
+}
+
+/// The one parser: streaming, then the version and consistency checks.
+fn parse<S, R: Read, R2: Read>(
+    input: R,
+    reopen: impl FnOnce() -> Option<R2>,
+) -> Result<Dump<S>, ReadError>
+where
+    S: for<'de> Deserialize<'de>,
+{
+    let parsed = {
+        let mut de = serde_json::Deserializer::from_reader(input);
+        Dump::<S>::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
+    };
+    match parsed {
         Ok(dump) => {
             if !is_supported_version(dump.cudaleak_dump.into()) {
                 return Err(ReadError::Version(Some(dump.cudaleak_dump.into())));
@@ -417,10 +465,11 @@ pub fn from_slice(bytes: &[u8]) -> Result<Dump, ReadError> {
             dump.validate().map_err(ReadError::Inconsistent)?;
             Ok(dump)
         }
+        Err(e) if e.is_io() => Err(ReadError::Io(io::Error::other(strip_position(&e)))),
         Err(e) => {
-            // A file of another version usually fails on its shape first: say "version" then.
+            // A dump of another version usually fails on its shape first: say "version" then.
             if !e.is_syntax() && !e.is_eof() {
-                if let Some(v) = peek_version(bytes) {
+                if let Some(v) = reopen().and_then(peek_version) {
                     if !v.is_some_and(is_supported_version) {
                         return Err(ReadError::Version(v));
                     }
@@ -435,20 +484,15 @@ pub fn from_slice(bytes: &[u8]) -> Result<Dump, ReadError> {
     }
 }
 
-/// Reads and validates a dump file.
-pub fn read_file(path: &std::path::Path) -> Result<Dump, ReadError> {
-    from_slice(&std::fs::read(path)?)
-}
-
 /// Writes a dump as compact JSON followed by a newline.
-pub fn write<W: io::Write>(dump: &Dump, mut w: W) -> io::Result<()> {
+pub fn write<S: Serialize, W: io::Write>(dump: &Dump<S>, mut w: W) -> io::Result<()> {
     serde_json::to_writer(&mut w, dump)?;
     w.write_all(b"\n")
 }
 
 /// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
-/// the bytes are not a JSON object at all.
-fn peek_version(bytes: &[u8]) -> Option<Option<u64>> {
+/// the input is not a JSON object at all. Streams, keeping nothing but the version.
+fn peek_version(input: impl Read) -> Option<Option<u64>> {
     #[derive(Deserialize)]
     struct Peek {
         cudaleak_dump: Option<IgnoredOrU64>,
@@ -459,7 +503,7 @@ fn peek_version(bytes: &[u8]) -> Option<Option<u64>> {
         Number(u64),
         Other(IgnoredAny),
     }
-    serde_json::from_slice::<Peek>(bytes)
+    serde_json::from_reader::<_, Peek>(input)
         .ok()
         .map(|p| match p.cudaleak_dump {
             Some(IgnoredOrU64::Number(v)) => Some(v),
@@ -476,7 +520,7 @@ fn strip_position(e: &serde_json::Error) -> String {
     }
 }
 
-impl Dump {
+impl<S> Dump<S> {
     /// Checks what the types cannot: every stack index points at a stack, the summary agrees
     /// with the live list.
     pub fn validate(&self) -> Result<(), String> {
@@ -605,6 +649,35 @@ mod tests {
         let mut out = Vec::new();
         write(&d, &mut out).unwrap();
         assert_eq!(from_slice(&out).unwrap(), d);
+    }
+
+    #[test]
+    fn the_compact_reader_reads_the_same_dump_with_names_shared() {
+        let mut d = sample();
+        d.stacks.push(d.stacks[0].clone());
+        d.live.push(LiveRecord {
+            stack: 1,
+            ..d.live[0].clone()
+        });
+        d.summary.live_allocations = 2;
+        d.summary.live_bytes = 8192;
+        let mut bytes = Vec::new();
+        write(&d, &mut bytes).unwrap();
+        let c = from_reader(&bytes[..], || Some(&bytes[..])).unwrap();
+        let mut again = Vec::new();
+        write(&c, &mut again).unwrap();
+        assert_eq!(again, bytes);
+        let f = |s: usize| c.stacks[s].frames[0].function.clone().unwrap();
+        assert_eq!(f(0), "process_data(float*)");
+        // One allocation per distinct name, however many frames carry it.
+        assert!(std::ptr::eq(f(0).as_ptr(), f(1).as_ptr()));
+        assert!(std::ptr::eq(c.live[0].api.as_ptr(), c.live[1].api.as_ptr()));
+        // Errors are the same as from_slice's.
+        let cut = &bytes[..bytes.len() / 2];
+        assert!(matches!(
+            from_reader(cut, || Some(cut)),
+            Err(ReadError::Syntax { line: 1, .. })
+        ));
     }
 
     #[test]

@@ -47,14 +47,25 @@ enum Frame<'a> {
     },
 }
 
-fn frames(s: &StackView) -> Vec<Frame<'_>> {
-    let mut out = Vec::with_capacity(s.frames.len() + s.folded.len());
-    for (i, f) in s.frames.iter().enumerate() {
-        out.extend(folded_at(s, i));
-        out.push(frame(f));
+/// A stack's frames, written straight from the findings as the document is written (never a
+/// copy of every frame of every group); runs of folded frames sit where they were folded.
+struct Frames<'a>(&'a StackView);
+
+impl Serialize for Frames<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        s.collect_seq(
+            v.frames
+                .iter()
+                .enumerate()
+                .flat_map(|(i, f)| folded_at(v, i).chain(std::iter::once(frame(f))))
+                .chain(folded_at(v, v.frames.len())),
+        )
     }
-    out.extend(folded_at(s, s.frames.len()));
-    out
+}
+
+fn frames(s: &StackView) -> Frames<'_> {
+    Frames(s)
 }
 
 fn folded_at(s: &StackView, at: usize) -> impl Iterator<Item = Frame<'_>> {
@@ -86,7 +97,7 @@ struct Group<'a> {
     api: &'a str,
     kind: &'static str,
     device: Option<i32>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
     /// The id of the cache that holds the blocks (cached groups only).
@@ -118,7 +129,7 @@ struct Callsite<'a> {
     bytes: u64,
     allocations: u64,
     processes: u64,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -134,7 +145,7 @@ struct Failed<'a> {
     count: u64,
     bytes: u64,
     errors: Vec<ErrorCode>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -146,7 +157,7 @@ struct Teardown<'a> {
     count: u64,
     during_exit: u64,
     errors: Vec<ErrorCode>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -176,8 +187,8 @@ struct BadFree<'a> {
     api: &'a str,
     count: u64,
     address: Option<String>,
-    frames: Vec<Frame<'a>>,
-    alloc_frames: Option<Vec<Frame<'a>>>,
+    frames: Frames<'a>,
+    alloc_frames: Option<Frames<'a>>,
 }
 
 #[derive(Serialize)]
@@ -532,7 +543,7 @@ struct DiffRowDoc<'a> {
     new_allocations: u64,
     delta_bytes: i128,
     delta_allocations: i128,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
 }
 
 #[derive(Serialize)]
@@ -587,7 +598,7 @@ struct GrowthRowDoc<'a> {
     grew_intervals: u64,
     shrank_intervals: u64,
     series: Vec<LiveDoc>,
-    frames: Vec<Frame<'a>>,
+    frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
 }

@@ -214,7 +214,7 @@ pub fn frame_text_short(f: &FrameView, root: Option<&str>) -> String {
     match f.function.as_deref().map(short_function) {
         Some(Cow::Owned(short)) => {
             let g = FrameView {
-                function: Some(short),
+                function: Some(short.into()),
                 ..f.clone()
             };
             frame_text_under(&g, root)

@@ -3,10 +3,13 @@
 //! file, with the whole visible stack attached.
 //!
 //! Must always produce the required SARIF structure (`$schema`, `version`, `runs[0].tool.driver`
-//! with `rules`), even with no findings at all.
+//! with `rules`), even with no findings at all. Writes as it goes: each result is built, written
+//! and dropped before the next (never a document tree of all results).
 
 use std::io::{self, Write};
 
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{clean, rate_text};
@@ -198,146 +201,201 @@ fn stack_key(s: &StackView) -> String {
         .join("\u{1e}")
 }
 
-fn envelope(results: Vec<Value>, root: Option<&str>) -> Value {
-    let mut v = json!({
-        "$schema": SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
+/// The results array, written one result at a time as `produce` hands them over.
+struct Results<F>(F);
+
+impl<F: Fn(&mut dyn FnMut(Value))> Serialize for Results<F> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        let mut failed = None;
+        (self.0)(&mut |v| {
+            if failed.is_none() {
+                failed = seq.serialize_element(&v).err();
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => seq.end(),
+        }
+    }
+}
+
+/// The document; fields in alphabetical order, as SARIF viewers and our snapshots have them.
+#[derive(Serialize)]
+struct Envelope<R> {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    runs: [Run<R>; 1],
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Run<R> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original_uri_base_ids: Option<Value>,
+    results: R,
+    tool: Value,
+}
+
+fn envelope<R: Serialize>(results: R, root: Option<&str>) -> Envelope<R> {
+    Envelope {
+        schema: SCHEMA,
+        runs: [Run {
+            original_uri_base_ids: root.map(|r| json!({SRCROOT: {"uri": uri(r)}})),
+            results,
+            tool: json!({"driver": {
                 "name": "cudaleak",
                 "version": VERSION,
                 "semanticVersion": VERSION,
                 "informationUri": information_uri(),
                 "rules": rules(),
-            }},
-            "results": results,
+            }}),
         }],
-    });
-    if let Some(r) = root {
-        v["runs"][0]["originalUriBaseIds"] = json!({SRCROOT: {"uri": uri(r)}});
+        version: "2.1.0",
     }
-    v
 }
 
-fn write_value(v: &Value, out: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, v).map_err(io::Error::from)?;
+/// Writes the document, the results as `produce` emits them.
+fn write_streamed(
+    produce: impl Fn(&mut dyn FnMut(Value)),
+    root: Option<&str>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &envelope(Results(produce), root))
+        .map_err(io::Error::from)?;
     out.write_all(b"\n")
 }
 
 impl Reporter for Sarif {
     fn report(&self, f: &Findings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        let mut results = Vec::new();
-        for p in &f.processes {
-            let pid = p.process.pid;
-            for g in &p.leaks {
-                results.push(result(
-                    view.source_root.as_deref(),
-                    "cudaleak/leak",
-                    "error",
-                    format!(
-                        "{} in {} via {} {} never freed (pid {pid})",
-                        human_bytes(g.bytes),
-                        plural(g.allocations, "allocation", "allocations"),
-                        clean(&g.api),
-                        placement(g.kind, g.device)
-                    ),
-                    &[&g.stack],
-                    &g.callsite,
-                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid}),
-                ));
+        let root = view.source_root.as_deref();
+        write_streamed(|emit| report_results(f, view, emit), root, out)
+    }
+
+    fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
+        let root = view.source_root.as_deref();
+        write_streamed(|emit| growth_results(g, root, emit), root, out)
+    }
+
+    fn diff(&self, d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
+        let root = view.source_root.as_deref();
+        write_streamed(|emit| diff_results(d, root, emit), root, out)
+    }
+}
+
+fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
+    for p in &f.processes {
+        let pid = p.process.pid;
+        for g in &p.leaks {
+            emit(result(
+                view.source_root.as_deref(),
+                "cudaleak/leak",
+                "error",
+                format!(
+                    "{} in {} via {} {} never freed (pid {pid})",
+                    human_bytes(g.bytes),
+                    plural(g.allocations, "allocation", "allocations"),
+                    clean(&g.api),
+                    placement(g.kind, g.device)
+                ),
+                &[&g.stack],
+                &g.callsite,
+                json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid}),
+            ));
+        }
+        for g in &p.bad_frees {
+            let (id, what) = if g.kind == EventType::DoubleFree {
+                ("cudaleak/double-free", "of memory that was already freed")
+            } else {
+                (
+                    "cudaleak/invalid-free",
+                    "of an address that was never allocated",
+                )
+            };
+            let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
+            let mut stacks = vec![&g.stack];
+            if let Some(a) = &g.alloc_stack {
+                stacks.push(a);
             }
-            for g in &p.bad_frees {
-                let (id, what) = if g.kind == EventType::DoubleFree {
-                    ("cudaleak/double-free", "of memory that was already freed")
-                } else {
-                    (
-                        "cudaleak/invalid-free",
-                        "of an address that was never allocated",
-                    )
-                };
-                let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
-                let mut stacks = vec![&g.stack];
-                if let Some(a) = &g.alloc_stack {
-                    stacks.push(a);
-                }
-                results.push(result(
-                    view.source_root.as_deref(),
-                    id,
-                    "error",
-                    format!(
-                        "{}({addr}) {what}, {} (pid {pid})",
-                        clean(&g.api),
-                        plural(g.count, "time", "times")
-                    ),
-                    &stacks,
-                    &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
-                    json!({"count": g.count, "api": clean(&g.api), "pid": pid}),
-                ));
-            }
-            for g in &p.failed {
-                let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
-                results.push(result(
-                    view.source_root.as_deref(),
-                    "cudaleak/failed-allocation",
-                    "warning",
-                    format!(
-                        "{} failed {} (returned {}) (pid {pid})",
-                        clean(&g.api),
-                        plural(g.count, "time", "times"),
-                        if errors.is_empty() {
-                            "an error".into()
-                        } else {
-                            errors.join(", ")
-                        }
-                    ),
-                    &[&g.stack],
-                    &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
-                    json!({"count": g.count, "bytes": g.bytes, "api": clean(&g.api), "pid": pid}),
-                ));
-            }
-            for g in &p.cached {
-                let Some(r) = g.held_by.and_then(|i| f.caches.get(i)) else {
-                    continue;
-                };
-                results.push(result(
-                    view.source_root.as_deref(),
-                    "cudaleak/cached-memory",
-                    // Counted as leaked under --fail-on strict.
-                    if f.gate.count_cached { "error" } else { "note" },
-                    format!(
-                        "{} in {} via {} {} held by {} [{}] (pid {pid}); released by: {}",
-                        human_bytes(g.bytes),
-                        plural(g.allocations, "allocation", "allocations"),
-                        clean(&g.api),
-                        placement(g.kind, g.device),
-                        clean(&r.name),
-                        clean(&r.id),
-                        clean(&r.release)
-                    ),
-                    &[&g.stack],
-                    &g.callsite,
-                    json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "cache": clean(&r.id), "pid": pid}),
-                ));
-            }
-            for g in &p.teardown {
-                let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
-                results.push(result(
-                    view.source_root.as_deref(),
-                    "cudaleak/teardown",
-                    "note",
-                    format!(
-                        "{} returned {} {} because the CUDA runtime or driver was shutting down (pid {pid}): not an error",
-                        clean(&g.api),
-                        errors.join(", "),
-                        plural(g.count, "time", "times"),
-                    ),
-                    &[&g.stack],
-                    &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
-                    json!({"count": g.count, "during_exit": g.during_exit, "api": clean(&g.api), "pid": pid}),
-                ));
-            }
-            for g in &p.managed {
-                results.push(result(
+            emit(result(
+                view.source_root.as_deref(),
+                id,
+                "error",
+                format!(
+                    "{}({addr}) {what}, {} (pid {pid})",
+                    clean(&g.api),
+                    plural(g.count, "time", "times")
+                ),
+                &stacks,
+                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                json!({"count": g.count, "api": clean(&g.api), "pid": pid}),
+            ));
+        }
+        for g in &p.failed {
+            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+            emit(result(
+                view.source_root.as_deref(),
+                "cudaleak/failed-allocation",
+                "warning",
+                format!(
+                    "{} failed {} (returned {}) (pid {pid})",
+                    clean(&g.api),
+                    plural(g.count, "time", "times"),
+                    if errors.is_empty() {
+                        "an error".into()
+                    } else {
+                        errors.join(", ")
+                    }
+                ),
+                &[&g.stack],
+                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                json!({"count": g.count, "bytes": g.bytes, "api": clean(&g.api), "pid": pid}),
+            ));
+        }
+        for g in &p.cached {
+            let Some(r) = g.held_by.and_then(|i| f.caches.get(i)) else {
+                continue;
+            };
+            emit(result(
+                view.source_root.as_deref(),
+                "cudaleak/cached-memory",
+                // Counted as leaked under --fail-on strict.
+                if f.gate.count_cached { "error" } else { "note" },
+                format!(
+                    "{} in {} via {} {} held by {} [{}] (pid {pid}); released by: {}",
+                    human_bytes(g.bytes),
+                    plural(g.allocations, "allocation", "allocations"),
+                    clean(&g.api),
+                    placement(g.kind, g.device),
+                    clean(&r.name),
+                    clean(&r.id),
+                    clean(&r.release)
+                ),
+                &[&g.stack],
+                &g.callsite,
+                json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "cache": clean(&r.id), "pid": pid}),
+            ));
+        }
+        for g in &p.teardown {
+            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
+            emit(result(
+                view.source_root.as_deref(),
+                "cudaleak/teardown",
+                "note",
+                format!(
+                    "{} returned {} {} because the CUDA runtime or driver was shutting down (pid {pid}): not an error",
+                    clean(&g.api),
+                    errors.join(", "),
+                    plural(g.count, "time", "times"),
+                ),
+                &[&g.stack],
+                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                json!({"count": g.count, "during_exit": g.during_exit, "api": clean(&g.api), "pid": pid}),
+            ));
+        }
+        for g in &p.managed {
+            emit(result(
                     view.source_root.as_deref(),
                     "cudaleak/managed-memory",
                     "note",
@@ -351,18 +409,15 @@ impl Reporter for Sarif {
                     &g.callsite,
                     json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "pid": pid}),
                 ));
-            }
         }
-        write_value(&envelope(results, view.source_root.as_deref()), out)
     }
+}
 
-    fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        let root = view.source_root.as_deref();
-        let mut results = Vec::new();
-        for s in &g.series {
-            let pid = s.process.pid;
-            for r in s.rows.iter().filter(|r| r.is_suspect()) {
-                results.push(result(
+fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(Value)) {
+    for s in &g.series {
+        let pid = s.process.pid;
+        for r in s.rows.iter().filter(|r| r.is_suspect()) {
+            emit(result(
                     root,
                     "cudaleak/growth",
                     "warning",
@@ -390,36 +445,28 @@ impl Reporter for Sarif {
                         "pid": pid,
                     }),
                 ));
-            }
         }
-        write_value(&envelope(results, root), out)
     }
+}
 
-    fn diff(&self, d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        let results = d
-            .rows
-            .iter()
-            .filter(|r| r.trend() > 0)
-            .map(|r| {
-                result(
-                    view.source_root.as_deref(),
-                    "cudaleak/growth",
-                    "warning",
-                    format!(
-                        "live memory via {} grew by {} ({:+} blocks): {} → {}",
-                        clean(&r.api),
-                        signed_human(r.delta_bytes()),
-                        r.delta_blocks(),
-                        human_bytes(r.old.bytes),
-                        human_bytes(r.new.bytes)
-                    ),
-                    &[&r.stack],
-                    &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
-                    json!({"old_bytes": r.old.bytes, "new_bytes": r.new.bytes, "api": clean(&r.api)}),
-                )
-            })
-            .collect();
-        write_value(&envelope(results, view.source_root.as_deref()), out)
+fn diff_results(d: &DiffFindings, root: Option<&str>, emit: &mut dyn FnMut(Value)) {
+    for r in d.rows.iter().filter(|r| r.trend() > 0) {
+        emit(result(
+            root,
+            "cudaleak/growth",
+            "warning",
+            format!(
+                "live memory via {} grew by {} ({:+} blocks): {} → {}",
+                clean(&r.api),
+                signed_human(r.delta_bytes()),
+                r.delta_blocks(),
+                human_bytes(r.old.bytes),
+                human_bytes(r.new.bytes)
+            ),
+            &[&r.stack],
+            &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
+            json!({"old_bytes": r.old.bytes, "new_bytes": r.new.bytes, "api": clean(&r.api)}),
+        ));
     }
 }
 
@@ -446,14 +493,12 @@ mod tests {
             json!({"uri": "file:///usr/include/cuda_runtime.h"})
         );
         assert_eq!(artifact("rel/x.cu", root), json!({"uri": "rel/x.cu"}));
-        let v = envelope(Vec::new(), root);
+        let doc = |root| serde_json::to_value(envelope(Vec::<Value>::new(), root)).unwrap();
         assert_eq!(
-            v["runs"][0]["originalUriBaseIds"]["SRCROOT"]["uri"],
+            doc(root)["runs"][0]["originalUriBaseIds"]["SRCROOT"]["uri"],
             "file:///work/main/"
         );
-        assert!(envelope(Vec::new(), None)["runs"][0]
-            .get("originalUriBaseIds")
-            .is_none());
+        assert!(doc(None)["runs"][0].get("originalUriBaseIds").is_none());
     }
 
     #[test]
