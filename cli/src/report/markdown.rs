@@ -40,6 +40,27 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// One row of a group table: `| FIRST | bytes | allocations | api | where |`.
+fn group_row(w: &mut dyn Write, first: &str, g: &LeakGroup, root: Option<&str>) -> io::Result<()> {
+    writeln!(
+        w,
+        "| {first} | {} | {} | {} | {} |",
+        human_bytes(g.bytes),
+        g.allocations,
+        escape(&g.api),
+        first_frame(&g.stack, root)
+    )
+}
+
+/// `… 3 more leak groups not shown (--top).` after a table cut by `--top`; nothing when none was.
+fn not_shown(w: &mut dyn Write, n: u64, one: &str, many: &str) -> io::Result<()> {
+    if n > 0 {
+        writeln!(w)?;
+        writeln!(w, "… {} not shown (--top).", plural(n, one, many))?;
+    }
+    Ok(())
+}
+
 fn first_frame(s: &StackView, root: Option<&str>) -> String {
     s.frames.first().map_or_else(
         || "(no frames)".into(),
@@ -114,24 +135,14 @@ impl Reporter for Markdown {
                 writeln!(w, "| # | Leaked | Allocations | API | Where |")?;
                 writeln!(w, "|--:|--:|--:|---|---|")?;
                 for (i, g) in p.leaks.iter().enumerate() {
-                    writeln!(
-                        w,
-                        "| {} | {} | {} | {} | {} |",
-                        i + 1,
-                        human_bytes(g.bytes),
-                        g.allocations,
-                        escape(&g.api),
-                        first_frame(&g.stack, root)
-                    )?;
+                    group_row(w, &(i + 1).to_string(), g, root)?;
                 }
-                if p.leaks_not_shown() > 0 {
-                    writeln!(w)?;
-                    writeln!(
-                        w,
-                        "… {} not shown (--top).",
-                        plural(p.leaks_not_shown(), "more leak group", "more leak groups")
-                    )?;
-                }
+                not_shown(
+                    w,
+                    p.leaks_not_shown(),
+                    "more leak group",
+                    "more leak groups",
+                )?;
                 writeln!(w)?;
                 writeln!(w, "<details><summary>Stacks</summary>")?;
                 for (i, g) in p.leaks.iter().enumerate() {
@@ -234,23 +245,9 @@ impl Reporter for Markdown {
                         .held_by
                         .and_then(|i| f.caches.get(i))
                         .map_or(String::new(), |r| escape(&r.id));
-                    writeln!(
-                        w,
-                        "| {by} | {} | {} | {} | {} |",
-                        human_bytes(g.bytes),
-                        g.allocations,
-                        escape(&g.api),
-                        first_frame(&g.stack, root)
-                    )?;
+                    group_row(w, &by, g, root)?;
                 }
-                if p.cached_not_shown() > 0 {
-                    writeln!(w)?;
-                    writeln!(
-                        w,
-                        "… {} not shown (--top).",
-                        plural(p.cached_not_shown(), "more group", "more groups")
-                    )?;
-                }
+                not_shown(w, p.cached_not_shown(), "more group", "more groups")?;
             }
             if !p.managed.is_empty() {
                 writeln!(w)?;
@@ -420,14 +417,7 @@ impl Reporter for Markdown {
                     first_frame(&r.stack, root)
                 )?;
             }
-            if s.suspects_not_shown > 0 {
-                writeln!(w)?;
-                writeln!(
-                    w,
-                    "… {} not shown (--top).",
-                    plural(s.suspects_not_shown, "more suspect", "more suspects")
-                )?;
-            }
+            not_shown(w, s.suspects_not_shown, "more suspect", "more suspects")?;
             writeln!(w)?;
             writeln!(
                 w,
