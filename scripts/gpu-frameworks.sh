@@ -60,6 +60,11 @@ for mode in ${MODES:-default exact}; do
     echo "RESULT torch_keep     $mode growth exit=$?"
 done
 
+# Dumps are kept before the host checks, which a short run may skip.
+if [[ -n "${OUT:-}" ]]; then
+    tar czf "$OUT/framework-dumps.tar.gz" -C "$work/out" .
+fi
+
 [[ "${HOST_CHECKS:-1}" == 1 ]] || exit 0
 echo "== host safety"
 "$cudaleak" run --out "$work/out/sigint" -- python3 "$fw/torch_sigint.py"
@@ -74,6 +79,3 @@ bare=${PIPESTATUS[0]}
 echo "RESULT sigpipe status=${PIPESTATUS[0]} bare=$bare stdout='$(cat "$work/shim.out")' bare_stdout='$(cat "$work/bare.out")'"
 ls "$work/out/sigpipe"
 
-if [[ -n "${OUT:-}" ]]; then
-    tar czf "$OUT/framework-dumps.tar.gz" -C "$work/out" .
-fi

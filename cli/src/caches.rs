@@ -10,7 +10,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
-use cudaleak_format::Frame;
+use cudaleak_format::{Frame, FrameKind};
 
 use crate::suppressions::{Pattern, Rule};
 
@@ -190,8 +190,14 @@ impl CacheRule {
         any(&self.anchors, f.function.as_deref())
     }
 
+    /// A frame of the library: its function is `within`, or its module is (a Python frame's
+    /// module is its source file).
     fn is_library<S: Deref<Target = str>>(&self, f: &Frame<S>) -> bool {
-        any(&self.within, f.function.as_deref()) || any_module(&self.modules, f.module.as_deref())
+        let module = match f.kind {
+            Some(FrameKind::Python) => f.file.as_deref(),
+            None => f.module.as_deref(),
+        };
+        any(&self.within, f.function.as_deref()) || any_module(&self.modules, module)
     }
 
     /// Whether the rule holds a block allocated from `frames`, whose first frame is the one that
@@ -477,6 +483,8 @@ mod tests {
                 rt,
             ),
             frame(Some("__pyx_pw_4cupy_4cuda_6memory_6Memory_1__init__"), mem),
+            // As on the H200: the interpreter's static functions have no name.
+            frame(None, "/opt/venv/bin/python3.12"),
             frame(Some("type_call"), "/usr/bin/python3.12"),
             frame(Some("_PyObject_MakeTpCall"), "/usr/bin/python3.12"),
             frame(Some("__pyx_f_4cupy_4cuda_6memory__malloc"), mem),
@@ -493,6 +501,42 @@ mod tests {
             "/usr/bin/python3.12",
         ));
         assert_eq!(id_of(&rules, &raw), None);
+    }
+
+    fn python(function: &str, file: &str) -> Frame {
+        Frame {
+            ip: Hex(0),
+            module: None,
+            offset: Some(Hex(0x2a)),
+            function: Some(function.into()),
+            file: Some(file.into()),
+            line: Some(1),
+            kind: Some(FrameKind::Python),
+        }
+    }
+
+    #[test]
+    fn numba_arrays_match_through_its_python_driver_but_a_script_s_own_call_does_not() {
+        let rules = builtin().unwrap();
+        let bindings = "/venv/lib/python3.12/site-packages/cuda/bindings/driver.cpython-312.so";
+        let driver = "/venv/lib/python3.12/site-packages/numba_cuda/numba/cuda/cudadrv/driver.py";
+        // The stack of `cuda.device_array_like(a)` as the H200 recorded it (numba-cuda 0.68).
+        let numba = [
+            frame(None, bindings),
+            python(
+                "Driver._cuda_python_wrap_fn.<locals>.safe_cuda_api_call",
+                driver,
+            ),
+            python(
+                "NumbaCUDAMemoryManager.memalloc.<locals>.allocator",
+                driver,
+            ),
+            python("<module>", "/work/numba_ok.py"),
+        ];
+        assert_eq!(id_of(&rules, &numba).as_deref(), Some("numba"));
+        // A script calling cuda-python's cuMemAlloc itself owns the block.
+        let own = [frame(None, bindings), python("<module>", "/work/raw.py")];
+        assert_eq!(id_of(&rules, &own), None);
     }
 
     #[test]

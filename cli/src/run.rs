@@ -180,6 +180,8 @@ pub fn exact_pools_env(
             &["platform"] as &[&str],
         ),
         ("XLA_PYTHON_CLIENT_PREALLOCATE", "false", &["false", "0"]),
+        // numba-cuda frees released arrays in batches, and never those pending at exit.
+        ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0", &["0"]),
     ] {
         match text(k) {
             Some(v) if same.contains(&v.trim().to_ascii_lowercase().as_str()) => {
@@ -422,6 +424,7 @@ mod tests {
                 ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync".into()),
                 ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform".into()),
                 ("XLA_PYTHON_CLIENT_PREALLOCATE", "false".into()),
+                ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0".into()),
             ]
         );
         assert!(notes.is_empty());
@@ -436,6 +439,7 @@ mod tests {
                 ("PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync".into()),
                 ("XLA_PYTHON_CLIENT_ALLOCATOR", "platform".into()),
                 ("XLA_PYTHON_CLIENT_PREALLOCATE", "0".into()),
+                ("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "0".into()),
             ]
         );
         assert_eq!(notes.len(), 2, "{notes:?}");
