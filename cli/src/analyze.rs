@@ -1242,6 +1242,8 @@ pub struct CallsiteLive {
     pub api: String,
     pub stack: StackView,
     pub live: Counts,
+    /// The cache rule (index into the `caches` passed) that holds what this callsite allocated.
+    pub held_by: Option<usize>,
 }
 
 /// Live blocks of one dump summed per callsite (API plus visible frames, never addresses or
@@ -1251,6 +1253,7 @@ pub fn live_by_callsite(
     dump: &format::Dump,
     view: &View,
     rules: &[Rule],
+    caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
@@ -1259,7 +1262,7 @@ pub fn live_by_callsite(
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
     let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
-    let mut stacks = Stacks::new(dump, view, &[]);
+    let mut stacks = Stacks::new(dump, view, caches);
     for r in &dump.live {
         if !rules.is_empty() {
             let rule = *rule_of.entry(r.stack).or_insert_with(|| {
@@ -1295,6 +1298,7 @@ pub fn live_by_callsite(
                         groups: 1,
                         ..Counts::default()
                     },
+                    held_by: p.held_by,
                 });
                 index.insert(key, out.len() - 1);
                 out.len() - 1
@@ -1338,7 +1342,7 @@ pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput 
             process: process_view(&dump.process),
             live: side_counts(dump),
         },
-        callsites: live_by_callsite(dump, view, &[]).0,
+        callsites: live_by_callsite(dump, view, &[], &[]).0,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct CacheRule {
     pub name: String,
     /// What would release it.
     pub release: String,
+    /// What a growth suspect of this cache means, where its stack alone would mislead (a pool
+    /// allocates where it ran out, not where the memory it hands out is kept).
+    pub grows: Option<String>,
     pub origin: Origin,
     anchors: Vec<Pattern>,
     within: Vec<Pattern>,
@@ -76,6 +79,7 @@ fn from_suppression(r: &Rule) -> CacheRule {
         id: r.text(),
         name: format!("{} ({}:{})", r.text(), r.file.display(), r.line),
         release: "your rule: what your cache frees".into(),
+        grows: None,
         origin: Origin::Suppressions {
             file: r.file.clone(),
             line: r.line,
@@ -118,6 +122,7 @@ pub fn parse(text: &str) -> Result<Vec<CacheRule>, ParseError> {
                 id: id.to_string(),
                 name: String::new(),
                 release: String::new(),
+                grows: None,
                 origin: Origin::Builtin { line: i + 1 },
                 anchors: Vec::new(),
                 within: Vec::new(),
@@ -140,6 +145,7 @@ pub fn parse(text: &str) -> Result<Vec<CacheRule>, ParseError> {
         match key {
             "name" => rule.name = value.to_string(),
             "release" => rule.release = value.to_string(),
+            "grows" => rule.grows = Some(value.to_string()),
             "anchor" => rule.anchors.push(Pattern::new(value)),
             "within" => rule.within.push(Pattern::new(value)),
             "module" => rule.modules.push(Pattern::new(value)),
@@ -527,10 +533,7 @@ mod tests {
                 "Driver._cuda_python_wrap_fn.<locals>.safe_cuda_api_call",
                 driver,
             ),
-            python(
-                "NumbaCUDAMemoryManager.memalloc.<locals>.allocator",
-                driver,
-            ),
+            python("NumbaCUDAMemoryManager.memalloc.<locals>.allocator", driver),
             python("<module>", "/work/numba_ok.py"),
         ];
         assert_eq!(id_of(&rules, &numba).as_deref(), Some("numba"));

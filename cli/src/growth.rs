@@ -83,6 +83,17 @@ pub struct GrowthRow {
     pub bytes_per_hour: Option<f64>,
     /// `None` for a suspect.
     pub not_suspect: Option<NotSuspect>,
+    /// The cache or library handle that holds what this callsite allocated.
+    pub held_by: Option<HeldBy>,
+}
+
+/// A cache rule as a growth row names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldBy {
+    pub id: String,
+    pub name: String,
+    /// What the growth of this cache means (the rule's `grows`).
+    pub grows: Option<String>,
 }
 
 impl GrowthRow {
@@ -182,6 +193,8 @@ struct ProcessAcc {
 struct RowAcc {
     api: String,
     stack: StackView,
+    /// Index into the configuration's cache rules.
+    held_by: Option<usize>,
     /// (index into `points`, live blocks)
     seen: Vec<(usize, Counts)>,
 }
@@ -231,7 +244,8 @@ impl<'a> Builder<'a> {
         }
         let at = acc.points.len();
         acc.points.push(point);
-        let (callsites, suppressed) = live_by_callsite(dump, &self.cfg.view, &self.cfg.rules);
+        let (callsites, suppressed) =
+            live_by_callsite(dump, &self.cfg.view, &self.cfg.rules, &self.cfg.caches);
         for (total, c) in self.suppressed.iter_mut().zip(suppressed) {
             total.add(c);
         }
@@ -242,6 +256,7 @@ impl<'a> Builder<'a> {
                     acc.rows.push(RowAcc {
                         api: c.api,
                         stack: c.stack,
+                        held_by: c.held_by,
                         seen: Vec::new(),
                     });
                     acc.index.insert(c.key, acc.rows.len() - 1);
@@ -382,6 +397,11 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             peak,
             bytes_per_hour: (peak_ms > 0).then(|| growth as f64 * 3_600_000.0 / peak_ms as f64),
             not_suspect,
+            held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(|c| HeldBy {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                grows: c.grows.clone(),
+            }),
         });
     }
     rows.sort_by(|a, b| {
@@ -488,6 +508,36 @@ mod tests {
 
     fn first_function(r: &GrowthRow) -> &str {
         r.stack.frames[0].function.as_deref().unwrap_or("?")
+    }
+
+    #[test]
+    fn a_callsite_held_by_a_cache_names_it_and_what_its_growth_means() {
+        let mut c = cfg();
+        c.caches = crate::caches::parse(
+            "[my-pool]\nname = My pool\nrelease = free_all()\n\
+             grows = the pool ran out here\nanchor = Cache::fill*\n",
+        )
+        .unwrap();
+        let g = fixture_series(&c);
+        let s = &g.series[0];
+        let (held, rest): (Vec<&GrowthRow>, Vec<&GrowthRow>) = s
+            .rows
+            .iter()
+            .partition(|r| first_function(r) == "Cache::fill()");
+        assert_eq!(held.len(), 1);
+        assert!(
+            held[0].is_suspect(),
+            "a cache that grows is still a suspect"
+        );
+        assert_eq!(
+            held[0].held_by,
+            Some(HeldBy {
+                id: "my-pool".into(),
+                name: "My pool".into(),
+                grows: Some("the pool ran out here".into()),
+            })
+        );
+        assert!(rest.iter().all(|r| r.held_by.is_none()), "{rest:#?}");
     }
 
     #[test]

@@ -87,6 +87,16 @@ pub fn label_for(op: Op, driver: Api) -> Api {
     })
 }
 
+/// Whether a runtime forward for operation `op` is waiting on this thread: then a failure the
+/// driver returns is the runtime's to judge (it may set up the thread's context and retry, as
+/// `cudaMallocAsync` does on a new thread), and the forward records the result it returns.
+pub fn runtime_pending(op: Op) -> bool {
+    LABEL.with(|l| {
+        l.get()
+            .is_some_and(|label| !label.consumed && label.api.op() == op)
+    })
+}
+
 /// The kernel thread id, cached per thread.
 pub fn thread_id() -> u32 {
     TID.with(|t| {

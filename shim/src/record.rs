@@ -59,6 +59,12 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
 /// A failed allocation: the program was told no, and may not have checked.
 pub fn allocation_failed(driver: Api, size: u64, error: i32) {
     let Some(s) = state::recording() else { return };
+    if guard::runtime_pending(driver.op()) {
+        // The runtime forward above records what the program is told (seen on the H200: the
+        // runtime's first cudaMallocAsync on a new thread fails in the driver with 201, sets
+        // up the context and succeeds).
+        return;
+    }
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         s.table.failed_allocation();

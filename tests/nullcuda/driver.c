@@ -53,8 +53,15 @@ static int initialized;
 static size_t mem_limit = (size_t)16 << 30;
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 
+/* NULLCUDA_ASYNC_NEEDS_CONTEXT=1: cuMemAllocAsync on a thread with no current context fails
+ * with CUDA_ERROR_INVALID_CONTEXT, as the real driver does on a new thread before the runtime
+ * has bound its primary context there (the runtime then binds it and retries). */
+static int async_needs_context;
+
 static void read_config(void) {
     int saved = errno;
+    const char *nc = getenv("NULLCUDA_ASYNC_NEEDS_CONTEXT");
+    async_needs_context = nc && *nc == '1';
     const char *v = getenv("NULLCUDA_MEM_LIMIT");
     if (v && *v) {
         char *end = NULL;
@@ -454,12 +461,16 @@ EXPORT CUresult cuMemFreeHost(void *p) {
 }
 
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    if (async_needs_context && !current_ctx)
+        return fail(CUDA_ERROR_INVALID_CONTEXT);
     if (capturing_graph(hStream))
         return capture_alloc(hStream, dptr, bytesize);
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    if (async_needs_context && !current_ctx)
+        return fail(CUDA_ERROR_INVALID_CONTEXT);
     if (capturing_graph(hStream))
         return capture_alloc(hStream, dptr, bytesize);
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);

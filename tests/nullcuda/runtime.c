@@ -33,6 +33,8 @@ static struct {
     PFN_cuMemHostAlloc memHostAlloc;
     PFN_cuMemFreeHost memFreeHost;
     PFN_cuMemAllocAsync memAllocAsync, memAllocAsync_ptsz;
+    CUresult (*primaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*ctxSetCurrent)(CUcontext);
     PFN_cuMemAllocFromPoolAsync memAllocFromPoolAsync, memAllocFromPoolAsync_ptsz;
     PFN_cuMemFreeAsync memFreeAsync, memFreeAsync_ptsz;
     PFN_cuArrayCreate arrayCreate;
@@ -133,6 +135,8 @@ static void init_driver(void) {
     LOOKUP(memHostAlloc, "cuMemHostAlloc", 2020, 0);
     LOOKUP(memFreeHost, "cuMemFreeHost", 2000, 0);
     LOOKUP(memAllocAsync, "cuMemAllocAsync", 11020, 0);
+    LOOKUP(primaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0);
+    LOOKUP(ctxSetCurrent, "cuCtxSetCurrent", 4000, 0);
     LOOKUP(memAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0);
     LOOKUP(memFreeAsync, "cuMemFreeAsync", 11020, 0);
     LOOKUP(memAllocAsync_ptsz, "cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
@@ -302,7 +306,15 @@ static cudaError_t malloc_async(PFN_cuMemAllocAsync fn, void **devPtr, size_t si
     if (!devPtr)
         return set_error(cudaErrorInvalidValue);
     CUdeviceptr d = 0;
-    cudaError_t e = DRV(fn(&d, size, (CUstream)stream));
+    CUresult r = fn(&d, size, (CUstream)stream);
+    if (r == CUDA_ERROR_INVALID_CONTEXT) {
+        /* A thread without a context: bind the primary one and try again. */
+        CUcontext ctx = NULL;
+        if (drv.primaryCtxRetain(&ctx, current_device) == CUDA_SUCCESS &&
+            drv.ctxSetCurrent(ctx) == CUDA_SUCCESS)
+            r = fn(&d, size, (CUstream)stream);
+    }
+    cudaError_t e = DRV(r);
     if (e == cudaSuccess)
         *devPtr = (void *)(uintptr_t)d;
     return e;

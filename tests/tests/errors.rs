@@ -144,3 +144,19 @@ fn a_failure_after_exit_began_is_marked_during_exit_and_one_before_is_not() {
         vec![(Some(2_097_152), false), (Some(3_145_728), true)]
     );
 }
+
+#[test]
+fn a_driver_refusal_the_runtime_recovers_from_is_not_a_failed_allocation() {
+    // The null runtime binds a context and retries when the driver answers 201 on a new thread,
+    // as the real one does: the program is told success each time.
+    let run = Scenario::new("async_new_thread")
+        .env("NULLCUDA_ASYNC_NEEDS_CONTEXT", "1")
+        .run_shim();
+    run.assert_exit(0).assert_stdout("main rc=0\nthread rc=0\n");
+    let dump = run.dump();
+    assert!(dump.events.is_empty(), "{:#?}", dump.events);
+    assert_eq!(dump.summary.failed_allocations, 0);
+    let mut live: Vec<(&str, u64)> = dump.live.iter().map(|r| (r.api.as_str(), r.size)).collect();
+    live.sort();
+    assert_eq!(live, [("cudaMallocAsync", 4096), ("cudaMallocAsync", 8192)]);
+}

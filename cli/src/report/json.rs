@@ -583,6 +583,10 @@ struct GrowthRowDoc<'a> {
     /// Why a callsite that grew is not a suspect; null for suspects.
     not_suspect: Option<&'static str>,
     api: &'a str,
+    /// The cache or library handle that holds what the callsite allocated (its rule id).
+    held_by: Option<&'a str>,
+    /// What growth of that cache means, where the rule says.
+    held_by_note: Option<&'a str>,
     first_bytes: u64,
     last_bytes: u64,
     first_allocations: u64,
@@ -699,6 +703,8 @@ fn growth_doc(g: &GrowthFindings) -> GrowthDoc<'_> {
                         suspect: r.is_suspect(),
                         not_suspect: r.not_suspect.map(|n| n.as_str()),
                         api: &r.api,
+                        held_by: r.held_by.as_ref().map(|h| h.id.as_str()),
+                        held_by_note: r.held_by.as_ref().and_then(|h| h.grows.as_deref()),
                         first_bytes: r.first().bytes,
                         last_bytes: r.last().bytes,
                         first_allocations: r.first().allocations,

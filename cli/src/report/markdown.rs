@@ -401,10 +401,13 @@ impl Reporter for Markdown {
             )?;
             writeln!(w, "|--:|---|--:|--:|--:|---|---|---|")?;
             for (i, r) in s.rows.iter().enumerate() {
-                let verdict = match r.not_suspect {
+                let mut verdict = match r.not_suspect {
                     None => "**yes**".to_string(),
                     Some(n) => format!("no: {}", n.as_str()),
                 };
+                if let Some(h) = &r.held_by {
+                    verdict.push_str(&format!(" (held by `{}`)", h.id));
+                }
                 writeln!(
                     w,
                     "| {} | {verdict} | {} | {:+} | {} | {} | {} | {} |",

@@ -422,7 +422,7 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                     "cudaleak/growth",
                     "warning",
                     format!(
-                        "live memory via {} grew by {} ({:+} blocks) over {} dumps, {}, {}: {} → {} (pid {pid})",
+                        "live memory via {} grew by {} ({:+} blocks) over {} dumps, {}, {}: {} → {} (pid {pid}){}",
                         clean(&r.api),
                         signed_human(r.growth_bytes()),
                         r.growth_blocks(),
@@ -430,7 +430,13 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                         rate_text(r.bytes_per_hour),
                         steps_text(r),
                         human_bytes(r.first().bytes),
-                        human_bytes(r.last().bytes)
+                        human_bytes(r.last().bytes),
+                        r.held_by.as_ref().map_or(String::new(), |h| format!(
+                            "; held by {} [{}]{}",
+                            h.name,
+                            h.id,
+                            h.grows.as_deref().map_or(String::new(), |g| format!(": {g}"))
+                        ))
                     ),
                     &[&r.stack],
                     &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),

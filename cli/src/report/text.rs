@@ -694,6 +694,13 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
             steps_text(r)
         )?;
         writeln!(o.w, "    live: {}", series_text(r))?;
+        if let Some(h) = &r.held_by {
+            let what = h
+                .grows
+                .as_deref()
+                .map_or(String::new(), |g| format!(": {g}"));
+            writeln!(o.w, "    held by {} [{}]{what}", h.name, h.id)?;
+        }
         o.stack(&r.stack, "    ")?;
         writeln!(o.w)?;
     }
@@ -709,7 +716,10 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
     if !others.is_empty() {
         writeln!(o.w, "Grew, but not like a leak:")?;
         for r in others {
-            let at = o.where_text(&r.stack);
+            let mut at = o.where_text(&r.stack);
+            if let Some(h) = &r.held_by {
+                at.push_str(&format!(" [{}]", h.id));
+            }
             writeln!(
                 o.w,
                 "  {} via {} at {at}: {} ({})",

@@ -1,6 +1,7 @@
 //! Exported CUDA runtime names (`cudaMalloc` …): thin forwards to the real runtime whose only
 //! job is to label the record the driver wrapper below makes, so a report says `cudaMalloc`
-//! rather than `cuMemAlloc_v2`. One allocation is one record: these never record a success.
+//! rather than `cuMemAlloc_v2`. One allocation is one record: these never record a success, and
+//! a failure only as the runtime returns it (the driver wrapper leaves failures to them).
 //!
 //! Only programs that link the shared runtime reach these; static-runtime programs are seen
 //! through the driver route alone.
@@ -41,7 +42,11 @@ macro_rules! runtime_alloc {
             let label = LabelScope::set(Api::$name);
             // SAFETY: arguments are the caller's, passed through unchanged.
             let rc = unsafe { real($($arg),*) };
-            if rc != 0 && !label.consumed() {
+            // A failure is recorded once the label is gone (the driver wrapper left it to us):
+            // what the runtime returns is what the program is told.
+            let recorded = label.consumed();
+            drop(label);
+            if rc != 0 && !recorded {
                 keeping_errno(|| record::allocation_failed(Api::$name, $size as u64, rc));
             }
             rc
