@@ -55,7 +55,7 @@ for mode in ${MODES:-default exact}; do
     echo "== torch_keep ($mode) growth"
     flags=(); [[ "$mode" == exact ]] && flags=(--exact-pools)
     CUDALEAK_SNAPSHOT_INTERVAL=1 "$cudaleak" run "${flags[@]}" --exit-code 0 \
-        --out "$work/out/torch_keep-$mode" -- python3 "$fw/torch_keep.py" 6 | tail -3
+        --out "$work/out/torch_keep-$mode" -- python3 "$fw/torch_keep.py" 6 | grep -E "^torch_keep:|^SUMMARY"
     "$cudaleak" report --growth "$(ls -d "$work/out/torch_keep-$mode"/run-* | tail -1)"
     echo "RESULT torch_keep     $mode growth exit=$?"
 done
