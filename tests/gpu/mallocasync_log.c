@@ -8,10 +8,18 @@
 #include <stdio.h>
 #include <stddef.h>
 typedef int (*fn)(void **, size_t, void *);
+static unsigned long calls, failed;
 int cudaMallocAsync(void **p, size_t n, void *s) {
     static fn real;
     if (!real) real = (fn)dlsym(RTLD_NEXT, "cudaMallocAsync");
     int rc = real(p, n, s);
-    if (rc) fprintf(stderr, "MALLOCASYNC rc=%d size=%zu\n", rc, n);
+    __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    if (rc) {
+        __atomic_add_fetch(&failed, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "MALLOCASYNC rc=%d size=%zu\n", rc, n);
+    }
     return rc;
+}
+__attribute__((destructor)) static void summary(void) {
+    fprintf(stderr, "MALLOCASYNC calls=%lu failed=%lu\n", calls, failed);
 }
