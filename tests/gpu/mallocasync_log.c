@@ -1,8 +1,8 @@
 // tests/gpu/mallocasync_log.c: an LD_PRELOAD interposer that logs every cudaMallocAsync that
 // returns an error, without cudaleak: does the runtime itself tell the program 201? Build and run:
 //   gcc -shared -fPIC -o /tmp/mlog.so tests/gpu/mallocasync_log.c -ldl
-//   PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_PRELOAD=/tmp/mlog.so \
-//       python3 tests/gpu/frameworks/torch_keep.py 2
+//   PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync LD_PRELOAD=/tmp/mlog.so python3
+//       tests/gpu/frameworks/torch_keep.py 2 (prints the calls made and those that failed)
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
