@@ -35,6 +35,9 @@ workloads=(
     "alloc_sync|$work/alloc_sync|5000"
     "kernel_loop|$work/kernel_loop|2000"
     "pytorch_mlp|python3 $repo/tests/bench/gpu/mlp.py|300"
+    # What --exact-pools gives PyTorch: every tensor a cudaMallocAsync the shim records, each
+    # with its Python frames (bare runs get the same variable).
+    "pytorch_mlp_exact|env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3 $repo/tests/bench/gpu/mlp.py|300"
 )
 
 # run MODE NAME CMD ARG: prints loop_s, or "failed(rc)"
