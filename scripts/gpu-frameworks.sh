@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/gpu-frameworks.sh — framework programs on a real GPU, as users run them: correct
-# PyTorch / transformers / JAX / CuPy / numba / torchrun programs must pass the gate (exit 0, their
-# caches listed), a PyTorch loop that keeps a tensor per step must be a --growth suspect, in the
-# default mode and under --exact-pools; plus the host-safety checks (Ctrl-C in Python, a dead
-# stderr reader). Run through the device tool:
+# PyTorch (training, AMP, CUDA graphs) / transformers (training, generation) / JAX / CuPy / numba /
+# torchrun programs must pass the gate (exit 0, their caches listed); PyTorch, CuPy and JAX loops
+# that keep an array per step must be --growth suspects (JAX's preallocated BFC region hides its
+# growth in the default mode), in the default mode and under --exact-pools; plus the host-safety
+# checks (Ctrl-C in Python, a dead stderr reader). Run through the device tool:
 #
 #   CUDALEAK_BIN_DIR=DIR [MODES="default exact"] [BARE=0] scripts/gpu-frameworks.sh
 #
@@ -43,6 +44,18 @@ run() {
         "$name" "$mode" "$bare" "$under" $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000))
 }
 
+# growth NAME MODE -- CMD...: a snapshot a second under `cudaleak run`, then `report --growth`.
+growth() {
+    local name="$1" mode="$2"; shift 3
+    local flags=()
+    [[ "$mode" == exact ]] && flags=(--exact-pools)
+    echo "== $name ($mode) growth"
+    CUDALEAK_SNAPSHOT_INTERVAL=1 "$cudaleak" run "${flags[@]}" --exit-code 0 \
+        --out "$work/out/$name-$mode" -- "$@" | grep -E "^$name:|^SUMMARY"
+    "$cudaleak" report --growth "$(ls -d "$work/out/$name-$mode"/run-* | tail -1)"
+    printf 'RESULT %-14s %-7s growth exit=%s\n' "$name" "$mode" "$?"
+}
+
 for mode in ${MODES:-default exact}; do
     run torch_train "$mode" -- python3 "$fw/torch_train.py"
     run bert_train "$mode" -- python3 "$fw/bert_train.py"
@@ -51,13 +64,12 @@ for mode in ${MODES:-default exact}; do
     run numba_ok "$mode" -- python3 "$fw/numba_ok.py"
     run ddp_gloo "$mode" -- torchrun --nproc_per_node 2 "$fw/ddp_gloo.py"
     run ddp_gloo_leak "$mode" -- torchrun --nproc_per_node 2 "$fw/ddp_gloo.py" leak
-    # The tensor kept per step: only a snapshot series shows it.
-    echo "== torch_keep ($mode) growth"
-    flags=(); [[ "$mode" == exact ]] && flags=(--exact-pools)
-    CUDALEAK_SNAPSHOT_INTERVAL=1 "$cudaleak" run "${flags[@]}" --exit-code 0 \
-        --out "$work/out/torch_keep-$mode" -- python3 "$fw/torch_keep.py" 6 | grep -E "^torch_keep:|^SUMMARY"
-    "$cudaleak" report --growth "$(ls -d "$work/out/torch_keep-$mode"/run-* | tail -1)"
-    echo "RESULT torch_keep     $mode growth exit=$?"
+    run torch_graphs_amp "$mode" -- python3 "$fw/torch_graphs_amp.py"
+    run gpt2_generate "$mode" -- python3 "$fw/gpt2_generate.py"
+    # Memory kept per step: only a snapshot series shows it.
+    growth torch_keep "$mode" -- python3 "$fw/torch_keep.py" 6
+    growth cupy_keep "$mode" -- python3 "$fw/cupy_keep.py" 5
+    growth jax_keep "$mode" -- python3 "$fw/jax_keep.py" 5
 done
 
 # Dumps are kept before the host checks, which a short run may skip.
