@@ -14,6 +14,9 @@ use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings,
 use crate::args::{Format, View};
 use crate::growth::{GrowthFindings, GrowthRow, Point};
 
+pub mod flame;
+pub mod folded;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod sarif;
@@ -35,6 +38,8 @@ pub fn reporter(format: Format) -> Box<dyn Reporter> {
         Format::Json => Box::new(json::Json),
         Format::Markdown => Box::new(markdown::Markdown),
         Format::Sarif => Box::new(sarif::Sarif),
+        Format::Html => Box::new(html::Html),
+        Format::Folded => Box::new(folded::Folded),
     }
 }
 
