@@ -1455,6 +1455,12 @@ impl Reporter for Html {
     }
 }
 
+/// `num` for the snapshot tests next door.
+#[cfg(test)]
+pub(crate) fn tests_num(v: f64) -> String {
+    num(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
