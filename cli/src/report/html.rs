@@ -194,6 +194,8 @@ const SCRIPT: &str = r#"
       tr.addEventListener('click', function () { pinned = pinned === id ? null : id; show(pinned); });
     });
   });
+  // Reached only when everything above ran: the browser test looks for it.
+  document.documentElement.setAttribute('data-script', 'ready');
 })();
 "#;
 
