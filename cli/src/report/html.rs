@@ -17,10 +17,10 @@ use std::io::{self, Write};
 
 use super::flame::{self, Class, Node, Weighted};
 use super::{
-    cached_by_rule, cached_gate_text, clean, error_text, folded_text, frame_text_under,
+    cached_by_rule, cached_gate_text, clean, error_text, folded_text, frame_text_short,
     gate_reasons, growth_summary_line, human_bytes, human_duration, placement, plural, point_label,
-    process_label, rate_text, signed_human, steps_text, summary_line, Reporter, FAILED_ADVICE,
-    MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
+    process_label, rate_text, short_function, signed_human, steps_text, summary_line, Reporter,
+    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
 use crate::analyze::{
     BadFreeGroup, Counts, DiffFindings, Findings, FrameView, LeakGroup, StackView,
@@ -113,7 +113,7 @@ code,.mono,.stack{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospa
 .verdict{font-size:16px;font-weight:600;padding:8px 12px;border-radius:6px;display:inline-block}
 .verdict.fail{background:#fde8e6;color:var(--bad)}.verdict.pass{background:#e5f4ea;color:var(--ok)}
 .summary{font-family:ui-monospace,monospace;font-size:13px;margin:8px 0}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}th{background:var(--panel)}
+table{border-collapse:collapse;margin:6px 0}table.legend-table{width:100%}td code{word-break:break-all}td,th{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}th{background:var(--panel)}
 td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 nav a{margin-right:14px}
 details{border:1px solid var(--line);border-radius:5px;margin:5px 0;background:var(--bg)}
@@ -226,10 +226,6 @@ impl Page {
         format!("{what}-{}", self.next_id)
     }
 
-    fn frame_text(&self, f: &FrameView) -> String {
-        frame_text_under(f, self.root.as_deref())
-    }
-
     fn head(&mut self, title: &str) {
         let _ = write!(
             self.s,
@@ -310,10 +306,12 @@ impl Page {
         }
     }
 
+    /// A stack's innermost frame for one-line listings, C++ template arguments of long names
+    /// elided as in text output (the stack below it has the whole name).
     fn where_text(&self, st: &StackView) -> String {
-        st.frames
-            .first()
-            .map_or("(no frames)".into(), |f| self.frame_text(f))
+        st.frames.first().map_or("(no frames)".into(), |f| {
+            frame_text_short(f, self.root.as_deref())
+        })
     }
 
     /// One group as a `<details>` element: size and API in the summary line, the stack inside.
@@ -974,18 +972,19 @@ impl Flame<'_> {
             num(pct),
             plural(n.blocks, "block", "blocks")
         );
+        // Drawn text: template arguments elided, cut to the width (the title has it whole).
+        let short = short_function(&label).into_owned();
         let chars = ((px - 6.0) / 6.6).floor();
         let text = if chars < 3.0 {
             String::new()
         } else {
             let n = chars as usize;
-            let count = label.chars().count();
-            if count > n {
-                let mut t: String = label.chars().take(n - 1).collect();
+            if short.chars().count() > n {
+                let mut t: String = short.chars().take(n - 1).collect();
                 t.push('…');
                 t
             } else {
-                label.clone()
+                short.clone()
             }
         };
         let class = if n.frame.is_none() {
@@ -999,7 +998,7 @@ impl Flame<'_> {
              <title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>",
             num(x * FLAME_WIDTH),
             num(px),
-            esc_text(&label),
+            esc_text(&short),
             esc_text(&title),
             num(x * FLAME_WIDTH),
             num(d as f64 * FLAME_ROW),

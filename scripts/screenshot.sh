@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# scripts/screenshot.sh — renders the HTML report of some dumps to a PNG with headless Chromium,
+# so the README's picture is made by a command, not drawn:
+#
+#   scripts/screenshot.sh DUMP_DIR_OR_FILES… OUT.png
+#
+# Runs `cudaleak report --format html --exit-code 0` on the inputs (a run directory with
+# snapshots gets the timeline; REPORT_ARGS adds options, e.g. REPORT_ARGS="--growth"), writes the
+# page next to OUT.png as OUT.html, and screenshots it at WIDTH×HEIGHT (default 1280×2200) CSS
+# pixels. CUDALEAK_BIN names the CLI (default target/release/cudaleak; run `make` first),
+# CUDALEAK_CHROMIUM the browser (default chromium). Nothing is fetched: the browser starts with
+# a fresh profile and its network features off. Writes only OUT.png, OUT.html and a temporary
+# profile that it removes.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ $# -lt 2 ]]; then
+    echo "usage: scripts/screenshot.sh DUMP_DIR_OR_FILES… OUT.png" >&2
+    exit 2
+fi
+out="${*: -1}"
+inputs=("${@:1:$#-1}")
+case "$out" in
+    *.png) ;;
+    *) echo "screenshot: the last argument must be the PNG to write, not '$out'" >&2; exit 2 ;;
+esac
+cudaleak="${CUDALEAK_BIN:-$repo/target/release/cudaleak}"
+browser="${CUDALEAK_CHROMIUM:-chromium}"
+if [[ ! -x "$cudaleak" ]]; then
+    echo "screenshot: $cudaleak is missing; run 'make' first" >&2
+    exit 2
+fi
+if ! command -v "$browser" >/dev/null; then
+    echo "screenshot: no '$browser' (apt-get install -y chromium, or set CUDALEAK_CHROMIUM)" >&2
+    exit 2
+fi
+
+page="${out%.png}.html"
+# shellcheck disable=SC2086 # REPORT_ARGS is a list of options
+"$cudaleak" report --format html --exit-code 0 ${REPORT_ARGS:-} -o "$page" "${inputs[@]}"
+
+profile="$(mktemp -d)"
+trap 'rm -rf "$profile"' EXIT
+abs_page="$(cd "$(dirname "$page")" && pwd)/$(basename "$page")"
+"$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --hide-scrollbars --user-data-dir="$profile" \
+    --window-size="${WIDTH:-1280},${HEIGHT:-2200}" --screenshot="$out" "file://$abs_page" \
+    >/dev/null 2>"$profile/chromium.log" || {
+    cat "$profile/chromium.log" >&2
+    echo "screenshot: chromium failed" >&2
+    exit 1
+}
+if [[ ! -s "$out" ]]; then
+    cat "$profile/chromium.log" >&2
+    echo "screenshot: chromium wrote no $out" >&2
+    exit 1
+fi
+echo "screenshot: $out (page: $page)"
