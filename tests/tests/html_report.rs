@@ -111,6 +111,41 @@ fn attrs<'a>(html: &'a str, tag: &str, attr: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Loads report.html (next to it) in a frame, clicks as a user would, and writes what it saw
+/// into its own DOM for `--dump-dom`. File pages may read each other only with
+/// `--allow-file-access-from-files`.
+const DRIVER: &str = r#"<!DOCTYPE html>
+<html><body><pre id="out">not run</pre>
+<iframe id="report" src="report.html" width="1300" height="900"></iframe>
+<script>
+document.getElementById('report').addEventListener('load', function () {
+  var out = [], error = 'none';
+  function click(el) { el.dispatchEvent(new MouseEvent('click', {bubbles: true})); }
+  function shown(nodes) {
+    var n = 0;
+    nodes.forEach(function (g) { if (g.style.display !== 'none') { n++; } });
+    return n;
+  }
+  try {
+    var d = this.contentDocument;
+    var nodes = d.querySelector('svg.flame').querySelectorAll('g.node');
+    var first = null;
+    nodes.forEach(function (g) { if (!first && g.getAttribute('data-d') === '1') { first = g; } });
+    click(first);
+    out.push('shown=' + shown(nodes));
+    out.push('width=' + first.querySelector('rect').getAttribute('width'));
+    click(nodes[0]);
+    out.push('after_root=' + shown(nodes) + '/' + nodes.length);
+    click(d.querySelector('tr.legend[data-band="1"]'));
+    out.push('dimmed=' + d.querySelectorAll('svg.timeline .band.dim').length + '/' +
+             d.querySelectorAll('svg.timeline .band').length);
+  } catch (e) { error = String(e); }
+  out.push('error=' + error);
+  document.getElementById('out').textContent = out.join('\n');
+});
+</script></body></html>
+"#;
+
 #[test]
 fn the_html_report_of_a_snapshot_series_renders_in_chromium_without_console_errors() {
     let Some(browser) = chromium() else {
@@ -214,6 +249,53 @@ fn the_html_report_of_a_snapshot_series_renders_in_chromium_without_console_erro
         "the leaking function is named"
     );
     assert!(dom_text.contains("Gate failed (leaks): exit status 23."));
+
+    // The script's interactivity, driven from a page that holds the report in a frame: a click
+    // on the first frame below the root zooms into it (its rect spans the width, frames outside
+    // it hide), a click on the root shows every frame again, and a click on a legend row picks
+    // out its band (every other band dimmed).
+    let driver = work.path().join("driver.html");
+    std::fs::write(&driver, DRIVER).expect("write the driver page");
+    let driven = browse(
+        &browser,
+        profile.path(),
+        &[
+            "--allow-file-access-from-files".into(),
+            "--virtual-time-budget=10000".into(),
+            "--dump-dom".into(),
+            format!("file://{}", driver.display()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&driven.stderr);
+    assert!(
+        driven.status.success(),
+        "chromium (driver) failed:\n{stderr}"
+    );
+    assert_eq!(console_lines(&stderr), Vec::<&str>::new());
+    let result = String::from_utf8_lossy(&driven.stdout);
+    let exit_nodes: usize = attrs(&dom_text, "<svg class=\"flame\"", "data-nodes")[0]
+        .parse()
+        .expect("a count");
+    let field = |name: &str| -> String {
+        let at = result
+            .find(&format!("{name}="))
+            .unwrap_or_else(|| panic!("no {name}= in the driver's output:\n{result}"));
+        let rest = &result[at + name.len() + 1..];
+        rest[..rest.find(['\n', '<']).unwrap_or(rest.len())].to_string()
+    };
+    assert_eq!(field("error"), "none", "{result}");
+    let shown: usize = field("shown").parse().expect("a count");
+    assert!(
+        shown >= 2 && shown < exit_nodes,
+        "zoomed: {shown} of {exit_nodes} frames shown\n{result}"
+    );
+    assert_eq!(
+        field("width"),
+        "1199.50",
+        "the zoomed frame spans the graph"
+    );
+    assert_eq!(field("after_root"), format!("{exit_nodes}/{exit_nodes}"));
+    assert_eq!(field("dimmed"), format!("{bands}/{}", bands + 1));
 
     let shot = keep.join("report.png");
     let _ = std::fs::remove_file(&shot);
