@@ -103,7 +103,7 @@ fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
 /// The series in `paths` for the HTML page's timeline: `None` when no process has two dumps.
 /// Read after the exit report, one dump at a time like `--growth`.
 fn html_series(paths: &[PathBuf], cfg: &Config) -> Result<Option<GrowthFindings>, Failure> {
-    let files = load::expand_series(paths)?;
+    let files = load::expand_again(paths, true)?;
     let mut builder = growth::Builder::new(cfg);
     for f in &files {
         builder.add(&load::read(f)?, f);
@@ -151,7 +151,7 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
     let findings = builder.finish().map_err(|e| Failure(e.0))?;
     // The HTML page shows the exit report beside the series (the exit status stays --growth's).
     let exit = match a.report.format {
-        Format::Html => Some(analyze_paths(&load::expand(&a.paths, false)?, cfg)?),
+        Format::Html => Some(analyze_paths(&load::expand_again(&a.paths, false)?, cfg)?),
         _ => None,
     };
     let (mut out, tty) = open_output(a.report.output.as_deref())?;

@@ -1292,3 +1292,31 @@ fn folded_lines_are_stack_space_bytes_for_report_growth_and_diff() {
         .code(0)
         .stdout(predicate::str::contains("<svg class=\"flame\""));
 }
+
+#[test]
+fn html_page_of_an_out_directory_names_its_latest_run_once() {
+    let out = tempfile::tempdir().unwrap();
+    let run = out.path().join("run-1796220252-9281");
+    std::fs::create_dir(&run).unwrap();
+    for e in std::fs::read_dir(fixture("growth")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), run.join(e.file_name())).unwrap();
+    }
+    let page = out.path().join("report.html").display().to_string();
+    let d = out.path().display().to_string();
+    for growth in [false, true] {
+        let mut args = vec!["--format", "html", "-o", &page, &d];
+        if growth {
+            args.insert(0, "--growth");
+        }
+        let assert = report(&args).code(23);
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+        assert_eq!(
+            stderr
+                .matches("holds no dumps; reading its latest run")
+                .count(),
+            1,
+            "--growth {growth}: {stderr}"
+        );
+    }
+}
