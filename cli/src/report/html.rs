@@ -11,6 +11,9 @@
 //! on the findings — no clock, no randomness — so it can be pinned by tests. What is embedded is
 //! capped (groups per section, frames per stack, flame-graph nodes, timeline points), with counts
 //! of what is not shown, so a page stays in the tens or hundreds of KiB.
+//!
+//! Like every reporter it never decides anything (what leaked, what is a suspect and the gate
+//! were settled in `analyze` and `growth`), and it must not panic on any findings.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -1079,8 +1082,9 @@ fn flame_svg(p: &mut Page, what: &str, stacks: &[Weighted]) {
     if skipped > 0 {
         let _ = writeln!(
             p.s,
-            "<p class=\"note\">{} not drawn (narrower than {} px, or past {FLAME_NODES} frames); \
-             the folded format has every stack: <code>--format folded</code>.</p>",
+            "<p class=\"note\">{}, with the frames below them, not drawn (narrower than {} px, \
+             or past {FLAME_NODES} frames); the folded format has every stack: \
+             <code>--format folded</code>.</p>",
             plural(skipped as u64, "frame is", "frames are"),
             num(FLAME_MIN_PX)
         );
