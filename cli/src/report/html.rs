@@ -127,7 +127,7 @@ details[open]>summary{border-bottom:1px solid var(--line)}
 .stack .fold,.stack .more,.note,.muted{color:var(--muted)}
 .stack .py .fn{color:#1b6e3a}.badge{font-size:10px;border:1px solid currentColor;border-radius:3px;padding:0 3px;margin-right:4px;vertical-align:1px}
 .py .badge{color:#1b6e3a}.suspect-badge{color:var(--bad);font-weight:600}
-.fail-text{color:var(--bad)}.warn-text{color:var(--warn)}
+.fail-text{color:var(--bad)}.warn-text{color:var(--warn)}.ok{color:var(--ok)}
 svg{display:block;max-width:100%;height:auto;background:#fff}
 svg text{font-family:ui-monospace,Menlo,Consolas,monospace}
 svg.flame g.node{cursor:pointer}svg.flame rect{stroke:#fff;stroke-width:.5}svg.flame text{font-size:11px;fill:#111;pointer-events:none}
