@@ -4,13 +4,13 @@
 #
 #   scripts/screenshot.sh DUMP_DIR_OR_FILES… OUT.png
 #
-# Runs `cudaleak report --format html --exit-code 0` on the inputs (a run directory with
-# snapshots gets the timeline; REPORT_ARGS adds options, e.g. REPORT_ARGS="--growth"), writes the
-# page next to OUT.png as OUT.html, and screenshots it at WIDTH×HEIGHT (default 1280×2200) CSS
-# pixels. CUDALEAK_BIN names the CLI (default target/release/cudaleak; run `make` first),
+# Runs `cudaleak report --format html` on the inputs (a run directory with
+# snapshots gets the timeline; REPORT_ARGS adds options, e.g. REPORT_ARGS="--growth") and
+# screenshots the page at WIDTH×HEIGHT (default 1280×2200) CSS pixels. HTML=FILE keeps the page
+# there. CUDALEAK_BIN names the CLI (default target/release/cudaleak; run `make` first),
 # CUDALEAK_CHROMIUM the browser (default chromium). Nothing is fetched: the browser starts with
-# a fresh profile and its network features off. Writes only OUT.png, OUT.html and a temporary
-# profile that it removes.
+# a fresh profile and its network features off. Writes only OUT.png (and HTML's FILE); its
+# temporary directory is removed.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,25 +35,33 @@ if ! command -v "$browser" >/dev/null; then
     exit 2
 fi
 
-page="${out%.png}.html"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+profile="$tmp/profile"
+page="${HTML:-$tmp/report.html}"
+# The page shows the gate's real verdict, so the gate stays on: 0 and 23 (clean, failed) are
+# both fine here, 2 (unreadable input, bad options) is not.
+status=0
 # shellcheck disable=SC2086 # REPORT_ARGS is a list of options
-"$cudaleak" report --format html --exit-code 0 ${REPORT_ARGS:-} -o "$page" "${inputs[@]}"
-
-profile="$(mktemp -d)"
-trap 'rm -rf "$profile"' EXIT
+"$cudaleak" report --format html ${REPORT_ARGS:-} -o "$page" "${inputs[@]}" || status=$?
+if [[ $status -ne 0 && $status -ne 23 ]]; then
+    echo "screenshot: cudaleak report exited $status" >&2
+    exit 2
+fi
 abs_page="$(cd "$(dirname "$page")" && pwd)/$(basename "$page")"
+rm -f "$out"
 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
     --hide-scrollbars --user-data-dir="$profile" \
     --window-size="${WIDTH:-1280},${HEIGHT:-2200}" --screenshot="$out" "file://$abs_page" \
-    >/dev/null 2>"$profile/chromium.log" || {
-    cat "$profile/chromium.log" >&2
+    >/dev/null 2>"$tmp/chromium.log" || {
+    cat "$tmp/chromium.log" >&2
     echo "screenshot: chromium failed" >&2
     exit 1
 }
 if [[ ! -s "$out" ]]; then
-    cat "$profile/chromium.log" >&2
+    cat "$tmp/chromium.log" >&2
     echo "screenshot: chromium wrote no $out" >&2
     exit 1
 fi
-echo "screenshot: $out (page: $page)"
+echo "screenshot: $out${HTML:+ (page: $HTML)}"
