@@ -4,7 +4,7 @@
 #   make                 build the shim and the CLI (release): target/release/{libcudaleak.so,cudaleak}
 #   make samples         build cuda-samples/ twice: build/samples/static/ and build/samples/shared/
 #   make demo            run two leaking samples under `cudaleak run` and print the report
-#   make test            everything CI runs (.ci/run calls this)
+#   make test            everything CI runs (.ci/run calls this; needs chromium for the HTML test)
 #   make gpu-test        scripts/gpu-validate.sh (on a machine with an NVIDIA GPU and nvcc)
 #   make bench           CPU benchmarks (scripts/bench.sh; GPU: scripts/gpu-bench.sh)
 #   make install PREFIX=/usr/local    bin/cudaleak and lib/libcudaleak.so
@@ -27,12 +27,13 @@ demo: build
 	scripts/demo.sh
 
 # The tests find the shim through CUDALEAK_SHIM; CUDALEAK_REQUIRE_SAMPLES=1 turns "no nvcc, sample
-# tests skipped" into a failure, so CI cannot pass without having run them.
+# tests skipped" into a failure, so CI cannot pass without having run them, and
+# CUDALEAK_REQUIRE_BROWSER=1 does the same for the HTML report's test in headless Chromium.
 test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --release
-	CUDALEAK_SHIM=$(RELEASE)/libcudaleak.so CUDALEAK_REQUIRE_SAMPLES=1 \
+	CUDALEAK_SHIM=$(RELEASE)/libcudaleak.so CUDALEAK_REQUIRE_SAMPLES=1 CUDALEAK_REQUIRE_BROWSER=1 \
 		$(CARGO) test --workspace --release --no-fail-fast
 
 gpu-test:

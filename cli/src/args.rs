@@ -181,6 +181,10 @@ pub enum Format {
     Json,
     Markdown,
     Sarif,
+    /// One self-contained HTML page: summary, stacks, flame graphs, a timeline for a series
+    Html,
+    /// Collapsed stacks (`frame;frame BYTES`, root first) for inferno, flamegraph.pl, speedscope
+    Folded,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -9,11 +9,11 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, ReportArgs, ReportOptions, RunArgs, View};
+use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, View};
 use crate::caches;
-use crate::growth;
+use crate::growth::{self, GrowthFindings};
 use crate::load;
-use crate::report;
+use crate::report::{self, html, html::Gatekeeper};
 use crate::run::{self, Outcome};
 use crate::say;
 use crate::suppressions;
@@ -100,15 +100,43 @@ fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
     Ok(analyze::finish(processes, cfg))
 }
 
-fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
+/// The series in `paths` for the HTML page's timeline: `None` when no process has two dumps.
+/// Read after the exit report, one dump at a time like `--growth`.
+fn html_series(paths: &[PathBuf], cfg: &Config) -> Result<Option<GrowthFindings>, Failure> {
+    let files = load::expand_again(paths, true)?;
+    let mut builder = growth::Builder::new(cfg);
+    for f in &files {
+        builder.add(&load::read(f)?, f);
+    }
+    Ok(builder.finish().ok())
+}
+
+/// Writes the exit report; the HTML page also gets the timeline of any series in `paths`.
+fn write_report(
+    findings: &Findings,
+    paths: &[PathBuf],
+    opts: &ReportOptions,
+    cfg: &Config,
+) -> Result<u8, Failure> {
+    let series = match opts.format {
+        Format::Html => html_series(paths, cfg)?,
+        _ => None,
+    };
     let (mut out, tty) = open_output(opts.output.as_deref())?;
     let view = View {
         color: opts.view(tty).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
-    let reporter = report::reporter(opts.format);
-    emit(&mut *out, |w| reporter.report(findings, &view, w))?;
+    match &series {
+        Some(g) => emit(&mut *out, |w| {
+            html::page(Some(findings), Some(g), Gatekeeper::Report, &view, w)
+        })?,
+        None => {
+            let reporter = report::reporter(opts.format);
+            emit(&mut *out, |w| reporter.report(findings, &view, w))?;
+        }
+    }
     Ok(findings.verdict.exit_code)
 }
 
@@ -121,14 +149,26 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
         builder.add(&dump, f);
     }
     let findings = builder.finish().map_err(|e| Failure(e.0))?;
+    // The HTML page shows the exit report beside the series (the exit status stays --growth's).
+    let exit = match a.report.format {
+        Format::Html => Some(analyze_paths(&load::expand_again(&a.paths, false)?, cfg)?),
+        _ => None,
+    };
     let (mut out, tty) = open_output(a.report.output.as_deref())?;
     let view = View {
         color: a.report.view(tty).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
-    let reporter = report::reporter(a.report.format);
-    emit(&mut *out, |w| reporter.growth(&findings, &view, w))?;
+    match &exit {
+        Some(f) => emit(&mut *out, |w| {
+            html::page(Some(f), Some(&findings), Gatekeeper::Growth, &view, w)
+        })?,
+        None => {
+            let reporter = report::reporter(a.report.format);
+            emit(&mut *out, |w| reporter.growth(&findings, &view, w))?;
+        }
+    }
     Ok(findings.exit_code)
 }
 
@@ -147,7 +187,7 @@ pub fn report(a: &ReportArgs) -> u8 {
             return growth(a, &cfg);
         }
         let files = load::expand(&a.paths, false)?;
-        write_report(&analyze_paths(&files, &cfg)?, &a.report, &cfg)
+        write_report(&analyze_paths(&files, &cfg)?, &a.paths, &a.report, &cfg)
     };
     run().unwrap_or_else(fail)
 }
@@ -201,7 +241,8 @@ pub fn run(a: &RunArgs) -> u8 {
                 EXIT_ERROR
             });
         }
-        let report = analyze_paths(&files, &cfg).and_then(|f| write_report(&f, &a.report, &cfg));
+        let report = analyze_paths(&files, &cfg)
+            .and_then(|f| write_report(&f, std::slice::from_ref(&dir), &a.report, &cfg));
         match (program_status, report) {
             (0, r) => r,
             (status, Ok(_)) => Ok(status),

@@ -15,7 +15,14 @@ use crate::args::{Format, Gate, View};
 use crate::growth;
 use crate::report;
 
-const FORMATS: [Format; 4] = [Format::Text, Format::Json, Format::Markdown, Format::Sarif];
+const FORMATS: [Format; 6] = [
+    Format::Text,
+    Format::Json,
+    Format::Markdown,
+    Format::Sarif,
+    Format::Html,
+    Format::Folded,
+];
 
 fn views() -> [View; 2] {
     let plain = View {
@@ -93,6 +100,11 @@ pub fn render_all(bytes: &[u8]) {
             if let Ok(g) = &g {
                 let _ = r.growth(g, &view, &mut sink);
             }
+        }
+        if let Ok(g) = &g {
+            sink.clear();
+            let both = report::html::Gatekeeper::Report;
+            let _ = report::html::page(Some(&findings), Some(g), both, &view, &mut sink);
         }
     }
 }

@@ -240,18 +240,31 @@ pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), LoadError>
 /// Expands PATHs (files or directories) into dump files. A named file is used whatever its name.
 /// `allow_empty_dirs` lets `run` explain a missing dump itself.
 pub fn expand(paths: &[PathBuf], allow_empty_dirs: bool) -> Result<Vec<PathBuf>, LoadError> {
-    expand_with(paths, allow_empty_dirs, dumps_in_dir)
+    expand_with(paths, allow_empty_dirs, dumps_in_dir, true)
 }
 
 /// `expand` for `report --growth`: a directory stands for all its dumps, snapshots included.
 pub fn expand_series(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
-    expand_with(paths, false, all_dumps_in_dir)
+    expand_with(paths, false, all_dumps_in_dir, true)
+}
+
+/// `expand_series` (`series`) or `expand` over PATHs already expanded once and named on stderr:
+/// the same resolution without a second note (the HTML page reads both the exit dumps and the
+/// series).
+pub fn expand_again(paths: &[PathBuf], series: bool) -> Result<Vec<PathBuf>, LoadError> {
+    let in_dir = if series {
+        all_dumps_in_dir
+    } else {
+        dumps_in_dir
+    };
+    expand_with(paths, false, in_dir, false)
 }
 
 fn expand_with(
     paths: &[PathBuf],
     allow_empty_dirs: bool,
     in_dir: fn(&Path) -> Result<Vec<PathBuf>, LoadError>,
+    note: bool,
 ) -> Result<Vec<PathBuf>, LoadError> {
     let mut out = Vec::new();
     for p in paths {
@@ -261,11 +274,13 @@ fn expand_with(
             if found.is_empty() {
                 // `cudaleak run --out DIR` makes DIR/run-<time>-<pid>/: stand for the latest.
                 if let Some(run) = latest_run_dir(p) {
-                    crate::say!(
-                        "{} holds no dumps; reading its latest run, {}",
-                        p.display(),
-                        run.display()
-                    );
+                    if note {
+                        crate::say!(
+                            "{} holds no dumps; reading its latest run, {}",
+                            p.display(),
+                            run.display()
+                        );
+                    }
                     found = in_dir(&run)?;
                 }
             }

@@ -115,9 +115,19 @@ fn no_report_format_holds_more_than_a_few_times_the_dump() {
     let size = bytes.len() as u64;
     drop(bytes);
     assert!(size > 8 << 20, "the dump is only {size} bytes");
-    for f in ["text", "json", "markdown", "sarif"] {
+    for f in ["text", "json", "markdown", "sarif", "folded"] {
         assert_eq!(run(&["report", "--format", f], &path), 23, "{f}");
     }
+    // The HTML page caps what it embeds: 5000 leak groups of 20 frames stay a small page.
+    let page = dir.path().join("report.html");
+    let html_args = ["report", "--format", "html", "-o", page.to_str().unwrap()];
+    assert_eq!(run(&html_args, &path), 23, "html");
+    let page_size = std::fs::metadata(&page).unwrap().len();
+    assert!(
+        page_size < 512 << 10,
+        "the HTML page of a {} MiB dump is {page_size} bytes",
+        size >> 20
+    );
     // The dump twice: a series of two equal dumps (nothing grew) and a diff of it with itself.
     assert_eq!(
         run(&["report", "--growth", &path.display().to_string()], &path),

@@ -14,7 +14,7 @@ use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::args::View;
 use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::text::{series_text, signed_human, steps_text};
+use crate::report::{series_text, signed_human, steps_text};
 use cudaleak_format::EventType;
 
 pub struct Markdown;

@@ -12,8 +12,11 @@ use std::borrow::Cow;
 
 use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings, QuietProcess};
 use crate::args::{Format, View};
-use crate::growth::{GrowthFindings, Point};
+use crate::growth::{GrowthFindings, GrowthRow, Point};
 
+pub mod flame;
+pub mod folded;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod sarif;
@@ -35,6 +38,8 @@ pub fn reporter(format: Format) -> Box<dyn Reporter> {
         Format::Json => Box::new(json::Json),
         Format::Markdown => Box::new(markdown::Markdown),
         Format::Sarif => Box::new(sarif::Sarif),
+        Format::Html => Box::new(html::Html),
+        Format::Folded => Box::new(folded::Folded),
     }
 }
 
@@ -122,6 +127,45 @@ pub fn point_label(p: &Point) -> String {
         },
         format::End::Exit => "exit".into(),
         format::End::Signal => clean(p.signal.as_deref().unwrap_or("signal")).into_owned(),
+    }
+}
+
+/// Live bytes at each dump: all of them up to 12, else the first six and the last five.
+pub fn series_text(r: &GrowthRow) -> String {
+    let v: Vec<String> = r.series.iter().map(|c| human_bytes(c.bytes)).collect();
+    if v.len() <= 12 {
+        return v.join(", ");
+    }
+    format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
+}
+
+/// `rose in 8 of 8 intervals` (and `, fell in 1` when it did; `, then 2.00 MiB released`
+/// when memory was freed after the peak).
+pub fn steps_text(r: &GrowthRow) -> String {
+    let mut s = format!(
+        "rose in {} of {}",
+        r.grew_intervals,
+        plural(r.intervals(), "interval", "intervals")
+    );
+    if r.shrank_intervals > 0 {
+        s.push_str(&format!(", fell in {}", r.shrank_intervals));
+    }
+    if r.released_bytes() > 0 {
+        s.push_str(&format!(
+            " up to its peak, then {} released",
+            human_bytes(r.released_bytes())
+        ));
+    }
+    s
+}
+
+/// `+4.00 KiB`, `-512 B`, `±0 B`.
+pub fn signed_human(delta: i128) -> String {
+    let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    match delta.signum() {
+        1 => format!("+{}", human_bytes(mag)),
+        -1 => format!("-{}", human_bytes(mag)),
+        _ => "±0 B".into(),
     }
 }
 

@@ -17,7 +17,7 @@ use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VE
 use crate::analyze::{DiffFindings, Findings, FrameView, StackView};
 use crate::args::View;
 use crate::growth::GrowthFindings;
-use crate::report::text::{signed_human, steps_text};
+use crate::report::{signed_human, steps_text};
 use cudaleak_format::EventType;
 
 pub struct Sarif;

@@ -424,3 +424,249 @@ fn python_torch_text_native_json_sarif() {
     let f = findings(&["python_torch.json"], &native);
     insta::assert_snapshot!("python_text_native", render(Format::Text, &f, &native.view));
 }
+
+// ---------------------------------------------------------------------------------------------
+// HTML and folded
+
+/// The exit report of the `growth/` fixture directory (final dumps) and its series, rendered as
+/// `cudaleak report --format html growth/` renders them.
+fn html_growth_page(view: &View) -> String {
+    let cfg = cfg_with(view.clone(), vec![], 0);
+    let exit = findings(
+        &["growth/cudaleak.4001.json", "growth/cudaleak.4002.json"],
+        &cfg,
+    );
+    let g = growth_findings(&cfg);
+    let mut out = Vec::new();
+    super::html::page(
+        Some(&exit),
+        Some(&g),
+        super::html::Gatekeeper::Report,
+        view,
+        &mut out,
+    )
+    .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn count(haystack: &str, needle: &str) -> usize {
+    haystack.matches(needle).count()
+}
+
+/// The values of `attr="…"` on the elements whose start tag begins with `tag`.
+fn attrs<'a>(html: &'a str, tag: &str, attr: &str) -> Vec<&'a str> {
+    html.split(tag)
+        .skip(1)
+        .filter_map(|rest| {
+            let start_tag = &rest[..rest.find('>').unwrap_or(rest.len())];
+            let at = start_tag.find(&format!(" {attr}=\""))? + attr.len() + 3;
+            let value = &start_tag[at..];
+            Some(&value[..value.find('"')?])
+        })
+        .collect()
+}
+
+#[test]
+fn html_growth_page_golden() {
+    insta::assert_snapshot!("html_growth", html_growth_page(&view()));
+}
+
+#[test]
+fn html_has_one_band_per_callsite_shown_and_one_rect_per_flame_node() {
+    let html = html_growth_page(&view());
+    assert!(html.starts_with("<!DOCTYPE html>\n"));
+    assert!(html.ends_with("</html>\n"));
+    // Self-contained: nothing to fetch, no external script, style or font.
+    assert!(!html.contains("://"), "no URL of any kind");
+    assert!(!html.contains(" src="), "no src attribute");
+    assert!(!html.contains("<link"), "no stylesheet link");
+    assert_eq!(count(&html, "<script"), 1, "only the page's own script");
+
+    // One series (pid 4001; 4002 has a single dump): one timeline, a band per listed callsite
+    // (4 grew: 2 suspects, 2 not) plus the band of the others.
+    assert_eq!(count(&html, "<svg class=\"timeline\""), 1);
+    assert_eq!(
+        attrs(&html, "<svg class=\"timeline\"", "data-callsites"),
+        ["4"]
+    );
+    assert_eq!(attrs(&html, "<svg class=\"timeline\"", "data-dumps"), ["6"]);
+    assert_eq!(count(&html, "<path class=\"band callsite"), 4);
+    assert_eq!(count(&html, "<path class=\"band callsite suspect\""), 2);
+    assert_eq!(count(&html, "<path class=\"band other\""), 1);
+    assert_eq!(count(&html, "<tr class=\"legend\""), 5);
+    assert_eq!(count(&html, "<circle class=\"dump\""), 6, "a mark per dump");
+
+    // Flame graphs: live at exit (leaks of both processes: root, 3 `main` lines, 3 callers,
+    // 3 `cudaMalloc` leaves; 4002's stack is 4001's train_step) and each grown callsite's peak
+    // (root, 4 main lines, 4 callers, 4 leaves).
+    assert_eq!(count(&html, "<svg class=\"flame\""), 2);
+    assert_eq!(
+        attrs(&html, "<svg class=\"flame\"", "data-nodes"),
+        ["10", "13"]
+    );
+    let exit = &html[html.find("data-what=\"exit\"").unwrap()..];
+    let exit = &exit[..exit.find("</svg>").unwrap()];
+    assert_eq!(count(exit, "<g class=\"node "), 10);
+    assert_eq!(count(exit, "<rect "), 10);
+    assert_eq!(count(exit, "<title>"), 10, "hover text on every node");
+    assert_eq!(
+        count(exit, "<g class=\"node leak\""),
+        9,
+        "all but the root are leaks"
+    );
+    // The root's width is all of it; the widest child (load_model's 2 MiB) is most of it.
+    let widths = attrs(exit, "<g class=\"node", "data-w");
+    assert_eq!(widths[0], "1200");
+    let total = 2_342_912.0 + 4096.0;
+    let want = super::html::tests_num(2_097_152.0 / total * 1200.0);
+    assert_eq!(widths[1], want);
+
+    // Stacks: a <details> per leak group (3 + 1) and per grown callsite (4), balanced.
+    assert_eq!(count(&html, "<details"), 8);
+    assert_eq!(count(&html, "</details>"), 8);
+    assert_eq!(count(&html, "<svg"), count(&html, "</svg>"));
+    assert!(html.contains("Gate failed (leaks): exit status 23."));
+}
+
+/// A dump whose names try to break out of the markup and the folded format.
+fn hostile_dump() -> crate::load::schema::Dump {
+    let mut d = dump("error_path.json");
+    let evil = "evil<script>alert(1)</script>&std::vector<int>::f;g\" onmouseover=\"x";
+    for s in &mut d.stacks {
+        for f in &mut s.frames {
+            if f.function.as_deref() == Some("process_data(float*)") {
+                f.function = Some(evil.into());
+                f.file = Some("a'b\"<c>.cu".into());
+            }
+        }
+    }
+    d
+}
+
+#[test]
+fn html_escapes_every_name_from_the_dump() {
+    let cfg = cfg_with(view(), vec![], 0);
+    let f = analyze::finish(
+        vec![analyze::analyze_process(
+            &hostile_dump(),
+            Path::new("fixtures/<evil>.json"),
+            &cfg,
+        )],
+        &cfg,
+    );
+    let html = render(Format::Html, &f, &cfg.view);
+    assert!(
+        html.contains("evil&lt;script&gt;alert(1)&lt;/script&gt;&amp;std::vector&lt;int&gt;::f;g"),
+        "the name is there, escaped"
+    );
+    assert_eq!(count(&html, "<script"), 1, "no script from the dump");
+    assert!(
+        !html.contains("onmouseover=\"x"),
+        "no attribute from the dump"
+    );
+    assert!(!html.contains("<c>"), "file names are escaped too");
+    assert!(html.contains("a&#39;b&quot;&lt;c&gt;.cu"));
+    assert!(!html.contains("<evil>"), "so are dump paths");
+    // Every attribute value is closed before its tag ends: the labels' quotes are entities.
+    for label in attrs(&html, "<g class=\"node", "data-label") {
+        assert!(!label.contains('<') && !label.contains('>'), "{label}");
+    }
+}
+
+#[test]
+fn folded_escapes_semicolons_and_keeps_one_line_per_stack() {
+    let cfg = cfg_with(view(), vec![], 0);
+    let f = analyze::finish(
+        vec![analyze::analyze_process(
+            &hostile_dump(),
+            Path::new("h.json"),
+            &cfg,
+        )],
+        &cfg,
+    );
+    let plain = render(
+        Format::Folded,
+        &findings(&["error_path.json"], &cfg),
+        &cfg.view,
+    );
+    let hostile = render(Format::Folded, &f, &cfg.view);
+    assert_eq!(plain.lines().count(), hostile.lines().count());
+    for (a, b) in plain.lines().zip(hostile.lines()) {
+        assert_eq!(a.matches(';').count(), b.matches(';').count(), "{b}");
+    }
+    assert!(
+        hostile.contains("std::vector<int>::f\u{ff1b}g"),
+        "{hostile}"
+    );
+}
+
+/// `(stack, bytes)` of each folded line.
+fn folded_lines(text: &str) -> Vec<(Vec<&str>, u64)> {
+    text.lines()
+        .map(|l| {
+            let (stack, bytes) = l.rsplit_once(' ').expect("STACK BYTES");
+            (stack.split(';').collect(), bytes.parse().expect("bytes"))
+        })
+        .collect()
+}
+
+#[test]
+fn folded_is_root_first_and_adds_up_to_the_json_totals() {
+    let cfg = cfg_with(view(), vec![], 0);
+    let f = findings(
+        &[
+            "error_path.json",
+            "leak_loop.json",
+            "multi/cudaleak.2001.json",
+            "multi/cudaleak.2002.json",
+            "framework.json",
+            "python_torch.json",
+        ],
+        &cfg,
+    );
+    let text = render(Format::Folded, &f, &cfg.view);
+    insta::assert_snapshot!("folded_report", text);
+    let lines = folded_lines(&text);
+    let json: serde_json::Value =
+        serde_json::from_str(&render(Format::Json, &f, &cfg.view)).unwrap();
+    let leaked = json["summary"]["leaked_bytes"].as_u64().unwrap();
+    assert!(leaked > 0);
+    assert_eq!(lines.iter().map(|l| l.1).sum::<u64>(), leaked);
+    let mut sorted = lines.clone();
+    sorted.sort();
+    sorted.dedup_by(|a, b| a.0 == b.0);
+    assert_eq!(sorted.len(), lines.len(), "one line per unique stack");
+    for (stack, _) in &lines {
+        // Root first: the outermost frame is main, or the interpreter's frames below the
+        // Python module; the last is the API.
+        let first = stack[0];
+        assert!(
+            first.starts_with("main ") || first.starts_with("[… 5 frames in python3.12]"),
+            "{first}"
+        );
+        assert!(stack.last().unwrap().starts_with("cu"), "{stack:?}");
+    }
+}
+
+#[test]
+fn folded_growth_is_the_growth_of_each_listed_callsite() {
+    let cfg = cfg_with(view(), vec![], 0);
+    let g = growth_findings(&cfg);
+    let mut out = Vec::new();
+    reporter(Format::Folded)
+        .growth(&g, &cfg.view, &mut out)
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    insta::assert_snapshot!("folded_growth", text);
+    let json: serde_json::Value = serde_json::from_str(&render_growth(Format::Json)).unwrap();
+    let want: u64 = json["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["callsites"].as_array().unwrap())
+        .map(|c| c["growth_bytes"].as_u64().unwrap())
+        .sum();
+    let lines = folded_lines(&text);
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines.iter().map(|l| l.1).sum::<u64>(), want);
+}

@@ -8,8 +8,9 @@ use std::io::{self, Write};
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, clean, error_text, folded_text,
     frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
-    plural, point_label, process_label, quiet_line, rate_text, summary_line, suppressed_per_rule,
-    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    plural, point_label, process_label, quiet_line, rate_text, series_text, signed_human,
+    steps_text, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    TEARDOWN_TEXT,
 };
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -621,35 +622,6 @@ impl Reporter for Text {
     }
 }
 
-/// Live bytes at each dump: all of them up to 12, else the first six and the last five.
-pub fn series_text(r: &GrowthRow) -> String {
-    let v: Vec<String> = r.series.iter().map(|c| human_bytes(c.bytes)).collect();
-    if v.len() <= 12 {
-        return v.join(", ");
-    }
-    format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
-}
-
-/// `rose in 8 of 8 intervals` (and `, fell in 1` when it did; `, then 2.00 MiB released`
-/// when memory was freed after the peak).
-pub fn steps_text(r: &GrowthRow) -> String {
-    let mut s = format!(
-        "rose in {} of {}",
-        r.grew_intervals,
-        plural(r.intervals(), "interval", "intervals")
-    );
-    if r.shrank_intervals > 0 {
-        s.push_str(&format!(", fell in {}", r.shrank_intervals));
-    }
-    if r.released_bytes() > 0 {
-        s.push_str(&format!(
-            " up to its peak, then {} released",
-            super::human_bytes(r.released_bytes())
-        ));
-    }
-    s
-}
-
 fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
     writeln!(
         o.w,
@@ -796,14 +768,4 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
         Style::Bold
     };
     writeln!(o.w, "{}", o.paint(&growth_summary_line(g), style))
-}
-
-/// `+4.00 KiB`, `-512 B`, `±0 B`.
-pub fn signed_human(delta: i128) -> String {
-    let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
-    match delta.signum() {
-        1 => format!("+{}", human_bytes(mag)),
-        -1 => format!("-{}", human_bytes(mag)),
-        _ => "±0 B".into(),
-    }
 }

@@ -1,0 +1,291 @@
+//! Findings as weighted stacks, root first: what the folded format prints one line each and the
+//! HTML report draws as a flame graph (icicle). One place decides how a frame is labelled and
+//! which bytes a stack carries, so the two agree.
+//!
+//! Pure: no I/O, no markup. Never changes what `analyze` or `growth` decided; bytes are memory
+//! held (`LeakGroup::held`), the figure every total adds.
+
+use std::collections::BTreeMap;
+
+use super::{clean, folded_text, frame_text_under, plural};
+use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
+use crate::growth::{GrowthFindings, GrowthRow};
+
+/// What a stack's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// Leaked: live at exit, held by no cache.
+    Leak,
+    /// Held by a cache or library handle.
+    Cached,
+    /// Gained over a series (`--growth`) or between two dumps (`diff`): a growth suspect's.
+    Suspect,
+    /// Gained, but not like a leak (or by a callsite `diff` does not judge).
+    Grew,
+}
+
+/// One frame of a weighted stack.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Frame {
+    /// `function at file:line (module)`, as text reports write it (sources under the
+    /// current directory relative to it); program text cleaned of control characters.
+    pub label: String,
+    /// A Python function's frame.
+    pub python: bool,
+}
+
+/// A stack and its weight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Weighted {
+    /// Root (outermost) first; the last frame is the API the memory came from (`cudaMalloc`).
+    pub frames: Vec<Frame>,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub class: Class,
+}
+
+fn frame(label: String, python: bool) -> Frame {
+    Frame { label, python }
+}
+
+/// A stack view root first, with its folded runs and the frames `--frames` cut, ending in the
+/// API: `[… 3 more frames] ; main at app.cu:40 ; process(float*) at app.cu:18 ; cudaMalloc`.
+pub fn root_first(s: &StackView, api: &str, root: Option<&str>) -> Vec<Frame> {
+    let mut inner_first: Vec<Frame> = Vec::with_capacity(s.frames.len() + s.folded.len() + 2);
+    inner_first.push(frame(clean(api).into_owned(), false));
+    let runs = |at: usize, out: &mut Vec<Frame>| {
+        for r in s.folded.iter().filter(|r| r.at == at) {
+            out.push(frame(format!("[{}]", folded_text(r)), false));
+        }
+    };
+    for (i, f) in s.frames.iter().enumerate() {
+        runs(i, &mut inner_first);
+        inner_first.push(frame(frame_text_under(f, root), f.python));
+    }
+    runs(s.frames.len(), &mut inner_first);
+    if s.omitted > 0 {
+        let more = plural(s.omitted as u64, "more frame", "more frames");
+        inner_first.push(frame(format!("[… {more}]"), false));
+    }
+    inner_first.reverse();
+    inner_first
+}
+
+fn of_group(g: &LeakGroup, class: Class, root: Option<&str>) -> Weighted {
+    Weighted {
+        frames: root_first(&g.stack, &g.api, root),
+        bytes: g.held,
+        blocks: g.allocations,
+        class,
+    }
+}
+
+/// Live memory at exit by stack: every leak group shown (after filters and `--top`), and with
+/// `cached` the groups held by caches.
+pub fn live_at_exit(f: &Findings, cached: bool, root: Option<&str>) -> Vec<Weighted> {
+    let mut out = Vec::new();
+    for p in &f.processes {
+        out.extend(p.leaks.iter().map(|g| of_group(g, Class::Leak, root)));
+        if cached {
+            out.extend(p.cached.iter().map(|g| of_group(g, Class::Cached, root)));
+        }
+    }
+    out
+}
+
+fn growth_class(r: &GrowthRow) -> Class {
+    if r.is_suspect() {
+        Class::Suspect
+    } else {
+        Class::Grew
+    }
+}
+
+/// Bytes gained over each series by stack (first dump → the callsite's peak), every listed
+/// callsite of every process.
+pub fn growth(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
+    let mut out = Vec::new();
+    for s in &g.series {
+        for r in &s.rows {
+            out.push(Weighted {
+                frames: root_first(&r.stack, &r.api, root),
+                bytes: u64::try_from(r.growth_bytes()).unwrap_or(0),
+                blocks: u64::try_from(r.growth_blocks()).unwrap_or(0),
+                class: growth_class(r),
+            });
+        }
+    }
+    out
+}
+
+/// Each listed callsite's live bytes at its own peak in the series: the most it held at once,
+/// as far as the dumps tell.
+pub fn peak(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
+    let mut out = Vec::new();
+    for s in &g.series {
+        for r in &s.rows {
+            let at = r.at_peak();
+            out.push(Weighted {
+                frames: root_first(&r.stack, &r.api, root),
+                bytes: at.bytes,
+                blocks: at.allocations,
+                class: growth_class(r),
+            });
+        }
+    }
+    out
+}
+
+/// Bytes gained between the two dumps of a diff, by stack (callsites that grew).
+pub fn diff(d: &DiffFindings, root: Option<&str>) -> Vec<Weighted> {
+    d.rows
+        .iter()
+        .filter(|r| r.delta_bytes() > 0)
+        .map(|r| Weighted {
+            frames: root_first(&r.stack, &r.api, root),
+            bytes: u64::try_from(r.delta_bytes()).unwrap_or(u64::MAX),
+            blocks: u64::try_from(r.delta_blocks()).unwrap_or(0),
+            class: Class::Grew,
+        })
+        .collect()
+}
+
+/// A node of the merged tree: one frame reached by one path from the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Node {
+    pub frame: Option<Frame>,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// Bytes per class below this node.
+    pub by_class: BTreeMap<Class, u64>,
+    /// Largest first, then by label: the order is the same for the same input.
+    pub children: Vec<Node>,
+}
+
+impl Node {
+    /// The class holding most of this node's bytes.
+    pub fn class(&self) -> Class {
+        self.by_class
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map_or(Class::Leak, |(c, _)| *c)
+    }
+}
+
+/// Merges stacks that share a path from the root into one tree (stacks of no bytes left out).
+pub fn tree(stacks: &[Weighted]) -> Node {
+    #[derive(Default)]
+    struct Acc {
+        bytes: u64,
+        blocks: u64,
+        by_class: BTreeMap<Class, u64>,
+        children: BTreeMap<Frame, Acc>,
+    }
+    fn add(a: &mut Acc, w: &Weighted) {
+        a.bytes = a.bytes.saturating_add(w.bytes);
+        a.blocks = a.blocks.saturating_add(w.blocks);
+        let c = a.by_class.entry(w.class).or_default();
+        *c = c.saturating_add(w.bytes);
+    }
+    fn finish(frame: Option<Frame>, a: Acc) -> Node {
+        let mut children: Vec<Node> = a
+            .children
+            .into_iter()
+            .map(|(f, c)| finish(Some(f), c))
+            .collect();
+        children.sort_by(|x, y| y.bytes.cmp(&x.bytes).then_with(|| x.frame.cmp(&y.frame)));
+        Node {
+            frame,
+            bytes: a.bytes,
+            blocks: a.blocks,
+            by_class: a.by_class,
+            children,
+        }
+    }
+    let mut root = Acc::default();
+    for w in stacks.iter().filter(|w| w.bytes > 0) {
+        add(&mut root, w);
+        let mut at = &mut root;
+        for f in &w.frames {
+            at = at.children.entry(f.clone()).or_default();
+            add(at, w);
+        }
+    }
+    finish(None, root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::FrameView;
+
+    fn fv(name: &str) -> FrameView {
+        FrameView {
+            function: Some(name.into()),
+            file: Some("app.cu".into()),
+            line: Some(3),
+            module: Some("/bin/app".into()),
+            offset: None,
+            ip: 1,
+            python: false,
+            internal: false,
+        }
+    }
+
+    fn stack(names: &[&str], omitted: usize) -> StackView {
+        StackView {
+            frames: names.iter().map(|n| fv(n)).collect::<Vec<_>>().into(),
+            hidden: 0,
+            omitted,
+            folded: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stacks_are_root_first_and_end_in_the_api() {
+        let f = root_first(&stack(&["inner", "main"], 2), "cudaMalloc", None);
+        let labels: Vec<&str> = f.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "[… 2 more frames]",
+                "main at app.cu:3 (app)",
+                "inner at app.cu:3 (app)",
+                "cudaMalloc"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_tree_merges_shared_paths_and_orders_children_by_bytes() {
+        let w = |names: &[&str], bytes, class| Weighted {
+            frames: root_first(&stack(names, 0), "cudaMalloc", None),
+            bytes,
+            blocks: 1,
+            class,
+        };
+        let t = tree(&[
+            w(&["a", "main"], 10, Class::Leak),
+            w(&["b", "main"], 30, Class::Cached),
+            w(&["c", "main"], 0, Class::Leak),
+        ]);
+        assert_eq!(t.bytes, 40);
+        assert_eq!(t.children.len(), 1, "one root frame: main");
+        let main = &t.children[0];
+        assert_eq!(
+            main.class(),
+            Class::Cached,
+            "most of main's bytes are cached"
+        );
+        let kids: Vec<(&str, u64)> = main
+            .children
+            .iter()
+            .map(|n| (n.frame.as_ref().unwrap().label.as_str(), n.bytes))
+            .collect();
+        assert_eq!(
+            kids,
+            [("b at app.cu:3 (app)", 30), ("a at app.cu:3 (app)", 10)],
+            "largest first; a stack of no bytes is left out"
+        );
+    }
+}
