@@ -839,10 +839,17 @@ fn timeline(p: &mut Page, s: &Series) {
          <th>Suspect</th><th>Growth</th><th>Per hour</th><th>Live first → last</th></tr>"
     );
     for (b, r) in rows.iter().enumerate().map(|(i, r)| (i + 1, r)) {
-        let suspect = match r.not_suspect {
+        let mut suspect = match r.not_suspect {
             None => "<span class=\"suspect-badge\">yes</span>".to_string(),
             Some(why) => format!("no: {}", why.as_str()),
         };
+        if let Some(h) = &r.held_by {
+            suspect.push_str(&format!(
+                " <span class=\"muted\" title=\"{}\">held by <code>{}</code></span>",
+                esc(h.grows.as_deref().unwrap_or(&h.name)),
+                esc(&h.id)
+            ));
+        }
         let _ = writeln!(
             p.s,
             "<tr class=\"legend\" data-band=\"{b}\"><td><span class=\"swatch\" style=\"background:{}\"></span></td>\
@@ -1342,7 +1349,7 @@ fn growth_sections(p: &mut Page, g: &GrowthFindings) {
                 break;
             }
             shown += 1;
-            let head = match r.not_suspect {
+            let mut head = match r.not_suspect {
                 None => format!(
                     "<span class=\"fail-text\">Suspect:</span> <b>{}</b> ({:+} blocks) via <code>{}</code>, {}, {}",
                     signed_human(r.growth_bytes()),
@@ -1359,6 +1366,12 @@ fn growth_sections(p: &mut Page, g: &GrowthFindings) {
                     esc_text(&steps_text(r))
                 ),
             };
+            if let Some(h) = &r.held_by {
+                head.push_str(&format!(" — held by {} [{}]", esc(&h.name), esc(&h.id)));
+                if let (Some(g), true) = (&h.grows, r.is_suspect()) {
+                    head.push_str(&format!(": {}", esc_text(g)));
+                }
+            }
             p.group(&head, &r.stack, r.is_suspect() && shown <= 3);
         }
         p.not_shown(

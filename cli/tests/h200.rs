@@ -1,0 +1,122 @@
+//! Real dumps from the H200 (docs/validation.md, 2026-12-03 afternoon, run 3: PyTorch 2.11,
+//! transformers, JAX 0.11, CuPy 14.2, numba-cuda 0.68), kept in `tests/fixtures/h200/` so the
+//! verdicts on real framework stacks cannot regress in CI, where there is no GPU.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn dir(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/h200")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `cudaleak report ARGS… --format json DIR`: its exit status and parsed output.
+fn json(args: &[&str], name: &str) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .env_remove("CUDALEAK_SHIM")
+        .arg("report")
+        .args(args)
+        .args(["--format", "json", &dir(name)])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+#[test]
+fn correct_framework_programs_pass_the_gate_with_what_their_caches_hold() {
+    for (name, processes, caches) in [
+        (
+            "torch_train-default",
+            1,
+            &["cublas", "pytorch-host", "pytorch-native"][..],
+        ),
+        (
+            "bert_train-default",
+            1,
+            &["cublas", "pytorch-host", "pytorch-native"],
+        ),
+        // The program and the 120 ptxas/nvlink runs XLA started (no CUDA allocation).
+        ("jax_train-default", 121, &["cublas", "cudnn"]),
+        ("cupy_ok-default", 1, &["cupy-pool"]),
+        ("numba_ok-default", 1, &["numba"]),
+        // torchrun: the launcher and two ranks.
+        (
+            "ddp_gloo-default",
+            3,
+            &["cublas", "pytorch-host", "pytorch-native"],
+        ),
+    ] {
+        let (code, v) = json(&[], name);
+        assert_eq!(code, 0, "{name}: {:#}", v["leaks"]);
+        assert_eq!(v["leaks"].as_array().unwrap().len(), 0, "{name}");
+        assert_eq!(v["summary"]["processes"], processes, "{name}");
+        let mut ids: Vec<&str> = v["caches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap())
+            .collect();
+        ids.sort();
+        assert_eq!(ids, caches, "{name}");
+        assert!(v["summary"]["cached_bytes"].as_u64().unwrap() > 0, "{name}");
+    }
+}
+
+/// The suspects of a growth report, with the first frame that has a file.
+fn suspects(v: &Value) -> Vec<&Value> {
+    v["processes"][0]["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["suspect"] == true)
+        .collect()
+}
+
+fn first_file_frame(c: &Value) -> (String, u64) {
+    let f = c["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["file"].is_string())
+        .expect("a frame with a file");
+    (
+        f["file"].as_str().unwrap().into(),
+        f["line"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_tensor_kept_per_step_is_the_one_suspect_at_the_script_s_line_under_exact_pools() {
+    let (code, v) = json(&["--growth"], "torch_keep-exact");
+    assert_eq!(code, 23);
+    let s = suspects(&v);
+    assert_eq!(s.len(), 1, "{:#}", v["processes"][0]["callsites"]);
+    // 250 steps of `history.append(torch.full((262144,), …))`: one 1 MiB tensor each.
+    assert_eq!(s[0]["growth_allocations"], 250);
+    assert_eq!(s[0]["growth_bytes"], 250 * 1024 * 1024);
+    assert_eq!(s[0]["api"], "cudaMallocAsync");
+    let (file, line) = first_file_frame(s[0]);
+    assert!(
+        file.ends_with("tests/gpu/frameworks/torch_keep.py"),
+        "{file}"
+    );
+    assert_eq!(line, 27);
+}
+
+#[test]
+fn with_the_caching_allocator_the_suspect_is_the_pool_and_says_so() {
+    let (code, v) = json(&["--growth"], "torch_keep-default");
+    assert_eq!(code, 23);
+    let s = suspects(&v);
+    assert_eq!(s.len(), 1, "{:#}", v["processes"][0]["callsites"]);
+    assert_eq!(s[0]["held_by"], "pytorch-native");
+    let note = s[0]["held_by_note"].as_str().unwrap();
+    assert!(note.contains("--exact-pools"), "{note}");
+}
