@@ -18,6 +18,7 @@ mod graphs;
 mod guard;
 mod hooks;
 mod lifecycle;
+mod lock;
 mod python;
 mod real;
 mod record;

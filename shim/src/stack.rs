@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::Mutex;
 
 /// Index of an interned stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -298,10 +298,10 @@ impl WalkCache {
                 .iter()
                 .zip(&c.value[..c.n])
                 .all(|(&slot, &ip)| {
-                    // SAFETY: slot lies inside this thread's stack (checked at insert) and above
-                    // the current stack pointer, which equals the one it was recorded from.
-                    self.stack.contains(&slot)
-                        && unsafe { (slot as *const usize).read_volatile() } == ip
+                    // SAFETY: slot lies inside this thread's stack (`insert` keeps no entry
+                    // with a slot outside it, and a thread's stack does not move) and above the
+                    // current stack pointer, which equals the one it was recorded from.
+                    (unsafe { (slot as *const usize).read_volatile() }) == ip
                 });
             same.then_some(e.id)
         })
@@ -381,13 +381,13 @@ pub fn capture_interned(
     through_forward: bool,
     mode: Unwind,
 ) -> StackId {
-    let mut buf = [0usize; MAX_DEPTH];
     if mode == Unwind::Cached && cfg!(target_arch = "x86_64") {
-        if let Some(id) = capture_cached(interner, depth, key, through_forward, &mut buf) {
+        if let Some(id) = capture_cached(interner, depth, key, through_forward) {
             return id;
         }
     }
     WALKS.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0usize; MAX_DEPTH];
     let n = walk(depth, through_forward, &mut buf, None).0;
     interner.intern(&buf[..n])
 }
@@ -399,7 +399,6 @@ fn capture_cached(
     depth: usize,
     key: u8,
     through_forward: bool,
-    buf: &mut [usize; MAX_DEPTH],
 ) -> Option<StackId> {
     let key = key | u8::from(through_forward) << 7;
     let sp = stack_pointer();
@@ -415,12 +414,14 @@ fn capture_cached(
                 return Some(id);
             }
             WALKS.fetch_add(1, Ordering::Relaxed);
+            // Only a walk needs the buffers (2 KiB and more to clear): a hit must not pay for them.
+            let mut buf = [0usize; MAX_DEPTH];
             let mut checks = Checks {
                 n: 0,
                 slot: [0; MAX_CHECKS],
                 value: [0; MAX_CHECKS],
             };
-            let (n, cacheable) = walk(depth, through_forward, buf, Some(&mut checks));
+            let (n, cacheable) = walk(depth, through_forward, &mut buf, Some(&mut checks));
             let id = interner.intern(&buf[..n]);
             if cacheable {
                 cache.insert(sp, key, &checks, id);

@@ -21,8 +21,6 @@ pub struct State {
     /// The Python code objects captures met.
     pub python: crate::python::Registry,
     pub graphs: Graphs,
-    /// One sequence for allocations, frees and events, so their order can be told apart.
-    pub seq: AtomicU64,
     /// `lifecycle::coarse_ms()` when the shim started.
     pub start_ms: u64,
     pub start_unix_ms: AtomicU64,
@@ -35,7 +33,7 @@ pub struct State {
     /// Held while a dump is written, so a snapshot and the final dump never overlap; true once
     /// the final dump (exit or signal) has begun: no snapshot starts after it, so none can be cut
     /// off half-written by the process ending.
-    pub dumping: parking_lot::Mutex<bool>,
+    pub dumping: crate::lock::Mutex<bool>,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -56,13 +54,12 @@ pub fn init(config: Config) -> &'static State {
         mixed: Interner::default(),
         python: crate::python::Registry::default(),
         graphs: Graphs::default(),
-        seq: AtomicU64::new(0),
         start_ms: crate::lifecycle::coarse_ms(),
         start_unix_ms: AtomicU64::new(unix_ms()),
         snapshots: AtomicU64::new(0),
         forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
-        dumping: parking_lot::Mutex::new(false),
+        dumping: crate::lock::Mutex::new(false),
     });
     RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state
@@ -151,8 +148,10 @@ impl State {
             .store(std::os::unix::process::parent_id(), Ordering::Relaxed);
     }
 
+    /// One sequence for allocations, frees and events, so their order can be told apart (kept
+    /// by the table, beside the counters every call updates).
     pub fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+        self.table.next_seq()
     }
 
     pub fn elapsed_ms(&self) -> u32 {
