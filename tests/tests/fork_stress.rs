@@ -30,9 +30,21 @@ fn wait_or_kill(child: &mut Child) -> Option<ExitStatus> {
 
 #[test]
 fn forks_under_contention_give_children_that_finish_with_their_own_records() {
+    forks_under_contention("fast");
+}
+
+/// Every allocation walks the stack: forks land while threads are inside the unwinder (and the
+/// dynamic linker's lists of loaded objects it reads).
+#[test]
+fn forks_while_threads_unwind_give_children_that_finish_with_their_own_records() {
+    forks_under_contention("precise");
+}
+
+fn forks_under_contention(unwind: &str) {
     let mut sp = Scenario::new("fork_stress")
         .arg(&FORKS.to_string())
         .env("CUDALEAK_SNAPSHOT_INTERVAL", "0.05")
+        .env("CUDALEAK_UNWIND", unwind)
         .spawn_shim();
     let mut child = sp.child.take().expect("a child");
     drop(child.stdin.take());
