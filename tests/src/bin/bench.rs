@@ -155,35 +155,60 @@ fn main() {
 
     python_frames(&bench, quick);
 
-    let blocks: u64 = if quick { 100_000 } else { 1_000_000 };
-    println!("## Scale: {blocks} live blocks at exit (64 call sites)");
+    scale(&bench, if quick { 100_000 } else { 1_000_000 });
+}
+
+/// 1 000 000 live blocks from 1 000 call sites (allocated in turn) left at exit: the exit dump's
+/// time, the memory per live record, the dump's size, and `cudaleak report` on it. Medians of
+/// three runs (one with `--quick`).
+fn scale(bench: &Bench, blocks: u64) {
+    println!("## Scale: {blocks} live blocks at exit (1000 call sites)");
     let program = scenario_program("bench_scale");
     let args = vec![blocks.to_string()];
-    let bare = run(&program, &args, &[]);
-    let bare_exit = now_ns() - value(&bare, "main_end_ns");
-    let bare_gain = value(&bare, "rss_gain_kib");
-    let scale_dir = tempfile::tempdir().expect("temp dir");
-    let dump_dir = format!("{}/", scale_dir.path().display());
-    let env = vec![
-        ("LD_PRELOAD", bench.shim.to_str().expect("UTF-8 shim path")),
-        ("CUDALEAK_OUTPUT", dump_dir.as_str()),
-        ("CUDALEAK_QUIET", "1"),
-    ];
-    let shimmed = run(&program, &args, &env);
-    let exit_s = (now_ns() - value(&shimmed, "main_end_ns") - bare_exit) / 1e9;
-    let gain = value(&shimmed, "rss_gain_kib");
-    let per_record = (gain - bare_gain) * 1024.0 / blocks as f64;
-    let dump = std::fs::read_dir(scale_dir.path())
-        .expect("dump dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("the scale run wrote a dump");
+    let runs = if bench.reps > 3 { 3 } else { 1 };
+    let (mut alloc_bare, mut alloc_shim, mut exit_added, mut per_record) =
+        (vec![], vec![], vec![], vec![]);
+    let mut dump = None;
+    for _ in 0..runs {
+        let bare = run(&program, &args, &[]);
+        let bare_exit = now_ns() - value(&bare, "main_end_ns");
+        alloc_bare.push(value(&bare, "alloc_ns") / 1e9);
+        let bare_gain = value(&bare, "rss_gain_kib");
+        let scale_dir = tempfile::tempdir().expect("temp dir");
+        let dump_dir = format!("{}/", scale_dir.path().display());
+        let env = vec![
+            ("LD_PRELOAD", bench.shim.to_str().expect("UTF-8 shim path")),
+            ("CUDALEAK_OUTPUT", dump_dir.as_str()),
+            ("CUDALEAK_QUIET", "1"),
+        ];
+        let shimmed = run(&program, &args, &env);
+        exit_added.push((now_ns() - value(&shimmed, "main_end_ns") - bare_exit) / 1e9);
+        alloc_shim.push(value(&shimmed, "alloc_ns") / 1e9);
+        let gain = value(&shimmed, "rss_gain_kib");
+        per_record.push((gain - bare_gain) * 1024.0 / blocks as f64);
+        let path = std::fs::read_dir(scale_dir.path())
+            .expect("dump dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .expect("the scale run wrote a dump");
+        dump = Some((scale_dir, path));
+    }
+    let (_dir, dump) = dump.expect("at least one run");
     let size_mb = std::fs::metadata(&dump).map_or(0.0, |m| m.len() as f64 / 1e6);
     println!("| measure | value |");
     println!("|---|---:|");
-    println!("| exit dump (process end minus main's return, less a bare run's) | {exit_s:.2} s |");
     println!(
-        "| resident memory per live record (shim run minus bare run) | {per_record:.0} bytes |"
+        "| exit dump (process end minus main's return, less a bare run's) | {:.2} s |",
+        median(exit_added)
+    );
+    println!(
+        "| allocating them: bare / under the shim | {:.2} s / {:.2} s |",
+        median(alloc_bare),
+        median(alloc_shim)
+    );
+    println!(
+        "| resident memory per live record (shim run minus bare run) | {:.0} bytes |",
+        median(per_record)
     );
     println!("| dump size | {size_mb:.1} MB |");
     let (report_s, report_rss) = report(&dump);
