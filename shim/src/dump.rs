@@ -16,7 +16,7 @@ use cudaleak_format::{
 use crate::api::Api;
 use crate::python::{self, PyFrame};
 use crate::stack::{self, StackId};
-use crate::state::{self, State};
+use crate::state::State;
 use crate::stdio;
 use crate::symbolize::Symbolizer;
 use crate::table::Live;
@@ -219,7 +219,7 @@ fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Pro
         argv,
         rank,
         start_unix_ms: s.start_unix_ms.load(Relaxed),
-        end_unix_ms: state::unix_ms(),
+        end_unix_ms: crate::clock::unix_ms(),
         end: match moment {
             Moment::Exit => End::Exit,
             Moment::Signal(_) => End::Signal,

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::hash::StackHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::lock::Mutex;
@@ -501,23 +503,6 @@ impl Interner {
     pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
         let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();
         shard.stacks.get((id.0 >> SHARD_BITS) as usize).cloned()
-    }
-}
-
-#[derive(Default)]
-struct StackHasher(u64);
-
-impl Hasher for StackHasher {
-    fn finish(&self) -> u64 {
-        crate::table::mix(self.0)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_usize(usize::from(b));
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 

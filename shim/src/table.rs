@@ -6,13 +6,13 @@
 #![deny(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::lock::{CachePadded, Mutex};
 use cudaleak_format::EventType;
 
 use crate::api::{Api, Space};
+use crate::hash::{mix, AddrHash};
 use crate::stack::StackId;
 
 const SHARDS: usize = 64;
@@ -204,16 +204,6 @@ impl Default for Table {
             dropped_events: AtomicU64::new(0),
         }
     }
-}
-
-/// MurmurHash3's finaliser: every input bit reaches every output bit, so aligned addresses
-/// (low bits all zero) still spread over both the shards (high bits) and the buckets (low bits).
-pub fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
 }
 
 fn space_index(space: Space) -> usize {
@@ -654,26 +644,6 @@ impl Table {
         }
     }
 }
-
-/// Addresses are mixed once; the map needs no second, slower hash.
-#[derive(Default)]
-struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = mix(self.0 ^ u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = mix(n);
-    }
-}
-
-type AddrHash = BuildHasherDefault<AddrHasher>;
 
 const _: () = assert!(std::mem::size_of::<Block>() == 32);
 
