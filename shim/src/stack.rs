@@ -273,7 +273,27 @@ struct WalkCache {
     /// (about 1.2 KiB each), not the whole cache.
     sets: [Vec<Entry>; CACHE_SETS],
     next_way: [u8; CACHE_SETS],
+    /// Walks from one stack pointer and hook whose return addresses sit in the same slots (the
+    /// frames have the same sizes) but differ: a loop calling many allocation sites in turn, more
+    /// than a set's ways hold. Asked when the sets miss.
+    shapes: Vec<Shape>,
+    next_shape: usize,
 }
+
+/// Every walk remembered from one stack pointer and hook with the same slots, by the return
+/// addresses found in them. The same proof as an [`Entry`]'s: the same stack pointer, slots
+/// holding the same addresses, so the same frames.
+struct Shape {
+    sp: usize,
+    key: u8,
+    slots: Box<[usize]>,
+    ids: HashMap<Box<[usize]>, StackId, BuildHasherDefault<StackHasher>>,
+}
+
+/// Shapes kept per thread, and walks per shape (about 200 bytes each at 22 frames): a bound
+/// on the memory, not a size any loop is expected to reach.
+const MAX_SHAPES: usize = 8;
+const MAX_SHAPE_WALKS: usize = 4096;
 
 impl WalkCache {
     fn new() -> WalkCache {
@@ -282,7 +302,57 @@ impl WalkCache {
             reuses: 0,
             sets: Default::default(),
             next_way: [0; CACHE_SETS],
+            shapes: Vec::new(),
+            next_shape: 0,
         }
+    }
+
+    fn lookup_shape(&self, sp: usize, key: u8) -> Option<StackId> {
+        let shape = self.shapes.iter().find(|s| s.sp == sp && s.key == key)?;
+        let mut values = [0usize; MAX_CHECKS];
+        for (v, &slot) in values.iter_mut().zip(shape.slots.iter()) {
+            // SAFETY: as in `lookup`: the slots were checked to lie in this thread's stack when
+            // the shape was made, above the stack pointer they were recorded from, which is the
+            // current one.
+            *v = unsafe { (slot as *const usize).read_volatile() };
+        }
+        shape.ids.get(&values[..shape.slots.len()]).copied()
+    }
+
+    /// Remembers a walk in its shape (called after [`WalkCache::insert`] accepted it).
+    fn insert_shape(&mut self, sp: usize, key: u8, checks: &Checks, id: StackId) {
+        let slots = &checks.slot[..checks.n];
+        let values = &checks.value[..checks.n];
+        let i = match self.shapes.iter().position(|s| s.sp == sp && s.key == key) {
+            Some(i) => i,
+            None if self.shapes.len() < MAX_SHAPES => {
+                self.shapes.push(Shape {
+                    sp,
+                    key,
+                    slots: slots.into(),
+                    ids: HashMap::default(),
+                });
+                self.shapes.len() - 1
+            }
+            None => {
+                let i = self.next_shape % MAX_SHAPES;
+                self.next_shape = self.next_shape.wrapping_add(1);
+                self.shapes[i].sp = sp;
+                self.shapes[i].key = key;
+                self.shapes[i].ids.clear();
+                i
+            }
+        };
+        let shape = &mut self.shapes[i];
+        if *shape.slots != *slots {
+            // Frames of other sizes from here: the shape starts again.
+            shape.slots = slots.into();
+            shape.ids.clear();
+        }
+        if shape.ids.len() >= MAX_SHAPE_WALKS {
+            shape.ids.clear();
+        }
+        shape.ids.insert(values.into(), id);
     }
 
     fn set_of(sp: usize, key: u8) -> usize {
@@ -317,6 +387,7 @@ impl WalkCache {
         {
             return;
         }
+        self.insert_shape(sp, key, checks, id);
         let entry = Entry {
             sp,
             key,
@@ -408,7 +479,10 @@ fn capture_cached(
         .try_with(|w| {
             let mut w = w.try_borrow_mut().ok()?;
             let cache = w.get_or_insert_with(WalkCache::new);
-            if let Some(id) = cache.lookup(sp, key) {
+            if let Some(id) = cache
+                .lookup(sp, key)
+                .or_else(|| cache.lookup_shape(sp, key))
+            {
                 cache.reuses += 1;
                 if cache.reuses % 256 == 0 {
                     REUSES.fetch_add(256, Ordering::Relaxed);
