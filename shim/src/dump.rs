@@ -248,7 +248,7 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
-/// Writes `dump` through a temporary file in the same directory (mode 0600), then gives it the
+/// Writes a dump (what `write` writes) through a temporary file in the same directory (mode 0600), then gives it the
 /// name `path` — or, if a file of that name exists (another process's dump), the first free
 /// `NAME.1.json`, `NAME.2.json` …: a dump never replaces another. Returns the name used.
 pub fn write_atomically(
@@ -274,7 +274,9 @@ pub fn write_atomically(
         let file = stdio::file_above_stdio(file)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
         write(&mut w)?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        // Complete before it gets its name, so no reader sees half a dump. Not synced to disk:
+        // that only matters if the machine goes down, and cost up to 0.7 s on a 140 MB dump.
+        w.into_inner().map_err(|e| e.into_error())?;
         publish(&tmp, path)
     })();
     let _ = fs::remove_file(&tmp);
