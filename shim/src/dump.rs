@@ -248,9 +248,10 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
-/// Writes a dump (what `write` writes) through a temporary file in the same directory (mode 0600), then gives it the
-/// name `path` — or, if a file of that name exists (another process's dump), the first free
-/// `NAME.1.json`, `NAME.2.json` …: a dump never replaces another. Returns the name used.
+/// Writes a dump (what `write` writes) through a temporary file in the same directory (mode
+/// 0600), then gives it the name `path` — or, if a file of that name exists (another process's
+/// dump), the first free `NAME.1.json`, `NAME.2.json` …: a dump never replaces another. Returns
+/// the name used.
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<fs::File>) -> io::Result<()>,
