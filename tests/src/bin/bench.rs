@@ -3,7 +3,8 @@
 //!
 //! Prints medians; asserts nothing. Timing is not a test: numbers go to docs/performance.md.
 //!
-//! Usage: `bench [--quick]` (quick: fewer repetitions and a 100 000-block scale run).
+//! Usage: `bench [--quick] [--reps N]` (quick: fewer repetitions and a 100 000-block scale
+//! run; `--reps`: repetitions of each measurement, for a machine shared with other work).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -105,22 +106,36 @@ impl Bench {
 }
 
 impl Bench {
-    /// Medians of wall and CPU ns per pair of `threads` threads under the shim.
-    fn shim_pairs_cpu(&self, threads: u32, pairs: u64) -> (f64, f64) {
+    /// Medians of wall and CPU ns per pair under the shim, for each thread count; the counts
+    /// alternate within each repetition, so load from other work hits them alike.
+    fn shim_threads(&self, counts: &[u32], pairs: u64) -> Vec<(f64, f64)> {
         let program = scenario_program("bench_pairs");
-        let args = vec![
-            threads.to_string(),
-            pairs.to_string(),
-            DEPTH_FOR_22_FRAMES.to_string(),
-        ];
-        let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+        let mut samples = vec![(Vec::new(), Vec::new()); counts.len()];
         for _ in 0..self.reps {
-            let out = run(&program, &args, &self.shim_env(&[]));
-            wall.push(value(&out, "ns_per_pair"));
-            cpu.push(value(&out, "cpu_ns_per_pair"));
+            for (&threads, (wall, cpu)) in counts.iter().zip(samples.iter_mut()) {
+                let args = vec![
+                    threads.to_string(),
+                    pairs.to_string(),
+                    DEPTH_FOR_22_FRAMES.to_string(),
+                ];
+                let out = run(&program, &args, &self.shim_env(&[]));
+                wall.push(value(&out, "ns_per_pair"));
+                cpu.push(value(&out, "cpu_ns_per_pair"));
+            }
         }
-        (median(wall), median(cpu))
+        samples
+            .into_iter()
+            .map(|(wall, cpu)| (median(wall), median(cpu)))
+            .collect()
     }
+}
+
+/// `--reps N`: repetitions of each measurement (default 7, 3 with `--quick`).
+fn reps_arg() -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == "--reps")?;
+    let n = args.get(i + 1)?.parse().ok()?;
+    (n > 0).then_some(n)
 }
 
 fn now_ns() -> f64 {
@@ -135,7 +150,7 @@ fn main() {
     let bench = Bench {
         shim: shim().to_path_buf(),
         dumps: tempfile::tempdir().expect("temp dir"),
-        reps: if quick { 3 } else { 7 },
+        reps: reps_arg().unwrap_or(if quick { 3 } else { 7 }),
     };
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -183,8 +198,10 @@ fn main() {
     println!("|---:|---:|---:|---:|");
     let mut per_s = Vec::new();
     let mut cpu = Vec::new();
-    for threads in [1u32, 8] {
-        let (wall, cpu_ns) = bench.shim_pairs_cpu(threads, 100_000);
+    for (threads, (wall, cpu_ns)) in [1u32, 8]
+        .into_iter()
+        .zip(bench.shim_threads(&[1, 8], 100_000))
+    {
         per_s.push(1e9 / wall);
         cpu.push(cpu_ns);
         println!(
