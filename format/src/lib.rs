@@ -454,7 +454,11 @@ where
     S: for<'de> Deserialize<'de>,
 {
     let parsed = {
-        let mut de = serde_json::Deserializer::from_reader(input);
+        // serde_json takes its input a byte at a time through `io::Bytes`, which reads straight
+        // from the buffer only when the reader is a `BufReader` itself (not a `&mut` one, nor
+        // one inside another reader): a buffer of our own keeps that fast path whatever `R` is.
+        let mut de =
+            serde_json::Deserializer::from_reader(io::BufReader::with_capacity(1 << 16, input));
         Dump::<S>::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
     };
     match parsed {

@@ -4,7 +4,8 @@
 //! Prints medians; asserts nothing. Timing is not a test: numbers go to docs/performance.md.
 //!
 //! Usage: `bench [--quick] [--reps N]` (quick: fewer repetitions and a 100 000-block scale
-//! run; `--reps`: repetitions of each measurement, for a machine shared with other work).
+//! run; `--reps`: repetitions of each measurement, for a machine shared with other work), or
+//! `bench --instructions`: instructions per pair counted by valgrind instead of times.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -130,6 +131,101 @@ impl Bench {
     }
 }
 
+/// Instructions a program executes under valgrind's callgrind (its "Collected" total).
+fn instructions_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> f64 {
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(program)
+        .args(args)
+        .env("LD_LIBRARY_PATH", BENCHCUDA_DIR)
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("valgrind (needed for --instructions)");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "valgrind {}: {text}",
+        program.display()
+    );
+    text.lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no total in valgrind's output:\n{text}"))
+}
+
+/// `--instructions`: instructions per pair, counted by callgrind — unlike times, the same on a
+/// machine shared with other work. Two loop lengths per configuration; the difference divided
+/// by the difference in pairs leaves out start-up and exit.
+fn instructions(bench: &Bench) {
+    let per_pair = |program: &Path, args: &dyn Fn(u64) -> Vec<String>, env: &[(&str, &str)]| {
+        let (short, long) = (10_000u64, 60_000u64);
+        let a = instructions_of(program, &args(short), env);
+        let b = instructions_of(program, &args(long), env);
+        (b - a) / (long - short) as f64
+    };
+    let pairs = scenario_program("bench_pairs");
+    let native = |stream_ordered: bool| {
+        move |n: u64| {
+            let mut v = vec![
+                "1".to_string(),
+                n.to_string(),
+                DEPTH_FOR_22_FRAMES.to_string(),
+            ];
+            if stream_ordered {
+                v.push("async".into());
+            }
+            v
+        }
+    };
+    println!("## Instructions per alloc+free pair (valgrind --tool=callgrind), 1 thread");
+    println!("| run | instructions/pair | added by the shim |");
+    println!("|---|---:|---:|");
+    let bare = per_pair(&pairs, &native(false), &[]);
+    println!("| cuMemAlloc_v2 + cuMemFree_v2, 22 frames, bare | {bare:.0} | |");
+    let shim = per_pair(&pairs, &native(false), &bench.shim_env(&[]));
+    println!(
+        "| the same under the shim | {shim:.0} | {:.0} |",
+        shim - bare
+    );
+    let bare_async = per_pair(&pairs, &native(true), &[]);
+    let shim_async = per_pair(&pairs, &native(true), &bench.shim_env(&[]));
+    println!(
+        "| cuMemAllocAsync + cuMemFreeAsync (the --exact-pools route) under the shim | {shim_async:.0} | {:.0} |",
+        shim_async - bare_async
+    );
+    let py = &pythons()[0];
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/python_pairs.py");
+    let py_args = |n: u64| vec![script.to_string(), n.to_string(), "20".to_string()];
+    let py_bare = per_pair(&py.path, &py_args, &[]);
+    let py_native = per_pair(
+        &py.path,
+        &py_args,
+        &bench.shim_env(&[("CUDALEAK_PY_DEPTH", "0")]),
+    );
+    let py_frames = per_pair(&py.path, &py_args, &bench.shim_env(&[]));
+    println!(
+        "| ctypes pair from 20 Python frames (CPython {}.{}), bare | {py_bare:.0} | |",
+        py.version.0, py.version.1
+    );
+    println!(
+        "| the same under the shim, `CUDALEAK_PY_DEPTH=0` | {py_native:.0} | {:.0} |",
+        py_native - py_bare
+    );
+    println!(
+        "| the same under the shim, Python frames (default) | {py_frames:.0} | {:.0} |",
+        py_frames - py_bare
+    );
+    println!(
+        "Python frames: {:.0} instructions per allocation.",
+        py_frames - py_native
+    );
+}
+
 /// `--reps N`: repetitions of each measurement (default 7, 3 with `--quick`).
 fn reps_arg() -> Option<usize> {
     let args: Vec<String> = std::env::args().collect();
@@ -170,6 +266,11 @@ fn main() {
         bench.reps
     );
     println!();
+
+    if std::env::args().any(|a| a == "--instructions") {
+        instructions(&bench);
+        return;
+    }
 
     println!("## Overhead per cuMemAlloc_v2 + cuMemFree_v2 pair, 22-frame stack, 1 thread");
     println!("| unwinding | bare ns/pair | shim ns/pair | overhead ns/pair |");
