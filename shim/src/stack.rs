@@ -291,9 +291,10 @@ struct Shape {
 }
 
 /// Shapes kept per thread, and walks per shape (about 200 bytes each at 22 frames): a bound
-/// on the memory, not a size any loop is expected to reach.
-const MAX_SHAPES: usize = 8;
-const MAX_SHAPE_WALKS: usize = 4096;
+/// on the memory (at most about 1.6 MiB a thread at 22 frames, 5 MiB at 64), not a size a loop
+/// is expected to reach.
+const MAX_SHAPES: usize = 4;
+const MAX_SHAPE_WALKS: usize = 2048;
 
 impl WalkCache {
     fn new() -> WalkCache {
