@@ -2,7 +2,9 @@
 # scripts/bench.sh — the CPU benchmarks (`make bench`): the shim's overhead per alloc+free pair,
 # multi-thread throughput and the 1 000 000-live-block scale run, on the null benchmark driver;
 # then the CLI's peak memory per report format (scripts/bench-report.py).
-# Prints Markdown tables; asserts nothing. `--quick` for a short run. GPU: scripts/gpu-bench.sh.
+# Prints Markdown tables; asserts nothing. `--quick` for a short run, `--reps N` for more
+# repetitions on a busy machine, `--instructions` for instructions per pair counted by valgrind
+# instead of times (tests/src/bin/bench.rs). GPU: scripts/gpu-bench.sh, scripts/gpu-ab.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build --release -p cudaleak-shim -p cudaleak-cli -p cudaleak-tests --bin bench

@@ -454,7 +454,11 @@ where
     S: for<'de> Deserialize<'de>,
 {
     let parsed = {
-        let mut de = serde_json::Deserializer::from_reader(input);
+        // serde_json takes its input a byte at a time through `io::Bytes`, which reads straight
+        // from the buffer only when the reader is a `BufReader` itself (not a `&mut` one, nor
+        // one inside another reader): a buffer of our own keeps that fast path whatever `R` is.
+        let mut de =
+            serde_json::Deserializer::from_reader(io::BufReader::with_capacity(1 << 16, input));
         Dump::<S>::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
     };
     match parsed {
@@ -487,6 +491,67 @@ where
 /// Writes a dump as compact JSON followed by a newline.
 pub fn write<S: Serialize, W: io::Write>(dump: &Dump<S>, mut w: W) -> io::Result<()> {
     serde_json::to_writer(&mut w, dump)?;
+    w.write_all(b"\n")
+}
+
+/// Everything of a dump but its live records, for [`write_streamed`].
+pub struct DumpParts<'a, S = String> {
+    pub cudaleak_dump: u32,
+    pub process: &'a Process,
+    pub summary: &'a Summary,
+    pub stacks: &'a [Stack<S>],
+    pub events: &'a [Event<S>],
+    pub shim: Option<&'a ShimInfo>,
+}
+
+/// Writes a dump whose live records are made one at a time as they are written, so a writer
+/// with millions of them never holds them all (the shim at exit). The bytes are exactly those
+/// [`write`] writes for the same [`Dump`].
+pub fn write_streamed<'r, S, L, W>(parts: &DumpParts<'_, S>, live: L, mut w: W) -> io::Result<()>
+where
+    S: Serialize,
+    L: IntoIterator<Item = LiveRecord<&'r str>>,
+    W: io::Write,
+{
+    use serde::ser::SerializeStruct;
+    use std::cell::Cell;
+
+    struct Whole<'p, 'a, S, I> {
+        parts: &'p DumpParts<'a, S>,
+        live: Cell<Option<I>>,
+    }
+    struct Records<'c, I>(&'c Cell<Option<I>>);
+
+    impl<'r, I: Iterator<Item = LiveRecord<&'r str>>> Serialize for Records<'_, I> {
+        fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+            s.collect_seq(self.0.take().into_iter().flatten())
+        }
+    }
+
+    // Field for field as `Dump` derives it; the test below holds the two to the same bytes.
+    impl<'r, S: Serialize, I: Iterator<Item = LiveRecord<&'r str>>> Serialize for Whole<'_, '_, S, I> {
+        fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
+            let p = self.parts;
+            let mut d = s.serialize_struct("Dump", 7)?;
+            d.serialize_field("cudaleak_dump", &p.cudaleak_dump)?;
+            d.serialize_field("process", p.process)?;
+            d.serialize_field("summary", p.summary)?;
+            d.serialize_field("stacks", p.stacks)?;
+            d.serialize_field("live", &Records(&self.live))?;
+            d.serialize_field("events", p.events)?;
+            match p.shim {
+                Some(shim) => d.serialize_field("shim", shim)?,
+                None => d.skip_field("shim")?,
+            }
+            d.end()
+        }
+    }
+
+    let whole = Whole {
+        parts,
+        live: Cell::new(Some(live.into_iter())),
+    };
+    serde_json::to_writer(&mut w, &whole)?;
     w.write_all(b"\n")
 }
 
@@ -574,6 +639,44 @@ impl<S> Dump<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_dump_is_byte_for_byte_the_written_one() {
+        for mut dump in [
+            sample(),
+            from_slice(include_bytes!("../tests/v1-sample.json")).unwrap(),
+        ] {
+            for shim in [None, Some(ShimInfo::default())] {
+                dump.shim = shim;
+                let mut whole = Vec::new();
+                write(&dump, &mut whole).unwrap();
+                let parts = DumpParts {
+                    cudaleak_dump: dump.cudaleak_dump,
+                    process: &dump.process,
+                    summary: &dump.summary,
+                    stacks: &dump.stacks,
+                    events: &dump.events,
+                    shim: dump.shim.as_ref(),
+                };
+                let live = dump.live.iter().map(|r| LiveRecord {
+                    address: r.address,
+                    size: r.size,
+                    bytes_held: r.bytes_held,
+                    api: r.api.as_str(),
+                    kind: r.kind,
+                    device: r.device,
+                    thread: r.thread,
+                    seq: r.seq,
+                    time_ms: r.time_ms,
+                    stack: r.stack,
+                });
+                let mut streamed = Vec::new();
+                write_streamed(&parts, live, &mut streamed).unwrap();
+                assert!(!dump.live.is_empty());
+                assert_eq!(String::from_utf8(streamed), String::from_utf8(whole));
+            }
+        }
+    }
 
     fn sample() -> Dump {
         Dump {

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use parking_lot::Mutex;
+use crate::lock::Mutex;
 
 use crate::stack::StackId;
 

@@ -12,12 +12,15 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod api;
+mod clock;
 mod config;
 mod dump;
 mod graphs;
 mod guard;
+mod hash;
 mod hooks;
 mod lifecycle;
+mod lock;
 mod python;
 mod real;
 mod record;

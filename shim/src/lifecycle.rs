@@ -78,19 +78,6 @@ extern "C" fn constructor() {
     });
 }
 
-/// Milliseconds on the coarse monotonic clock (a few ms of resolution): read from the vDSO
-/// without touching the clock source, so it stays cheap where `CLOCK_MONOTONIC` is a system
-/// call (some virtual machines). Enough for a record's `time_ms`.
-pub fn coarse_ms() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: t is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
-    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
-}
-
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(s) = state::get() {

@@ -6,9 +6,11 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::hash::StackHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::Mutex;
 
 /// Index of an interned stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -271,7 +273,28 @@ struct WalkCache {
     /// (about 1.2 KiB each), not the whole cache.
     sets: [Vec<Entry>; CACHE_SETS],
     next_way: [u8; CACHE_SETS],
+    /// Walks from one stack pointer and hook whose return addresses sit in the same slots (the
+    /// frames have the same sizes) but differ: a loop calling many allocation sites in turn, more
+    /// than a set's ways hold. Asked when the sets miss.
+    shapes: Vec<Shape>,
+    next_shape: usize,
 }
+
+/// Every walk remembered from one stack pointer and hook with the same slots, by the return
+/// addresses found in them. The same proof as an [`Entry`]'s: the same stack pointer, slots
+/// holding the same addresses, so the same frames.
+struct Shape {
+    sp: usize,
+    key: u8,
+    slots: Box<[usize]>,
+    ids: HashMap<Box<[usize]>, StackId, BuildHasherDefault<StackHasher>>,
+}
+
+/// Shapes kept per thread, and walks per shape (about 200 bytes each at 22 frames): a bound
+/// on the memory (at most about 1.6 MiB a thread at 22 frames, 5 MiB at 64), not a size a loop
+/// is expected to reach.
+const MAX_SHAPES: usize = 4;
+const MAX_SHAPE_WALKS: usize = 2048;
 
 impl WalkCache {
     fn new() -> WalkCache {
@@ -280,7 +303,57 @@ impl WalkCache {
             reuses: 0,
             sets: Default::default(),
             next_way: [0; CACHE_SETS],
+            shapes: Vec::new(),
+            next_shape: 0,
         }
+    }
+
+    fn lookup_shape(&self, sp: usize, key: u8) -> Option<StackId> {
+        let shape = self.shapes.iter().find(|s| s.sp == sp && s.key == key)?;
+        let mut values = [0usize; MAX_CHECKS];
+        for (v, &slot) in values.iter_mut().zip(shape.slots.iter()) {
+            // SAFETY: as in `lookup`: the slots were checked to lie in this thread's stack when
+            // the shape was made, above the stack pointer they were recorded from, which is the
+            // current one.
+            *v = unsafe { (slot as *const usize).read_volatile() };
+        }
+        shape.ids.get(&values[..shape.slots.len()]).copied()
+    }
+
+    /// Remembers a walk in its shape (called after [`WalkCache::insert`] accepted it).
+    fn insert_shape(&mut self, sp: usize, key: u8, checks: &Checks, id: StackId) {
+        let slots = &checks.slot[..checks.n];
+        let values = &checks.value[..checks.n];
+        let i = match self.shapes.iter().position(|s| s.sp == sp && s.key == key) {
+            Some(i) => i,
+            None if self.shapes.len() < MAX_SHAPES => {
+                self.shapes.push(Shape {
+                    sp,
+                    key,
+                    slots: slots.into(),
+                    ids: HashMap::default(),
+                });
+                self.shapes.len() - 1
+            }
+            None => {
+                let i = self.next_shape % MAX_SHAPES;
+                self.next_shape = self.next_shape.wrapping_add(1);
+                self.shapes[i].sp = sp;
+                self.shapes[i].key = key;
+                self.shapes[i].ids.clear();
+                i
+            }
+        };
+        let shape = &mut self.shapes[i];
+        if *shape.slots != *slots {
+            // Frames of other sizes from here: the shape starts again.
+            shape.slots = slots.into();
+            shape.ids.clear();
+        }
+        if shape.ids.len() >= MAX_SHAPE_WALKS {
+            shape.ids.clear();
+        }
+        shape.ids.insert(values.into(), id);
     }
 
     fn set_of(sp: usize, key: u8) -> usize {
@@ -298,10 +371,10 @@ impl WalkCache {
                 .iter()
                 .zip(&c.value[..c.n])
                 .all(|(&slot, &ip)| {
-                    // SAFETY: slot lies inside this thread's stack (checked at insert) and above
-                    // the current stack pointer, which equals the one it was recorded from.
-                    self.stack.contains(&slot)
-                        && unsafe { (slot as *const usize).read_volatile() } == ip
+                    // SAFETY: slot lies inside this thread's stack (`insert` keeps no entry
+                    // with a slot outside it, and a thread's stack does not move) and above the
+                    // current stack pointer, which equals the one it was recorded from.
+                    (unsafe { (slot as *const usize).read_volatile() }) == ip
                 });
             same.then_some(e.id)
         })
@@ -315,6 +388,7 @@ impl WalkCache {
         {
             return;
         }
+        self.insert_shape(sp, key, checks, id);
         let entry = Entry {
             sp,
             key,
@@ -381,13 +455,13 @@ pub fn capture_interned(
     through_forward: bool,
     mode: Unwind,
 ) -> StackId {
-    let mut buf = [0usize; MAX_DEPTH];
     if mode == Unwind::Cached && cfg!(target_arch = "x86_64") {
-        if let Some(id) = capture_cached(interner, depth, key, through_forward, &mut buf) {
+        if let Some(id) = capture_cached(interner, depth, key, through_forward) {
             return id;
         }
     }
     WALKS.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0usize; MAX_DEPTH];
     let n = walk(depth, through_forward, &mut buf, None).0;
     interner.intern(&buf[..n])
 }
@@ -399,7 +473,6 @@ fn capture_cached(
     depth: usize,
     key: u8,
     through_forward: bool,
-    buf: &mut [usize; MAX_DEPTH],
 ) -> Option<StackId> {
     let key = key | u8::from(through_forward) << 7;
     let sp = stack_pointer();
@@ -407,7 +480,10 @@ fn capture_cached(
         .try_with(|w| {
             let mut w = w.try_borrow_mut().ok()?;
             let cache = w.get_or_insert_with(WalkCache::new);
-            if let Some(id) = cache.lookup(sp, key) {
+            if let Some(id) = cache
+                .lookup(sp, key)
+                .or_else(|| cache.lookup_shape(sp, key))
+            {
                 cache.reuses += 1;
                 if cache.reuses % 256 == 0 {
                     REUSES.fetch_add(256, Ordering::Relaxed);
@@ -415,12 +491,14 @@ fn capture_cached(
                 return Some(id);
             }
             WALKS.fetch_add(1, Ordering::Relaxed);
+            // Only a walk needs the buffers (2 KiB and more to clear): a hit must not pay for them.
+            let mut buf = [0usize; MAX_DEPTH];
             let mut checks = Checks {
                 n: 0,
                 slot: [0; MAX_CHECKS],
                 value: [0; MAX_CHECKS],
             };
-            let (n, cacheable) = walk(depth, through_forward, buf, Some(&mut checks));
+            let (n, cacheable) = walk(depth, through_forward, &mut buf, Some(&mut checks));
             let id = interner.intern(&buf[..n]);
             if cacheable {
                 cache.insert(sp, key, &checks, id);
@@ -500,23 +578,6 @@ impl Interner {
     pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
         let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();
         shard.stacks.get((id.0 >> SHARD_BITS) as usize).cloned()
-    }
-}
-
-#[derive(Default)]
-struct StackHasher(u64);
-
-impl Hasher for StackHasher {
-    fn finish(&self) -> u64 {
-        crate::table::mix(self.0)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_usize(usize::from(b));
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 

@@ -5,7 +5,6 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::Config;
 use crate::graphs::Graphs;
@@ -21,9 +20,7 @@ pub struct State {
     /// The Python code objects captures met.
     pub python: crate::python::Registry,
     pub graphs: Graphs,
-    /// One sequence for allocations, frees and events, so their order can be told apart.
-    pub seq: AtomicU64,
-    /// `lifecycle::coarse_ms()` when the shim started.
+    /// `clock::coarse_ms()` when the shim started.
     pub start_ms: u64,
     pub start_unix_ms: AtomicU64,
     /// Snapshots written so far.
@@ -35,7 +32,7 @@ pub struct State {
     /// Held while a dump is written, so a snapshot and the final dump never overlap; true once
     /// the final dump (exit or signal) has begun: no snapshot starts after it, so none can be cut
     /// off half-written by the process ending.
-    pub dumping: parking_lot::Mutex<bool>,
+    pub dumping: crate::lock::Mutex<bool>,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -56,13 +53,12 @@ pub fn init(config: Config) -> &'static State {
         mixed: Interner::default(),
         python: crate::python::Registry::default(),
         graphs: Graphs::default(),
-        seq: AtomicU64::new(0),
-        start_ms: crate::lifecycle::coarse_ms(),
-        start_unix_ms: AtomicU64::new(unix_ms()),
+        start_ms: crate::clock::coarse_ms(),
+        start_unix_ms: AtomicU64::new(crate::clock::unix_ms()),
         snapshots: AtomicU64::new(0),
         forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
-        dumping: parking_lot::Mutex::new(false),
+        dumping: crate::lock::Mutex::new(false),
     });
     RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state
@@ -146,24 +142,20 @@ impl State {
         *self.dumping.lock() = false;
         self.table.clear();
         self.snapshots.store(0, Ordering::Relaxed);
-        self.start_unix_ms.store(unix_ms(), Ordering::Relaxed);
+        self.start_unix_ms
+            .store(crate::clock::unix_ms(), Ordering::Relaxed);
         self.forked_from
             .store(std::os::unix::process::parent_id(), Ordering::Relaxed);
     }
 
+    /// One sequence for allocations, frees and events, so their order can be told apart (kept
+    /// by the table, beside the counters every call updates).
     pub fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+        self.table.next_seq()
     }
 
     pub fn elapsed_ms(&self) -> u32 {
-        let ms = crate::lifecycle::coarse_ms().saturating_sub(self.start_ms);
+        let ms = crate::clock::coarse_ms().saturating_sub(self.start_ms);
         ms.min(u64::from(u32::MAX)) as u32
     }
-}
-
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

@@ -6,13 +6,13 @@
 #![deny(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::lock::{CachePadded, Mutex};
 use cudaleak_format::EventType;
-use parking_lot::Mutex;
 
 use crate::api::{Api, Space};
+use crate::hash::{mix, AddrHash};
 use crate::stack::StackId;
 
 const SHARDS: usize = 64;
@@ -152,15 +152,26 @@ impl Totals {
 }
 
 pub struct Table {
-    shards: Box<[Mutex<Shard>]>,
+    /// Each shard on cache lines of its own: two threads working in neighbouring shards do
+    /// not take each other's lines.
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
     /// Mappings (`cuMemMap`) apart from the shards: an unmap names a range, not a key.
     mappings: Mutex<Mappings>,
     events: Mutex<Vec<EventRecord>>,
-    /// The only counters all threads share: the peak needs the running total.
-    live_bytes: AtomicU64,
-    peak_live_bytes: AtomicU64,
+    /// The only counters every call updates, together on lines of their own (see [`Shared`]).
+    shared: CachePadded<Shared>,
     failed_allocations: AtomicU64,
     dropped_events: AtomicU64,
+}
+
+/// What all threads update at every call: the sequence (one order for allocations, frees and
+/// events) and the running total the exact peak needs. One cache line, so a call that updates
+/// two of them moves one line between cores, not two.
+#[derive(Default)]
+struct Shared {
+    seq: AtomicU64,
+    live_bytes: AtomicU64,
+    peak_live_bytes: AtomicU64,
 }
 
 /// A copy for a dump. Each shard's blocks and counters are copied under one hold of its lock,
@@ -185,25 +196,14 @@ pub struct Live {
 impl Default for Table {
     fn default() -> Self {
         Table {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
             mappings: Mutex::default(),
             events: Mutex::new(Vec::new()),
-            live_bytes: AtomicU64::new(0),
-            peak_live_bytes: AtomicU64::new(0),
+            shared: CachePadded::default(),
             failed_allocations: AtomicU64::new(0),
             dropped_events: AtomicU64::new(0),
         }
     }
-}
-
-/// MurmurHash3's finaliser: every input bit reaches every output bit, so aligned addresses
-/// (low bits all zero) still spread over both the shards (high bits) and the buckets (low bits).
-pub fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
 }
 
 fn space_index(space: Space) -> usize {
@@ -321,17 +321,31 @@ impl Table {
         };
         if let Some(old) = replaced {
             // The address came back without us seeing it freed: the old block is gone.
-            self.live_bytes.fetch_sub(held(space, &old), Relaxed);
+            self.sub_live(held(space, &old));
         }
         self.add_live(bytes);
     }
 
     fn add_live(&self, size: u64) {
-        let live = self.live_bytes.fetch_add(size, Relaxed) + size;
-        // Read first: the read-modify-write is needed only when this is a new peak.
-        if live > self.peak_live_bytes.load(Relaxed) {
-            self.peak_live_bytes.fetch_max(live, Relaxed);
+        if size == 0 {
+            return;
         }
+        let live = self.shared.live_bytes.fetch_add(size, Relaxed) + size;
+        // Read first: the read-modify-write is needed only when this is a new peak.
+        if live > self.shared.peak_live_bytes.load(Relaxed) {
+            self.shared.peak_live_bytes.fetch_max(live, Relaxed);
+        }
+    }
+
+    fn sub_live(&self, size: u64) {
+        if size != 0 {
+            self.shared.live_bytes.fetch_sub(size, Relaxed);
+        }
+    }
+
+    /// The next number of the one sequence.
+    pub fn next_seq(&self) -> u64 {
+        self.shared.seq.fetch_add(1, Relaxed) + 1
     }
 
     /// Forgets `addr` before the real free runs, so a racing allocation that reuses the address
@@ -339,13 +353,18 @@ impl Table {
     ///
     /// The free is counted now, with the removal, so that a snapshot taken while the real call
     /// runs still has `allocations - frees` equal to its live blocks; a failed call uncounts it.
+    ///
+    /// The address goes into the freed history now too, under the same hold of the lock: a
+    /// successful free (the usual answer) then needs no second one; a failed free takes it out.
     pub fn take(&self, space: Space, addr: u64) -> Option<Block> {
+        let s = space_index(space);
         let mut shard = self.shard(addr).lock();
-        let block = shard.live[space_index(space)].remove(&addr);
+        let block = shard.live[s].remove(&addr);
         if let Some(b) = block {
             shard.counts.frees += 1;
+            shard.freed.push(s, addr, b.stack);
             drop(shard);
-            self.live_bytes.fetch_sub(held(space, &b), Relaxed);
+            self.sub_live(held(space, &b));
         }
         block
     }
@@ -359,11 +378,9 @@ impl Table {
         succeeded: bool,
     ) -> FreeOutcome {
         let s = space_index(space);
-        let mut shard = self.shard(addr).lock();
         match (taken, succeeded) {
+            // The usual answer: `take` did the shard's part already.
             (Some(block), true) => {
-                shard.freed.push(s, addr, block.stack);
-                drop(shard);
                 if space == Space::Physical
                     && self.mappings.lock().released(addr, block.seq, block.size)
                 {
@@ -373,7 +390,10 @@ impl Table {
                 FreeOutcome::Freed
             }
             (Some(block), false) => {
-                // Still allocated as far as the driver is concerned: put it back.
+                // Still allocated as far as the driver is concerned: put it back, and out of
+                // the freed history `take` put it in.
+                let mut shard = self.shard(addr).lock();
+                shard.freed.forget(s, addr);
                 shard.live[s].entry(addr).or_insert(block);
                 shard.counts.frees -= 1;
                 drop(shard);
@@ -381,11 +401,13 @@ impl Table {
                 FreeOutcome::Failed
             }
             (None, true) => {
+                let mut shard = self.shard(addr).lock();
                 shard.freed.forget(s, addr);
                 shard.counts.untracked_frees += 1;
                 FreeOutcome::Untracked
             }
             (None, false) => {
+                let mut shard = self.shard(addr).lock();
                 shard.counts.invalid_frees += 1;
                 match shard.freed.find(s, addr) {
                     Some(stack) => FreeOutcome::DoubleFree(stack),
@@ -407,7 +429,7 @@ impl Table {
             Some(b) => {
                 shard.counts.frees += 1;
                 drop(shard);
-                self.live_bytes.fetch_sub(held(space, &b), Relaxed);
+                self.sub_live(held(space, &b));
                 true
             }
             None => false,
@@ -445,7 +467,7 @@ impl Table {
         if let Some(old) = old {
             // Mapped again without us seeing the unmap: the old mapping is gone.
             drop(m);
-            self.live_bytes.fetch_sub(old.holds, Relaxed);
+            self.sub_live(old.holds);
         }
     }
 
@@ -462,7 +484,7 @@ impl Table {
         m.counts.frees += taken.len() as u64;
         drop(m);
         let holds: u64 = taken.iter().map(|(_, x)| x.holds).sum();
-        self.live_bytes.fetch_sub(holds, Relaxed);
+        self.sub_live(holds);
         taken
     }
 
@@ -556,9 +578,10 @@ impl Table {
         }
         *self.mappings.lock() = Mappings::default();
         self.events.lock().clear();
+        // The sequence goes on: a child's records follow its parent's.
         for counter in [
-            &self.live_bytes,
-            &self.peak_live_bytes,
+            &self.shared.live_bytes,
+            &self.shared.peak_live_bytes,
             &self.failed_allocations,
             &self.dropped_events,
         ] {
@@ -581,8 +604,8 @@ impl Table {
     fn shared_totals(&self, t: &mut Totals) {
         t.failed_allocations = self.failed_allocations.load(Relaxed);
         t.dropped_events = self.dropped_events.load(Relaxed);
-        t.live_bytes = self.live_bytes.load(Relaxed);
-        t.peak_live_bytes = self.peak_live_bytes.load(Relaxed);
+        t.live_bytes = self.shared.live_bytes.load(Relaxed);
+        t.peak_live_bytes = self.shared.peak_live_bytes.load(Relaxed);
     }
 
     /// Copies the live blocks (ordered by sequence number) and events.
@@ -621,26 +644,6 @@ impl Table {
         }
     }
 }
-
-/// Addresses are mixed once; the map needs no second, slower hash.
-#[derive(Default)]
-struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = mix(self.0 ^ u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = mix(n);
-    }
-}
-
-type AddrHash = BuildHasherDefault<AddrHasher>;
 
 const _: () = assert!(std::mem::size_of::<Block>() == 32);
 

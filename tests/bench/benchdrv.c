@@ -28,6 +28,23 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) { return dptr ? 0 : 1; }
 
+/* Stream-ordered, as PyTorch's cudaMallocAsync backend (--exact-pools) reaches the driver. */
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *stream) {
+    (void)stream;
+    return cuMemAlloc_v2(dptr, size);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, void *stream) {
+    (void)stream;
+    return dptr ? 0 : 1;
+}
+
+EXPORT CUresult cuStreamIsCapturing(void *stream, int *status) {
+    (void)stream;
+    *status = 0;
+    return 0;
+}
+
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                     unsigned long long flags, int *status) {
     (void)version;
@@ -35,6 +52,9 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     *pfn = NULL;
     if (!strcmp(symbol, "cuMemAlloc")) *pfn = (void *)cuMemAlloc_v2;
     if (!strcmp(symbol, "cuMemFree")) *pfn = (void *)cuMemFree_v2;
+    if (!strcmp(symbol, "cuMemAllocAsync")) *pfn = (void *)cuMemAllocAsync;
+    if (!strcmp(symbol, "cuMemFreeAsync")) *pfn = (void *)cuMemFreeAsync;
+    if (!strcmp(symbol, "cuStreamIsCapturing")) *pfn = (void *)cuStreamIsCapturing;
     if (!strcmp(symbol, "cuInit")) *pfn = (void *)cuInit;
     if (!strcmp(symbol, "cuCtxGetDevice")) *pfn = (void *)cuCtxGetDevice;
     if (!strcmp(symbol, "cuGetProcAddress")) *pfn = (void *)cuGetProcAddress_v2;

@@ -58,6 +58,15 @@ static pthread_once_t config_once = PTHREAD_ONCE_INIT;
  * has bound its primary context there (the runtime then binds it and retries). */
 static int async_needs_context;
 
+/* Fork safety: a child forked while another thread held the table's lock would otherwise wait
+ * for it forever (the real driver does not survive fork at all; this one must, for the shim's
+ * fork tests). */
+static void before_fork(void) { pthread_mutex_lock(&table_lock); }
+static void after_fork(void) { pthread_mutex_unlock(&table_lock); }
+__attribute__((constructor)) static void register_fork_handlers(void) {
+    pthread_atfork(before_fork, after_fork, after_fork);
+}
+
 static void read_config(void) {
     int saved = errno;
     const char *nc = getenv("NULLCUDA_ASYNC_NEEDS_CONTEXT");

@@ -1,24 +1,39 @@
-/* bench_pairs THREADS PAIRS DEPTH: each thread, DEPTH calls deep, makes PAIRS cuMemAlloc_v2 +
- * cuMemFree_v2 pairs through the pointers cuGetProcAddress_v2 returns (the route every CUDA
- * runtime takes). Prints the wall time of the parallel part per pair and in total.
+/* bench_pairs THREADS PAIRS DEPTH [async]: each thread, DEPTH calls deep, makes PAIRS
+ * cuMemAlloc_v2 + cuMemFree_v2 pairs (with `async`: cuMemAllocAsync + cuMemFreeAsync on the
+ * null stream, the route of PyTorch's cudaMallocAsync backend) through the pointers
+ * cuGetProcAddress_v2 returns (the route every CUDA runtime takes). Prints the wall time of the
+ * parallel part per pair and in total, and the CPU time (user + system, all threads) per pair:
+ * on a machine shared with other work the wall time says little, the CPU time more.
  * Not a test: the benchmark runner (src/bin/bench.rs) runs it with and without the shim.
  * build: -ldl -lpthread */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 typedef unsigned long long CUdeviceptr;
 typedef int (*gpa_fn)(const char *, void **, int, unsigned long long, int *);
 typedef int (*alloc_fn)(CUdeviceptr *, size_t);
 typedef int (*free_fn)(CUdeviceptr);
+typedef int (*alloc_async_fn)(CUdeviceptr *, size_t, void *);
+typedef int (*free_async_fn)(CUdeviceptr, void *);
 
 static alloc_fn mem_alloc;
 static free_fn mem_free;
+static alloc_async_fn mem_alloc_async;
+static free_async_fn mem_free_async;
 static long pairs;
 static int depth;
 static pthread_barrier_t start;
+
+static double cpu_now(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
 
 static double now(void) {
     struct timespec t;
@@ -29,7 +44,11 @@ static double now(void) {
 __attribute__((noinline)) static void loop(void) {
     for (long i = 0; i < pairs; i++) {
         CUdeviceptr p;
-        if (mem_alloc(&p, 4096) != 0 || mem_free(p) != 0) exit(99);
+        if (mem_alloc_async) {
+            if (mem_alloc_async(&p, 4096, NULL) != 0 || mem_free_async(p, NULL) != 0) exit(99);
+        } else if (mem_alloc(&p, 4096) != 0 || mem_free(p) != 0) {
+            exit(99);
+        }
     }
 }
 
@@ -49,8 +68,8 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: bench_pairs THREADS PAIRS DEPTH\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: bench_pairs THREADS PAIRS DEPTH [async]\n");
         return 2;
     }
     int threads = atoi(argv[1]);
@@ -62,15 +81,21 @@ int main(int argc, char **argv) {
     int status;
     gpa("cuMemAlloc", (void **)&mem_alloc, 3020, 0, &status);
     gpa("cuMemFree", (void **)&mem_free, 3020, 0, &status);
+    if (argc == 5) {
+        gpa("cuMemAllocAsync", (void **)&mem_alloc_async, 11020, 0, &status);
+        gpa("cuMemFreeAsync", (void **)&mem_free_async, 11020, 0, &status);
+        if (!mem_alloc_async || !mem_free_async) return 98;
+    }
     pthread_t tids[256];
     if (threads < 1 || threads > 256) return 2;
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
     for (int t = 0; t < threads; t++) pthread_create(&tids[t], NULL, worker, NULL);
     pthread_barrier_wait(&start);
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     for (int t = 0; t < threads; t++) pthread_join(tids[t], NULL);
-    double elapsed = now() - t0;
-    printf("ns_per_pair %.2f\npairs_per_s %.0f\n", elapsed * 1e9 / ((double)pairs * threads),
-           (double)pairs * threads / elapsed);
+    double elapsed = now() - t0, cpu = cpu_now() - c0;
+    printf("ns_per_pair %.2f\npairs_per_s %.0f\ncpu_ns_per_pair %.2f\n",
+           elapsed * 1e9 / ((double)pairs * threads), (double)pairs * threads / elapsed,
+           cpu * 1e9 / ((double)pairs * threads));
     return 0;
 }

@@ -102,3 +102,32 @@ fn walk_cache_tells_apart_chains_that_differ_in_one_frame() {
 fn precise_unwinding_gives_the_same_stacks() {
     assert_chains_told_apart("precise");
 }
+
+/// A loop calling more sites in turn than a set of the walk cache holds: each site is walked
+/// once, every later allocation reuses its walk, and each keeps its own stack.
+#[test]
+fn many_sites_called_in_turn_are_walked_once_each_and_told_apart() {
+    let run = Scenario::new("walk_cache_sites").run_shim();
+    run.assert_exit(0).assert_stdout("240 blocks\n");
+    let dump = run.dump();
+    assert_eq!(dump.summary.live_allocations, 240);
+    for n in 0..12u64 {
+        let records: Vec<_> = dump
+            .live
+            .iter()
+            .filter(|r| r.size == 100 * (n + 1))
+            .collect();
+        assert_eq!(records.len(), 20, "site_{n}");
+        for r in records {
+            assert_site(
+                &dump,
+                r.stack,
+                "walk_cache_sites",
+                &format!("site_{n}"),
+                &format!("site_{n}"),
+            );
+        }
+    }
+    let shim = dump.shim.as_ref().expect("the shim's counters");
+    assert_eq!(shim.stack_walks, 12, "{shim:?}");
+}

@@ -24,8 +24,8 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
+use crate::lock::Mutex;
 use cudaleak_format::{Frame, FrameKind, Hex};
-use parking_lot::Mutex;
 
 use crate::real;
 use layout::{FirstFrame, Instr, Layout, LineFormat};

@@ -3,7 +3,9 @@
 //!
 //! Prints medians; asserts nothing. Timing is not a test: numbers go to docs/performance.md.
 //!
-//! Usage: `bench [--quick]` (quick: fewer repetitions and a 100 000-block scale run).
+//! Usage: `bench [--quick] [--reps N]` (quick: fewer repetitions and a 100 000-block scale
+//! run; `--reps`: repetitions of each measurement, for a machine shared with other work), or
+//! `bench --instructions`: instructions per pair counted by valgrind instead of times.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -74,12 +76,26 @@ impl Bench {
 
     /// Median ns per alloc+free pair of `threads` threads, bare and under the shim, alternating.
     fn pairs(&self, threads: u32, pairs: u64, extra: &[(&str, &str)]) -> (f64, f64) {
+        self.pairs_of(threads, pairs, extra, false)
+    }
+
+    /// As [`Bench::pairs`]; with `stream_ordered`, cuMemAllocAsync + cuMemFreeAsync pairs.
+    fn pairs_of(
+        &self,
+        threads: u32,
+        pairs: u64,
+        extra: &[(&str, &str)],
+        stream_ordered: bool,
+    ) -> (f64, f64) {
         let program = scenario_program("bench_pairs");
-        let args = vec![
+        let mut args = vec![
             threads.to_string(),
             pairs.to_string(),
             DEPTH_FOR_22_FRAMES.to_string(),
         ];
+        if stream_ordered {
+            args.push("async".into());
+        }
         let (mut bare, mut shimmed) = (Vec::new(), Vec::new());
         for _ in 0..self.reps {
             bare.push(value(&run(&program, &args, &[]), "ns_per_pair"));
@@ -88,6 +104,134 @@ impl Bench {
         }
         (median(bare), median(shimmed))
     }
+}
+
+impl Bench {
+    /// Medians of wall and CPU ns per pair under the shim, for each thread count; the counts
+    /// alternate within each repetition, so load from other work hits them alike.
+    fn shim_threads(&self, counts: &[u32], pairs: u64) -> Vec<(f64, f64)> {
+        let program = scenario_program("bench_pairs");
+        let mut samples = vec![(Vec::new(), Vec::new()); counts.len()];
+        for _ in 0..self.reps {
+            for (&threads, (wall, cpu)) in counts.iter().zip(samples.iter_mut()) {
+                let args = vec![
+                    threads.to_string(),
+                    pairs.to_string(),
+                    DEPTH_FOR_22_FRAMES.to_string(),
+                ];
+                let out = run(&program, &args, &self.shim_env(&[]));
+                wall.push(value(&out, "ns_per_pair"));
+                cpu.push(value(&out, "cpu_ns_per_pair"));
+            }
+        }
+        samples
+            .into_iter()
+            .map(|(wall, cpu)| (median(wall), median(cpu)))
+            .collect()
+    }
+}
+
+/// Instructions a program executes under valgrind's callgrind (its "Collected" total).
+fn instructions_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> f64 {
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(program)
+        .args(args)
+        .env("LD_LIBRARY_PATH", BENCHCUDA_DIR)
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("valgrind (needed for --instructions)");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "valgrind {}: {text}",
+        program.display()
+    );
+    text.lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no total in valgrind's output:\n{text}"))
+}
+
+/// `--instructions`: instructions per pair, counted by callgrind — unlike times, the same on a
+/// machine shared with other work. Two loop lengths per configuration; the difference divided
+/// by the difference in pairs leaves out start-up and exit.
+fn instructions(bench: &Bench) {
+    let per_pair = |program: &Path, args: &dyn Fn(u64) -> Vec<String>, env: &[(&str, &str)]| {
+        let (short, long) = (10_000u64, 60_000u64);
+        let a = instructions_of(program, &args(short), env);
+        let b = instructions_of(program, &args(long), env);
+        (b - a) / (long - short) as f64
+    };
+    let pairs = scenario_program("bench_pairs");
+    let native = |stream_ordered: bool| {
+        move |n: u64| {
+            let mut v = vec![
+                "1".to_string(),
+                n.to_string(),
+                DEPTH_FOR_22_FRAMES.to_string(),
+            ];
+            if stream_ordered {
+                v.push("async".into());
+            }
+            v
+        }
+    };
+    println!("## Instructions per alloc+free pair (valgrind --tool=callgrind), 1 thread");
+    println!("| run | instructions/pair | added by the shim |");
+    println!("|---|---:|---:|");
+    let bare = per_pair(&pairs, &native(false), &[]);
+    println!("| cuMemAlloc_v2 + cuMemFree_v2, 22 frames, bare | {bare:.0} | |");
+    let shim = per_pair(&pairs, &native(false), &bench.shim_env(&[]));
+    println!(
+        "| the same under the shim | {shim:.0} | {:.0} |",
+        shim - bare
+    );
+    let bare_async = per_pair(&pairs, &native(true), &[]);
+    let shim_async = per_pair(&pairs, &native(true), &bench.shim_env(&[]));
+    println!(
+        "| cuMemAllocAsync + cuMemFreeAsync (the --exact-pools route) under the shim | {shim_async:.0} | {:.0} |",
+        shim_async - bare_async
+    );
+    let py = &pythons()[0];
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/python_pairs.py");
+    let py_args = |n: u64| vec![script.to_string(), n.to_string(), "20".to_string()];
+    let py_bare = per_pair(&py.path, &py_args, &[]);
+    let py_native = per_pair(
+        &py.path,
+        &py_args,
+        &bench.shim_env(&[("CUDALEAK_PY_DEPTH", "0")]),
+    );
+    let py_frames = per_pair(&py.path, &py_args, &bench.shim_env(&[]));
+    println!(
+        "| ctypes pair from 20 Python frames (CPython {}.{}), bare | {py_bare:.0} | |",
+        py.version.0, py.version.1
+    );
+    println!(
+        "| the same under the shim, `CUDALEAK_PY_DEPTH=0` | {py_native:.0} | {:.0} |",
+        py_native - py_bare
+    );
+    println!(
+        "| the same under the shim, Python frames (default) | {py_frames:.0} | {:.0} |",
+        py_frames - py_bare
+    );
+    println!(
+        "Python frames: {:.0} instructions per allocation.",
+        py_frames - py_native
+    );
+}
+
+/// `--reps N`: repetitions of each measurement (default 7, 3 with `--quick`).
+fn reps_arg() -> Option<usize> {
+    let args: Vec<String> = std::env::args().collect();
+    let i = args.iter().position(|a| a == "--reps")?;
+    let n = args.get(i + 1)?.parse().ok()?;
+    (n > 0).then_some(n)
 }
 
 fn now_ns() -> f64 {
@@ -102,7 +246,7 @@ fn main() {
     let bench = Bench {
         shim: shim().to_path_buf(),
         dumps: tempfile::tempdir().expect("temp dir"),
-        reps: if quick { 3 } else { 7 },
+        reps: reps_arg().unwrap_or(if quick { 3 } else { 7 }),
     };
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -123,6 +267,11 @@ fn main() {
     );
     println!();
 
+    if std::env::args().any(|a| a == "--instructions") {
+        instructions(&bench);
+        return;
+    }
+
     println!("## Overhead per cuMemAlloc_v2 + cuMemFree_v2 pair, 22-frame stack, 1 thread");
     println!("| unwinding | bare ns/pair | shim ns/pair | overhead ns/pair |");
     println!("|---|---:|---:|---:|");
@@ -136,54 +285,96 @@ fn main() {
             shimmed - bare
         );
     }
+    // What `cudaleak run --exact-pools` makes of PyTorch: every tensor a stream-ordered driver
+    // allocation (backend:cudaMallocAsync), each asking the driver whether the stream captures.
+    let (bare, shimmed) = bench.pairs_of(1, 200_000, &[], true);
+    println!(
+        "| fast, cuMemAllocAsync + cuMemFreeAsync (the --exact-pools route) | {bare:.1} | {shimmed:.1} | {:.1} |",
+        shimmed - bare
+    );
     println!();
 
     println!("## Throughput under the shim, 1 vs 8 threads (fast unwinding)");
-    println!("| threads | shim ns/pair (wall / all pairs) | pairs/s |");
-    println!("|---:|---:|---:|");
+    println!("| threads | shim ns/pair (wall / all pairs) | pairs/s | CPU ns/pair (all threads) |");
+    println!("|---:|---:|---:|---:|");
     let mut per_s = Vec::new();
-    for threads in [1u32, 8] {
-        let (_, shimmed) = bench.pairs(threads, 100_000, &[]);
-        per_s.push(1e9 / shimmed);
-        println!("| {threads} | {shimmed:.1} | {:.0} |", 1e9 / shimmed);
+    let mut cpu = Vec::new();
+    for (threads, (wall, cpu_ns)) in [1u32, 8]
+        .into_iter()
+        .zip(bench.shim_threads(&[1, 8], 100_000))
+    {
+        per_s.push(1e9 / wall);
+        cpu.push(cpu_ns);
+        println!(
+            "| {threads} | {wall:.1} | {:.0} | {cpu_ns:.1} |",
+            1e9 / wall
+        );
     }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     println!(
-        "8-thread / 1-thread throughput: {:.2}x",
-        per_s[1] / per_s[0]
+        "8-thread / 1-thread throughput: {:.2}x wall; {:.2}x with all {cores} cores free \
+         (CPU time per pair of one thread over 8 threads', times the cores, at most 8)",
+        per_s[1] / per_s[0],
+        (cores.min(8.0) * cpu[0] / cpu[1])
     );
     println!();
 
     python_frames(&bench, quick);
 
-    let blocks: u64 = if quick { 100_000 } else { 1_000_000 };
-    println!("## Scale: {blocks} live blocks at exit (64 call sites)");
+    scale(&bench, if quick { 100_000 } else { 1_000_000 });
+}
+
+/// 1 000 000 live blocks from 1 000 call sites (allocated in turn) left at exit: the exit dump's
+/// time, the memory per live record, the dump's size, and `cudaleak report` on it. Medians of
+/// three runs (one with `--quick`).
+fn scale(bench: &Bench, blocks: u64) {
+    println!("## Scale: {blocks} live blocks at exit (1000 call sites)");
     let program = scenario_program("bench_scale");
     let args = vec![blocks.to_string()];
-    let bare = run(&program, &args, &[]);
-    let bare_exit = now_ns() - value(&bare, "main_end_ns");
-    let bare_gain = value(&bare, "rss_gain_kib");
-    let scale_dir = tempfile::tempdir().expect("temp dir");
-    let dump_dir = format!("{}/", scale_dir.path().display());
-    let env = vec![
-        ("LD_PRELOAD", bench.shim.to_str().expect("UTF-8 shim path")),
-        ("CUDALEAK_OUTPUT", dump_dir.as_str()),
-        ("CUDALEAK_QUIET", "1"),
-    ];
-    let shimmed = run(&program, &args, &env);
-    let exit_s = (now_ns() - value(&shimmed, "main_end_ns") - bare_exit) / 1e9;
-    let gain = value(&shimmed, "rss_gain_kib");
-    let per_record = (gain - bare_gain) * 1024.0 / blocks as f64;
-    let dump = std::fs::read_dir(scale_dir.path())
-        .expect("dump dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("the scale run wrote a dump");
+    let runs = if bench.reps > 3 { 3 } else { 1 };
+    let (mut alloc_bare, mut alloc_shim, mut exit_added, mut per_record) =
+        (vec![], vec![], vec![], vec![]);
+    let mut dump = None;
+    for _ in 0..runs {
+        let bare = run(&program, &args, &[]);
+        let bare_exit = now_ns() - value(&bare, "main_end_ns");
+        alloc_bare.push(value(&bare, "alloc_ns") / 1e9);
+        let bare_gain = value(&bare, "rss_gain_kib");
+        let scale_dir = tempfile::tempdir().expect("temp dir");
+        let dump_dir = format!("{}/", scale_dir.path().display());
+        let env = vec![
+            ("LD_PRELOAD", bench.shim.to_str().expect("UTF-8 shim path")),
+            ("CUDALEAK_OUTPUT", dump_dir.as_str()),
+            ("CUDALEAK_QUIET", "1"),
+        ];
+        let shimmed = run(&program, &args, &env);
+        exit_added.push((now_ns() - value(&shimmed, "main_end_ns") - bare_exit) / 1e9);
+        alloc_shim.push(value(&shimmed, "alloc_ns") / 1e9);
+        let gain = value(&shimmed, "rss_gain_kib");
+        per_record.push((gain - bare_gain) * 1024.0 / blocks as f64);
+        let path = std::fs::read_dir(scale_dir.path())
+            .expect("dump dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .expect("the scale run wrote a dump");
+        dump = Some((scale_dir, path));
+    }
+    let (_dir, dump) = dump.expect("at least one run");
     let size_mb = std::fs::metadata(&dump).map_or(0.0, |m| m.len() as f64 / 1e6);
     println!("| measure | value |");
     println!("|---|---:|");
-    println!("| exit dump (process end minus main's return, less a bare run's) | {exit_s:.2} s |");
     println!(
-        "| resident memory per live record (shim run minus bare run) | {per_record:.0} bytes |"
+        "| exit dump (process end minus main's return, less a bare run's) | {:.2} s |",
+        median(exit_added)
+    );
+    println!(
+        "| allocating them: bare / under the shim | {:.2} s / {:.2} s |",
+        median(alloc_bare),
+        median(alloc_shim)
+    );
+    println!(
+        "| resident memory per live record (shim run minus bare run) | {:.0} bytes |",
+        median(per_record)
     );
     println!("| dump size | {size_mb:.1} MB |");
     let (report_s, report_rss) = report(&dump);

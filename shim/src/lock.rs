@@ -1,0 +1,170 @@
+//! What threads share safely: the shim's one mutex (a futex word and nothing else, behind
+//! `lock_api`'s guards) and cache-line padding for data every thread writes.
+//!
+//! Why not `parking_lot`: its waiters queue in one process-wide table, each bucket behind a lock
+//! of its own. A thread forking while another is parked there (or halfway into parking) leaves
+//! the child a table with a dead thread's entry or a bucket locked for good, and unlocking one of
+//! our mutexes in the child then walks that table. This lock keeps all of its state in its own
+//! word, so a forked child only has to release it (see `lifecycle`'s fork handlers).
+//!
+//! Must never allocate, panic or touch any global state.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A mutex guarding `T`: `lock()`, `force_unlock()` and the guards are `lock_api`'s.
+pub type Mutex<T> = lock_api::Mutex<RawLock, T>;
+
+const UNLOCKED: u32 = 0;
+const LOCKED: u32 = 1;
+/// Locked, and some thread may be asleep in `futex_wait` on the word.
+const CONTENDED: u32 = 2;
+/// Loads before a waiter sleeps: the shim's critical sections are a few hundred nanoseconds.
+const SPINS: u32 = 100;
+
+pub struct RawLock {
+    state: AtomicU32,
+}
+
+// SAFETY: the lock is exclusive: `lock` and `try_lock` succeed only by moving the word from
+// UNLOCKED with acquire ordering, and `unlock` puts it back with release ordering.
+unsafe impl lock_api::RawMutex for RawLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawLock = RawLock {
+        state: AtomicU32::new(UNLOCKED),
+    };
+    type GuardMarker = lock_api::GuardNoSend;
+
+    #[inline]
+    fn lock(&self) {
+        if self
+            .state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        self.state
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
+            futex_wake(&self.state);
+        }
+    }
+}
+
+impl RawLock {
+    #[cold]
+    fn lock_contended(&self) {
+        let mut state = self.spin();
+        if state == UNLOCKED {
+            match self.state.compare_exchange(
+                UNLOCKED,
+                LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(s) => state = s,
+            }
+        }
+        loop {
+            // Marked contended before sleeping, so the holder's unlock wakes someone.
+            if state != CONTENDED && self.state.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
+                return;
+            }
+            futex_wait(&self.state, CONTENDED);
+            state = self.spin();
+        }
+    }
+
+    /// Waits a little for a holder that is running; returns the word once it is not LOCKED.
+    fn spin(&self) -> u32 {
+        let mut spins = SPINS;
+        loop {
+            let state = self.state.load(Ordering::Relaxed);
+            if state != LOCKED || spins == 0 {
+                return state;
+            }
+            std::hint::spin_loop();
+            spins -= 1;
+        }
+    }
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32) {
+    // SAFETY: FUTEX_WAIT reads the word (a valid, aligned u32) and sleeps while it holds
+    // `expected`; an interrupted or spurious return only makes the caller look again. errno may
+    // change: every hook restores it after recording.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            std::ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE only wakes threads sleeping on this word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        );
+    }
+}
+
+/// `T` alone on its cache lines (two: adjacent-line prefetch pairs them), so threads writing
+/// it do not slow down threads reading whatever would otherwise sit beside it.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct CachePadded<T>(pub T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_threads_count_exactly_under_one_lock() {
+        let m: Mutex<u64> = Mutex::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..20_000 {
+                        *m.lock() += 1;
+                    }
+                });
+            }
+        });
+        assert_eq!(*m.lock(), 160_000);
+    }
+
+    #[test]
+    fn a_forgotten_guard_is_released_by_force_unlock() {
+        let m: Mutex<u32> = Mutex::new(1);
+        std::mem::forget(m.lock());
+        assert!(m.try_lock().is_none());
+        // SAFETY: the lock is held by the guard forgotten above.
+        unsafe { m.force_unlock() };
+        assert_eq!(*m.try_lock().expect("released"), 1);
+    }
+}
