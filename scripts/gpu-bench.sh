@@ -2,7 +2,7 @@
 # scripts/gpu-bench.sh — GPU overhead of the shim against bare runs of the same binaries, with
 # compute-sanitizer's leak check beside them, in one run (run it through the device tool).
 #
-#   CUDALEAK_BIN_DIR=DIR [SANITIZER_REPS=N] scripts/gpu-bench.sh [REPS]
+#   CUDALEAK_BIN_DIR=DIR [SANITIZER_REPS=N] [WORKLOADS="NAME…"] [AB=0] scripts/gpu-bench.sh [REPS]
 #
 # DIR holds libcudaleak.so (default target/release). Builds tests/bench/gpu/*.cu with nvcc
 # (CUDA_HOME or /usr/local/cuda; the default static runtime), runs each workload REPS times
@@ -10,7 +10,8 @@
 # and prints the medians of each program's own timed loop (`loop_s`) and their ratios to bare,
 # as a Markdown table, with the min–max of the bare and cudaleak runs (GPU timings are noisy;
 # the spread says how far a ratio can be trusted). compute-sanitizer, being slow, runs only in
-# the first SANITIZER_REPS rounds (default: all). Writes the table and logs under $OUT when OUT is set. Asserts nothing.
+# the first SANITIZER_REPS rounds (default: all). WORKLOADS runs only the named workloads; AB=0
+# skips the in-process A/B. Writes the table and logs under $OUT when OUT is set. Asserts nothing.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -75,6 +76,7 @@ spread() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR > 
 
 for spec in "${workloads[@]}"; do
     IFS='|' read -r name cmd arg <<<"$spec"
+    [[ -z "${WORKLOADS:-}" || " $WORKLOADS " == *" $name "* ]] || continue
     declare -A seen=([bare]="" [cudaleak]="" [sanitizer]="")
     failed_sanitizer=""
     for ((r = 0; r < reps; r++)); do
@@ -99,6 +101,8 @@ for spec in "${workloads[@]}"; do
     echo "| $name | $b ($(spread <<<"${seen[bare]}")) | $c ($(spread <<<"${seen[cudaleak]}")) | $(ratio "$b" "$c") | $s | $sr |" | tee -a "$logs/gpu-bench.md"
     unset seen
 done
+
+[[ "${AB:-1}" == 1 ]] || exit 0
 
 # In one process, rounds alternating with recording on and off (cudaleak_set_recording): the
 # recording's own cost, free of the drift between separate runs. Three runs of each, medians.
