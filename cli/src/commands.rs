@@ -109,7 +109,7 @@ fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Resu
     };
     let reporter = report::reporter(opts.format);
     emit(&mut *out, |w| reporter.report(findings, &view, w))?;
-    Ok(findings.verdict.exit_code)
+    Ok(findings.exit_status())
 }
 
 /// `cudaleak report --growth`: every dump of each process, one at a time, reduced at once.
@@ -177,15 +177,19 @@ pub fn run(a: &RunArgs) -> u8 {
         )?;
         let dir = run::fresh_run_dir(&a.out)?;
         say!("dumps of this run go to {}", dir.display());
-        let program_status = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
+        let program = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
             Outcome::NotStarted(code) => {
                 let _ = std::fs::remove_dir(&dir);
                 return Ok(code);
             }
-            Outcome::Exited(code) => code,
+            Outcome::Exited(status) => Some(status).filter(|s| s.shell() != 0),
         };
-        if program_status != 0 {
-            say!("the program exited with status {program_status}; that is this run's status");
+        if let Some(p) = program {
+            say!(
+                "the program {}; exit status {} is this run's status",
+                p.how(),
+                p.shell()
+            );
         }
         let files = load::expand(std::slice::from_ref(&dir), true)?;
         if files.is_empty() {
@@ -195,19 +199,18 @@ pub fn run(a: &RunArgs) -> u8 {
                  was killed before it could write one; nothing was checked",
                 dir.display()
             );
-            return Ok(if program_status != 0 {
-                program_status
-            } else {
-                EXIT_ERROR
-            });
+            return Ok(program.map_or(EXIT_ERROR, |p| p.shell()));
         }
-        let report = analyze_paths(&files, &cfg).and_then(|f| write_report(&f, &a.report, &cfg));
-        match (program_status, report) {
-            (0, r) => r,
-            (status, Ok(_)) => Ok(status),
-            (status, Err(e)) => {
+        let report = analyze_paths(&files, &cfg).and_then(|mut f| {
+            f.program = program;
+            write_report(&f, &a.report, &cfg)
+        });
+        match (program, report) {
+            (None, r) => r,
+            (Some(p), Ok(_)) => Ok(p.shell()),
+            (Some(p), Err(e)) => {
                 fail(e);
-                Ok(status)
+                Ok(p.shell())
             }
         }
     };

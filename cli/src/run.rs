@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
+use crate::analyze::ProgramStatus;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
@@ -226,18 +227,18 @@ pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
 /// How the program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// The exit status the shell would report: the code, or 128 + signal.
-    Exited(u8),
+    /// Its exit code, or the signal that killed it.
+    Exited(ProgramStatus),
     /// It could not be started; 127 not found, 126 not executable (as shells do).
     NotStarted(u8),
 }
 
-/// Maps a status to what a shell reports: the exit code, or 128 + the signal number.
-pub fn shell_status(status: std::process::ExitStatus) -> u8 {
+/// The exit code, or the signal that ended the process.
+pub fn program_status(status: std::process::ExitStatus) -> ProgramStatus {
     match (status.code(), status.signal()) {
-        (Some(c), _) => (c & 0xff) as u8,
-        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
-        (None, None) => 1,
+        (Some(c), _) => ProgramStatus::Code((c & 0xff) as u8),
+        (None, Some(sig)) => ProgramStatus::Signal(sig),
+        (None, None) => ProgramStatus::Code(1),
     }
 }
 
@@ -345,7 +346,7 @@ pub fn run_program(
             let status = child.wait();
             child_pid.store(0, Ordering::SeqCst);
             status
-                .map(|s| Outcome::Exited(shell_status(s)))
+                .map(|s| Outcome::Exited(program_status(s)))
                 .map_err(|e| format!("waiting for the program failed: {e}"))
         }
     };

@@ -512,6 +512,45 @@ fn run_killed_program_exits_128_plus_signal() {
 }
 
 #[test]
+fn the_gate_line_after_a_failed_program_names_the_status_run_returns() {
+    let env = run_env();
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    let out = env.cmd(&[], &script).assert().code(143);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        stdout.contains(
+            "\nGate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's.\nSUMMARY: "
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("exit status 23"), "{stdout}");
+    // A clean dump from a program that failed: no gate failure, still the program's status.
+    let script = format!("{}; exit 5", copy_dump("clean.json"));
+    env.cmd(&[], &script)
+        .assert()
+        .code(5)
+        .stdout(predicate::str::contains(
+            "\nThe program exited with status 5: exit status 5, the program's.\n",
+        ));
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    let out = env.cmd(&["--format", "json"], &script).assert().code(143);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["gate"]["exit_code"], 23);
+    assert_eq!(v["gate"]["exit_status"], 143);
+    assert_eq!(
+        v["gate"]["program"],
+        serde_json::json!({"status": 143, "signal": "SIGTERM"})
+    );
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    env.cmd(&["--format", "markdown"], &script)
+        .assert()
+        .code(143)
+        .stdout(predicate::str::contains(
+            "❌ gate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's",
+        ));
+}
+
+#[test]
 fn run_without_any_dump_says_so_and_exits_2() {
     let env = run_env();
     env.cmd(&[], "true")

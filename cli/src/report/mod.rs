@@ -346,6 +346,26 @@ pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
     r
 }
 
+/// The report's verdict line, without a full stop: what the command returns and why —
+/// `Gate failed (leaks): exit status 23`, or under `run` when the program failed, its status
+/// (`Gate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's`).
+/// `None` when the gate passes and the program (if any) succeeded.
+pub fn exit_line(f: &Findings) -> Option<String> {
+    let reasons = gate_reasons(f);
+    let failed = (!reasons.is_empty() && f.verdict.exit_code != 0)
+        .then(|| format!("Gate failed ({})", reasons.join(" and ")));
+    match (failed, f.program) {
+        (None, None) => None,
+        (Some(gate), None) => Some(format!("{gate}: exit status {}", f.verdict.exit_code)),
+        (gate, Some(p)) => Some(format!(
+            "{}he program {}: exit status {}, the program's",
+            gate.map_or("T".to_string(), |g| format!("{g}; t")),
+            p.how(),
+            p.shell()
+        )),
+    }
+}
+
 /// The advice attached to managed memory (seed §3.3).
 pub const MANAGED_ADVICE: &str =
     "Managed (unified) memory is a migration and capacity risk: pages \

@@ -6,10 +6,10 @@
 use std::io::{self, Write};
 
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, folded_text,
-    frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
-    plural, point_label, process_label, quiet_line, rate_text, summary_line, suppressed_per_rule,
-    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, exit_line, folded_text,
+    frame_text_short, growth_summary_line, human_bytes, human_duration, placement, plural,
+    point_label, process_label, quiet_line, rate_text, summary_line, suppressed_per_rule, Reporter,
+    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -502,14 +502,8 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
             human_bytes(f.gate.max_leaked_bytes)
         )?;
     }
-    let reasons = gate_reasons(f);
-    if !reasons.is_empty() && f.verdict.exit_code != 0 {
-        writeln!(
-            o.w,
-            "Gate failed ({}): exit status {}.",
-            reasons.join(" and "),
-            f.verdict.exit_code
-        )?;
+    if let Some(line) = exit_line(f) {
+        writeln!(o.w, "{line}.")?;
     }
     let line = summary_line(f);
     let style = if t.leaked.allocations > 0 {
