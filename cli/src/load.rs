@@ -85,7 +85,7 @@ impl fmt::Display for LoadError {
 
 fn sep(e: &format::ReadError) -> &'static str {
     match e {
-        format::ReadError::Syntax { .. } => "",
+        format::ReadError::Syntax { .. } | format::ReadError::NotJson { .. } => "",
         _ => " ",
     }
 }

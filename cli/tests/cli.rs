@@ -222,6 +222,38 @@ fn broken_inputs_exit_2_with_file_line_and_column() {
 }
 
 #[test]
+fn an_empty_a_binary_and_a_non_dump_json_file_each_say_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[u8], &str); 5] = [
+        ("empty.json", b"", ": the file is empty; a cudaleak dump is a JSON object\n"),
+        ("blank.json", b"  \n", ": the file is empty; a cudaleak dump is a JSON object\n"),
+        (
+            "binary.json",
+            b"\x7fELF\x02\x01\x01\x00",
+            ":1:1: not JSON (it starts with byte 0x7f); a cudaleak dump is a JSON object\n",
+        ),
+        (
+            "array.json",
+            b"[1, 2]",
+            ": not a cudaleak dump: the file holds an array, and a cudaleak dump is a JSON object\n",
+        ),
+        (
+            "object.json",
+            b"{\"process\": 2}",
+            ": not a cudaleak dump (no \"cudaleak_dump\" version field)\n",
+        ),
+    ];
+    for (name, bytes, msg) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        report(&[p.to_str().unwrap()])
+            .code(2)
+            .stdout("")
+            .stderr(format!("cudaleak: {}{msg}", p.display()));
+    }
+}
+
+#[test]
 fn garbage_of_every_kind_never_panics() {
     let dir = tempfile::tempdir().unwrap();
     let inputs: [&[u8]; 7] = [
