@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::load::schema as format;
 
 use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
+use crate::callsite::Callsite;
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
 pub const RULE_TEXT: &str = "up to its peak (its last maximum, in the second half of the \
@@ -71,6 +72,7 @@ impl NotSuspect {
 /// One callsite across a series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrowthRow {
+    pub callsite: Callsite,
     pub api: String,
     pub stack: StackView,
     /// Live blocks in each dump of the series (zero where the callsite had none).
@@ -176,10 +178,11 @@ struct ProcessAcc {
     process_order: (bool, u64, u64),
     points: Vec<Point>,
     rows: Vec<RowAcc>,
-    index: HashMap<std::sync::Arc<str>, usize>,
+    index: HashMap<Callsite, usize>,
 }
 
 struct RowAcc {
+    callsite: Callsite,
     api: String,
     stack: StackView,
     /// (index into `points`, live blocks)
@@ -239,12 +242,13 @@ impl<'a> Builder<'a> {
             let row = match acc.index.get(&c.key) {
                 Some(&i) => i,
                 None => {
+                    acc.index.insert(c.key.clone(), acc.rows.len());
                     acc.rows.push(RowAcc {
+                        callsite: c.key,
                         api: c.api,
                         stack: c.stack,
                         seen: Vec::new(),
                     });
-                    acc.index.insert(c.key, acc.rows.len() - 1);
                     acc.rows.len() - 1
                 }
             };
@@ -374,6 +378,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         });
         let (grew, shrank) = steps(&bytes[..=peak]);
         rows.push(GrowthRow {
+            callsite: r.callsite,
             api: r.api,
             stack: r.stack,
             series,

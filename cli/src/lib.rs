@@ -8,6 +8,7 @@
 pub mod analyze;
 pub mod args;
 pub mod caches;
+pub mod callsite;
 pub mod commands;
 pub mod fuzz_target;
 pub mod growth;
