@@ -83,10 +83,10 @@ pub struct ReportArgs {
     pub report: ReportOptions,
     /// Read every dump of each process (snapshots, then the final dump) and list the callsites
     /// whose live bytes grew across the series: leak suspects, with growth per hour
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gen_suppressions")]
     pub growth: bool,
     /// Print the built-in cache rules (and the `cache:` lines of --suppressions) and exit
-    #[arg(long, conflicts_with = "growth")]
+    #[arg(long, conflicts_with_all = ["growth", "gen_suppressions"])]
     pub list_caches: bool,
     /// Dump files or directories of dumps
     #[arg(required_unless_present = "list_caches", value_name = "PATH")]
@@ -132,6 +132,10 @@ pub struct ReportOptions {
     /// Exit status when the gate fails; 0 disables the gate
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EXIT_CODE)]
     pub exit_code: u8,
+    /// Instead of the report, print a suppression file: a ready `leak:` line per leak group shown,
+    /// under a comment naming the group (the exit status is still the gate's)
+    #[arg(long)]
+    pub gen_suppressions: bool,
     /// What fails the gate: leaks, errors (double and invalid frees), all (both), or strict (both,
     /// and blocks held by caches and library handles count as leaked)
     #[arg(long, value_enum, default_value_t = FailOn::All, value_name = "WHAT")]

@@ -107,8 +107,12 @@ fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Resu
         source_root: source_root(),
         ..cfg.view.clone()
     };
-    let reporter = report::reporter(opts.format);
-    emit(&mut *out, |w| reporter.report(findings, &view, w))?;
+    if opts.gen_suppressions {
+        emit(&mut *out, |w| report::gen_suppressions::write(findings, w))?;
+    } else {
+        let reporter = report::reporter(opts.format);
+        emit(&mut *out, |w| reporter.report(findings, &view, w))?;
+    }
     Ok(findings.exit_status())
 }
 

@@ -34,7 +34,7 @@ fn leaks_exit_23_with_the_lsan_like_report() {
     report(&[&fx("error_path.json")])
         .code(23)
         .stdout(predicate::str::contains(
-            "Leak 1 of 3: 1.00 MiB in 1 allocation via cudaMalloc (device 0)\n    #0 process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)\n",
+            "Leak 1 of 3: 1.00 MiB (1048576 B) in 1 allocation via cudaMalloc (device 0)\n    #0 process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)\n",
         ))
         .stdout(predicate::str::ends_with(
             "SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)\n",
@@ -171,6 +171,46 @@ fn framework_dump_passes_the_gate_for_its_caches_and_fails_for_its_leak() {
     .code(23)
     .stdout(predicate::str::contains(
         "Gate failed (cached memory (--fail-on strict)): exit status 23.",
+    ));
+}
+
+#[test]
+fn gen_suppressions_prints_a_leak_line_per_group_that_suppresses_it() {
+    let dumps = [
+        fx("error_path.json"),
+        fx("python_torch.json"),
+        fx("unsymbolized.json"),
+    ];
+    let out = bin()
+        .args(["report", "--gen-suppressions"])
+        .args(&dumps)
+        .assert()
+        .code(23);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(
+            "# 1.00 MiB in 1 allocation via cudaMalloc (device 0) (pid 4711) at process_data(float*) \
+             at cuda-samples/leak_error_path.cu:18 (leak_error_path)\nleak:^process_data(float*)$\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nleak:^train_step$\n"), "{text}");
+    let rules = text.lines().filter(|l| l.starts_with("leak:")).count();
+    assert_eq!(rules, 7, "{text}");
+    // Used as the suppression file, it suppresses every leak it was made from.
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("gen.supp");
+    std::fs::write(&supp, &text).unwrap();
+    report(&[
+        "--suppressions",
+        supp.to_str().unwrap(),
+        &dumps[0],
+        &dumps[1],
+        &dumps[2],
+    ])
+    .code(0)
+    .stdout(predicate::str::contains(
+        "SUMMARY: 0 B leaked in 0 allocations from 0 callsites (3 processes)",
     ));
 }
 
@@ -414,7 +454,7 @@ fn diff_puts_growth_first_and_fails_only_when_asked() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains(
-            "Grew 1 of 3: +16.00 KiB, +4 blocks via cudaMalloc (8.00 KiB in 2 blocks → 24.00 KiB in 6 blocks)\n    #0 handle_request(int)",
+            "Grew 1 of 3: +16.00 KiB, 4 more blocks via cudaMalloc (8.00 KiB in 2 blocks → 24.00 KiB in 6 blocks)\n    #0 handle_request(int)",
         ));
     bin()
         .args(["diff", "--fail-on-growth", &old, &new])
@@ -483,7 +523,7 @@ fn run_reports_leaks_with_23_and_clean_with_0() {
         .assert()
         .code(23)
         .stdout(predicate::str::contains(
-            "Leak 1 of 1: 40.00 KiB in 10 allocations via cudaMalloc",
+            "Leak 1 of 1: 40.00 KiB (40960 B) in 10 allocations via cudaMalloc",
         ))
         .stderr(predicate::str::contains(
             "cudaleak: dumps of this run go to ",
@@ -861,7 +901,7 @@ fn growth_names_the_leak_per_iteration_with_its_rate_and_fails_the_gate() {
     report(&["--growth", &fx("growth")])
         .code(23)
         .stdout(predicate::str::contains(
-            "Suspect 1 of 2: +40.00 KiB (+10 blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
+            "Suspect 1 of 2: +40.00 KiB, 10 more blocks via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
         ))
         .stdout(predicate::str::contains(
             "rose in 4 of 4 intervals up to its peak, then 40.00 KiB released\n",

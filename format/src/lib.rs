@@ -1,8 +1,9 @@
 //! The cudaleak dump schema, versions 1 and 2: the one definition of what the shim writes and the
 //! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
-//! This crate holds types, the version constant, reading (with positions in errors) and
-//! consistency checks. It must never depend on the shim or the CLI, and never panic on input.
+//! This crate holds types, the version constant, reading (with positions in errors),
+//! consistency checks, and how a byte count is written (`size`: shared by the shim's exit line
+//! and the CLI's reports). It must never depend on the shim or the CLI, and never panic on input.
 //!
 //! There is one reader: a streaming parse, never the whole file in memory. The types are generic
 //! in how names (function, file, module, API) are held: `String` by default, as the shim builds
@@ -14,7 +15,9 @@ use std::fmt;
 use std::io::{self, Read};
 
 mod name;
+mod size;
 pub use name::{interning, Name};
+pub use size::{human_bytes, human_bytes_exact};
 
 use serde::de::{self, IgnoredAny, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -5,6 +5,7 @@
 
 use std::io::{self, Write};
 
+use super::signed_human;
 use super::{
     cached_gate_text, cached_totals, error_text, exit_line, folded_text, frame_text_under,
     human_bytes, placement, plural, process_label, quiet_line, summary_line, suppressed_per_rule,
@@ -14,7 +15,7 @@ use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::args::View;
 use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::text::{series_text, signed_human, steps_text};
+use crate::report::text::{series_text, steps_text};
 use cudaleak_format::EventType;
 
 pub struct Markdown;

@@ -14,6 +14,7 @@ use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings,
 use crate::args::{Format, View};
 use crate::growth::{GrowthFindings, Point};
 
+pub mod gen_suppressions;
 pub mod json;
 pub mod markdown;
 pub mod sarif;
@@ -41,21 +42,9 @@ pub fn reporter(format: Format) -> Box<dyn Reporter> {
 /// The tool's version, as `--version` prints it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Binary units: `512 B`, `4.00 KiB`, `1.06 MiB`, `2.50 GiB` (two decimals from KiB up).
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    // Move up a unit when rounding to two decimals would print 1024.00.
-    while unit + 1 < UNITS.len() && value >= 1023.995 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.2} {}", UNITS[unit])
-}
+/// Binary units: `512 B`, `4.00 KiB`, `1.06 MiB`, `2.50 GiB` (two decimals from KiB up), as the
+/// shim's exit line writes them.
+pub use cudaleak_format::{human_bytes, human_bytes_exact};
 
 pub use crate::analyze::MAX_NAME_BYTES;
 
@@ -140,6 +129,37 @@ pub fn growth_summary_line(g: &GrowthFindings) -> String {
 /// `1 allocation`, `2 allocations`.
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+pub fn signed_human(delta: i128) -> String {
+    let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    match delta.signum() {
+        1 => format!("+{}", human_bytes(mag)),
+        -1 => format!("-{}", human_bytes(mag)),
+        _ => "±0 B".into(),
+    }
+}
+
+/// `4 more blocks`, `1 fewer block`; `None` when the count did not change.
+pub fn blocks_change(delta: i128) -> Option<String> {
+    let n = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    match delta.signum() {
+        1 => Some(plural(n, "more block", "more blocks")),
+        -1 => Some(plural(n, "fewer block", "fewer blocks")),
+        _ => None,
+    }
+}
+
+/// A change of live memory: `+16.00 KiB, 4 more blocks`, `-192.00 KiB`, `1 more block`, or
+/// `no change`; never `+0 blocks` or `-1 blocks`.
+pub fn change_text(bytes: i128, blocks: i128) -> String {
+    let bytes = (bytes != 0).then(|| signed_human(bytes));
+    match (bytes, blocks_change(blocks)) {
+        (Some(b), Some(k)) => format!("{b}, {k}"),
+        (Some(b), None) => b,
+        (None, Some(k)) => k,
+        (None, None) => "no change".into(),
+    }
 }
 
 /// `process_data(float*) at leak.cu:18 (leak)`; without a symbol `0x55d4c2a01a3f (leak+0x1a3f)`.
@@ -501,6 +521,11 @@ mod tests {
 
     #[test]
     fn sizes_use_binary_units_with_two_decimals() {
+        assert_eq!(change_text(16384, 4), "+16.00 KiB, 4 more blocks");
+        assert_eq!(change_text(-196_608, -1), "-192.00 KiB, 1 fewer block");
+        assert_eq!(change_text(1024, 0), "+1.00 KiB");
+        assert_eq!(change_text(0, 1), "1 more block");
+        assert_eq!(change_text(0, 0), "no change");
         assert_eq!(human_bytes(0), "0 B");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1023), "1023 B");

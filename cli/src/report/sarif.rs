@@ -12,13 +12,14 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::change_text;
 use super::{clean, rate_text};
 use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
 use crate::analyze::{DiffFindings, Findings, FrameView, StackView};
 use crate::args::View;
 use crate::callsite::Callsite;
 use crate::growth::GrowthFindings;
-use crate::report::text::{signed_human, steps_text};
+use crate::report::text::steps_text;
 use cudaleak_format::EventType;
 
 pub struct Sarif;
@@ -401,33 +402,32 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
         let pid = s.process.pid;
         for r in s.rows.iter().filter(|r| r.is_suspect()) {
             emit(result(
-                    root,
-                    "cudaleak/growth",
-                    "warning",
-                    format!(
-                        "live memory via {} grew by {} ({:+} blocks) over {} dumps, {}, {}: {} → {} (pid {pid})",
-                        clean(&r.api),
-                        signed_human(r.growth_bytes()),
-                        r.growth_blocks(),
-                        r.series.len(),
-                        rate_text(r.bytes_per_hour),
-                        steps_text(r),
-                        human_bytes(r.first().bytes),
-                        human_bytes(r.last().bytes)
-                    ),
-                    &[&r.stack],
-                    &r.callsite,
-                    json!({
-                        "first_bytes": r.first().bytes,
-                        "last_bytes": r.last().bytes,
-                        "growth_bytes": r.growth_bytes(),
-                        "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
-                        "intervals": r.intervals(),
-                        "grew_intervals": r.grew_intervals,
-                        "api": clean(&r.api),
-                        "pid": pid,
-                    }),
-                ));
+                root,
+                "cudaleak/growth",
+                "warning",
+                format!(
+                    "live memory via {} grew by {} over {} dumps, {}, {}: {} → {} (pid {pid})",
+                    clean(&r.api),
+                    change_text(r.growth_bytes(), r.growth_blocks()),
+                    r.series.len(),
+                    rate_text(r.bytes_per_hour),
+                    steps_text(r),
+                    human_bytes(r.first().bytes),
+                    human_bytes(r.last().bytes)
+                ),
+                &[&r.stack],
+                &r.callsite,
+                json!({
+                    "first_bytes": r.first().bytes,
+                    "last_bytes": r.last().bytes,
+                    "growth_bytes": r.growth_bytes(),
+                    "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
+                    "intervals": r.intervals(),
+                    "grew_intervals": r.grew_intervals,
+                    "api": clean(&r.api),
+                    "pid": pid,
+                }),
+            ));
         }
     }
 }
@@ -439,10 +439,9 @@ fn diff_results(d: &DiffFindings, root: Option<&str>, emit: &mut dyn FnMut(Value
             "cudaleak/growth",
             "warning",
             format!(
-                "live memory via {} grew by {} ({:+} blocks): {} → {}",
+                "live memory via {} grew by {}: {} → {}",
                 clean(&r.api),
-                signed_human(r.delta_bytes()),
-                r.delta_blocks(),
+                change_text(r.delta_bytes(), r.delta_blocks()),
                 human_bytes(r.old.bytes),
                 human_bytes(r.new.bytes)
             ),

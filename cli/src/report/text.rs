@@ -6,10 +6,11 @@
 use std::io::{self, Write};
 
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, exit_line, folded_text,
-    frame_text_short, growth_summary_line, human_bytes, human_duration, placement, plural,
-    point_label, process_label, quiet_line, rate_text, summary_line, suppressed_per_rule, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    cached_by_rule, cached_gate_text, cached_totals, change_text, clean, error_text, exit_line,
+    folded_text, frame_text_short, growth_summary_line, human_bytes, human_bytes_exact,
+    human_duration, placement, plural, point_label, process_label, quiet_line, rate_text,
+    signed_human, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    TEARDOWN_TEXT,
 };
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -88,7 +89,7 @@ impl Out<'_> {
 fn leak_header(g: &LeakGroup) -> String {
     format!(
         "{} in {} via {} {}",
-        human_bytes(g.bytes),
+        human_bytes_exact(g.bytes),
         plural(g.allocations, "allocation", "allocations"),
         clean(&g.api),
         placement(g.kind, g.device)
@@ -575,15 +576,23 @@ impl Reporter for Text {
                     plural(c.allocations, "block", "blocks")
                 )
             };
-            writeln!(
-                o.w,
-                "{head} {}, {:+} blocks via {} ({} → {})",
-                signed_human(r.delta_bytes()),
-                r.delta_blocks(),
-                clean(&r.api),
-                blocks(r.old),
-                blocks(r.new)
-            )?;
+            if r.trend() == 0 {
+                writeln!(
+                    o.w,
+                    "{head} {} via {} in both dumps",
+                    blocks(r.new),
+                    clean(&r.api)
+                )?;
+            } else {
+                writeln!(
+                    o.w,
+                    "{head} {} via {} ({} → {})",
+                    change_text(r.delta_bytes(), r.delta_blocks()),
+                    clean(&r.api),
+                    blocks(r.old),
+                    blocks(r.new)
+                )?;
+            }
             o.stack(&r.stack, "    ")?;
             writeln!(o.w)?;
         }
@@ -680,9 +689,8 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
         let head = o.paint(&format!("Suspect {shown} of {}:", s.suspects), Style::Red);
         writeln!(
             o.w,
-            "{head} {} ({:+} blocks) via {}, {}, {}",
-            signed_human(r.growth_bytes()),
-            r.growth_blocks(),
+            "{head} {} via {}, {}, {}",
+            change_text(r.growth_bytes(), r.growth_blocks()),
             clean(&r.api),
             rate_text(r.bytes_per_hour),
             steps_text(r)
@@ -780,14 +788,4 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
         Style::Bold
     };
     writeln!(o.w, "{}", o.paint(&growth_summary_line(g), style))
-}
-
-/// `+4.00 KiB`, `-512 B`, `±0 B`.
-pub fn signed_human(delta: i128) -> String {
-    let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
-    match delta.signum() {
-        1 => format!("+{}", human_bytes(mag)),
-        -1 => format!("-{}", human_bytes(mag)),
-        _ => "±0 B".into(),
-    }
 }
