@@ -14,7 +14,6 @@ use std::sync::Arc;
 use crate::load::schema as format;
 use format::{EventType, Kind, Name};
 
-use crate::args::{Gate, View};
 use crate::caches::{self, CacheRule};
 use crate::callsite::Callsite;
 use crate::suppressions::Rule;
@@ -478,6 +477,51 @@ pub struct Config {
     pub gate: Gate,
     /// Leave processes that made no CUDA allocation out of the report (`cudaleak run`).
     pub hide_quiet: bool,
+}
+
+/// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.
+pub const DEFAULT_EXIT_CODE: u8 = 23;
+
+/// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
+/// The default is the plain view: everything shown, no colour, paths as the dump has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    pub top: Option<usize>,
+    pub frames: Option<usize>,
+    pub stats: bool,
+    pub show_internal: bool,
+    /// Show every frame of a stack with Python frames (by default each run of native frames, and
+    /// of Python frames of installed packages, next to the program's Python frames is folded
+    /// into one line).
+    pub native: bool,
+    pub color: bool,
+    /// Absolute source paths under this directory are written relative to it in SARIF
+    /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
+    pub source_root: Option<String>,
+}
+
+/// The gate: what fails and with which status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    pub exit_code: u8,
+    pub fail_on_leaks: bool,
+    pub fail_on_errors: bool,
+    /// Blocks held by caches and library handles count as leaked (`--fail-on strict`).
+    pub count_cached: bool,
+    /// Applies to what is counted as leaked (with `count_cached`, cached blocks too).
+    pub max_leaked_bytes: u64,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            exit_code: DEFAULT_EXIT_CODE,
+            fail_on_leaks: true,
+            fail_on_errors: true,
+            count_cached: false,
+            max_leaked_bytes: 0,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,15 +4,16 @@
 //! the program's own failure first). Messages go to stderr prefixed `cudaleak:`; a broken pipe
 //! on the report is not an error.
 
-use std::fs::File;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::analyze::View;
 use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, ReportArgs, ReportOptions, RunArgs, View};
+use crate::args::{DiffArgs, ReportArgs, ReportOptions, RunArgs};
 use crate::caches;
 use crate::growth;
 use crate::load;
+use crate::output::Output;
 use crate::report;
 use crate::run::{self, Outcome};
 use crate::say;
@@ -35,27 +36,18 @@ fn fail(f: Failure) -> u8 {
     EXIT_ERROR
 }
 
-/// Where the report goes: a file, or standard output.
-fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write>, bool), Failure> {
-    match path {
-        Some(p) => {
-            let f = File::create(p)
-                .map_err(|e| Failure(format!("{}: cannot create: {e}", p.display())))?;
-            Ok((Box::new(io::BufWriter::new(f)), false))
-        }
-        None => {
-            let tty = io::stdout().is_terminal();
-            Ok((Box::new(io::BufWriter::new(io::stdout().lock())), tty))
-        }
-    }
+/// Where the report goes (standard output or `-o FILE`), and whether `--color auto` colours it.
+fn open_output(path: Option<&Path>) -> Result<(Output, bool), Failure> {
+    Output::open(path).map_err(Failure)
 }
 
-/// Writes with `write`, then flushes; a closed pipe downstream (`| head`) is fine.
+/// Writes with `write`, then completes the output (a file is renamed into place); a closed pipe
+/// downstream (`| head`) is fine.
 fn emit(
-    out: &mut dyn Write,
+    mut out: Output,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), Failure> {
-    match write(out).and_then(|()| out.flush()) {
+    match write(&mut out).and_then(|()| out.finish()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             Err(Failure(format!("cannot write the report: {e}")))
         }
@@ -101,17 +93,17 @@ fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
 }
 
 fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
-    let (mut out, tty) = open_output(opts.output.as_deref())?;
+    let (out, tty) = open_output(opts.out.output.as_deref())?;
     let view = View {
         color: opts.view(tty).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
     if opts.gen_suppressions {
-        emit(&mut *out, |w| report::gen_suppressions::write(findings, w))?;
+        emit(out, |w| report::gen_suppressions::write(findings, w))?;
     } else {
-        let reporter = report::reporter(opts.format);
-        emit(&mut *out, |w| reporter.report(findings, &view, w))?;
+        let reporter = report::reporter(opts.out.format);
+        emit(out, |w| reporter.report(findings, &view, w))?;
     }
     Ok(findings.exit_status())
 }
@@ -125,14 +117,14 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
         builder.add(&dump, f);
     }
     let findings = builder.finish().map_err(|e| Failure(e.0))?;
-    let (mut out, tty) = open_output(a.report.output.as_deref())?;
+    let (out, tty) = open_output(a.report.out.output.as_deref())?;
     let view = View {
         color: a.report.view(tty).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
-    let reporter = report::reporter(a.report.format);
-    emit(&mut *out, |w| reporter.growth(&findings, &view, w))?;
+    let reporter = report::reporter(a.report.out.format);
+    emit(out, |w| reporter.growth(&findings, &view, w))?;
     Ok(findings.exit_code)
 }
 
@@ -142,8 +134,8 @@ pub fn report(a: &ReportArgs) -> u8 {
         if a.list_caches {
             let user = read_suppressions(&a.report)?.cache;
             let text = caches::listing(&user, a.report.suppressions.as_deref());
-            let (mut out, _) = open_output(a.report.output.as_deref())?;
-            emit(&mut *out, |w| w.write_all(text.as_bytes()))?;
+            let (out, _) = open_output(a.report.out.output.as_deref())?;
+            emit(out, |w| w.write_all(text.as_bytes()))?;
             return Ok(0);
         }
         let cfg = config(&a.report, a.report.view(false))?;
@@ -229,13 +221,13 @@ pub fn diff(a: &DiffArgs) -> u8 {
         let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
         let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
         let d = analyze::diff_of(old, new, &view);
-        let (mut out, tty) = open_output(a.output.as_deref())?;
+        let (out, tty) = open_output(a.out.output.as_deref())?;
         let view = View {
             color: a.view(tty).color,
             source_root: source_root(),
             ..view
         };
-        emit(&mut *out, |w| report::reporter(a.format).diff(&d, &view, w))?;
+        emit(out, |w| report::reporter(a.out.format).diff(&d, &view, w))?;
         Ok(if a.fail_on_growth && d.grew > 0 {
             a.exit_code
         } else {

@@ -474,7 +474,7 @@ pub fn judge(bytes: &[u64]) -> Option<(usize, Result<(), NotSuspect>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{Gate, View};
+    use crate::analyze::{Gate, View};
 
     fn cfg() -> Config {
         Config {

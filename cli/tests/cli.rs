@@ -2,6 +2,7 @@
 //! `run`, error messages that name the file, and `run` driven with a shell script standing in
 //! for a CUDA program (it writes the dump the shim would have written).
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -11,7 +12,10 @@ use predicates::prelude::*;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cudaleak"));
-    c.env_remove("CUDALEAK_SHIM").env_remove("NO_COLOR");
+    c.env_remove("CUDALEAK_SHIM")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .env_remove("CLICOLOR_FORCE");
     c
 }
 
@@ -393,6 +397,67 @@ fn colour_only_when_forced_and_never_with_no_color_on_auto() {
         .args(["report", "--color", "auto", &fx("leak_loop.json")])
         .assert()
         .stdout(predicate::str::contains("\x1b[").not());
+}
+
+#[test]
+fn colour_auto_honours_clicolor_force_and_no_color_wins() {
+    let coloured = |envs: &[(&str, &str)]| {
+        let mut c = bin();
+        c.args(["report", &fx("leak_loop.json")]);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = c.assert().code(23);
+        String::from_utf8_lossy(&out.get_output().stdout).contains("\x1b[")
+    };
+    assert!(coloured(&[("CLICOLOR_FORCE", "1")]));
+    assert!(!coloured(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]));
+    // Only text is ever coloured.
+    bin()
+        .env("CLICOLOR_FORCE", "1")
+        .args(["report", "--format", "json", &fx("leak_loop.json")])
+        .assert()
+        .stdout(predicate::str::contains("\x1b[").not());
+}
+
+#[test]
+fn output_file_is_replaced_whole_and_a_fifo_there_is_refused_not_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.txt");
+    std::fs::write(
+        &out,
+        "an older, longer report that must not survive in part\n".repeat(500),
+    )
+    .unwrap();
+    report(&["-o", out.to_str().unwrap(), &fx("leak_loop.json")]).code(23);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("== pid "), "{text}");
+    assert!(!text.contains("older"), "{text}");
+    // No temporary file is left beside it.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["report.txt"]);
+    // A FIFO with no reader would block an open for writing forever: it is refused unopened.
+    let fifo = dir.path().join("report.fifo");
+    mkfifo(&fifo);
+    bin()
+        .args([
+            "report",
+            "-o",
+            fifo.to_str().unwrap(),
+            &fx("leak_loop.json"),
+        ])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(2)
+        .stderr(format!(
+            "cudaleak: {}: is a FIFO (named pipe), not a regular file; -o writes a regular file \
+             (a temporary file renamed into place), so leave -o out to write to standard output\n",
+            fifo.display()
+        ));
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 }
 
 #[test]

@@ -8,11 +8,11 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{cached_totals, error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
+use crate::analyze::View;
 use crate::analyze::{
     signal_name, Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, ProgramStatus,
     StackView,
 };
-use crate::args::View;
 use crate::growth::{GrowthFindings, RULE_TEXT};
 
 pub struct Json;

@@ -12,8 +12,8 @@ use super::{
     Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use super::{growth_summary_line, human_duration, point_label, rate_text};
+use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
-use crate::args::View;
 use crate::growth::{GrowthFindings, RULE_TEXT};
 use crate::report::text::{series_text, steps_text};
 use cudaleak_format::EventType;

@@ -10,8 +10,9 @@ use cudaleak_format as format;
 
 use std::borrow::Cow;
 
+use crate::analyze::View;
 use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings, QuietProcess};
-use crate::args::{Format, View};
+use crate::args::Format;
 use crate::growth::{GrowthFindings, Point};
 
 pub mod gen_suppressions;

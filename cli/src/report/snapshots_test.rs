@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::reporter;
 use crate::analyze::{self, Config, Findings};
-use crate::args::{Format, Gate, View};
+use crate::analyze::{Gate, View};
+use crate::args::Format;
 use crate::suppressions::Rule;
 
 use crate::fixture as dump;

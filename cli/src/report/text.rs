@@ -12,10 +12,10 @@ use super::{
     signed_human, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
     TEARDOWN_TEXT,
 };
+use crate::analyze::View;
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
 };
-use crate::args::View;
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
 use cudaleak_format::EventType;
 
@@ -41,14 +41,15 @@ impl Out<'_> {
         if !self.color {
             return s.to_string();
         }
-        let code = match style {
-            Style::Red => "1;31",
-            Style::Yellow => "1;33",
-            Style::Bold => "1",
-            Style::Dim => "2",
-            Style::Green => "1;32",
+        use anstyle::AnsiColor;
+        let style = match style {
+            Style::Red => AnsiColor::Red.on_default().bold(),
+            Style::Yellow => AnsiColor::Yellow.on_default().bold(),
+            Style::Bold => anstyle::Style::new().bold(),
+            Style::Dim => anstyle::Style::new().dimmed(),
+            Style::Green => AnsiColor::Green.on_default().bold(),
         };
-        format!("\x1b[{code}m{s}\x1b[0m")
+        format!("{style}{s}{style:#}")
     }
 
     /// A stack's innermost visible frame, for one-line listings.
