@@ -34,6 +34,8 @@ pub enum Command {
         override_usage = "cudaleak run [OPTIONS] [--] PROGRAM [ARGS]...",
         after_help = "The shim is found as --shim PATH, else $CUDALEAK_SHIM, else libcudaleak.so next to \
                       the cudaleak binary, else ../lib/libcudaleak.so relative to it.\n\
+                      SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudaleak are passed on to the program, \
+                      and SIGUSR1 (a snapshot) once the program catches it.\n\
                       Exit status: the program's non-zero status (128+N when killed by signal N) wins; \
                       otherwise the report's (0, 23, or 2 when no dump was written)."
     )]
