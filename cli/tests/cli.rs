@@ -966,7 +966,7 @@ fn growth_names_the_leak_per_iteration_with_its_rate_and_fails_the_gate() {
     report(&["--growth", &fx("growth")])
         .code(23)
         .stdout(predicate::str::contains(
-            "Suspect 1 of 2: +40.00 KiB, 10 more blocks via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
+            "Suspect 1 of 2: +40.00 KiB (10 more blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
         ))
         .stdout(predicate::str::contains(
             "rose in 4 of 4 intervals up to its peak, then 40.00 KiB released\n",

@@ -473,9 +473,15 @@ impl Reporter for Markdown {
         for r in &d.rows {
             writeln!(
                 w,
-                "| {} | {:+} | {} | {} | {} | {} |",
-                signed_human(r.delta_bytes()),
-                r.delta_blocks(),
+                "| {} | {} | {} | {} | {} | {} |",
+                match r.delta_bytes() {
+                    0 => "0 B".to_string(),
+                    d => signed_human(d),
+                },
+                match r.delta_blocks() {
+                    0 => "0".to_string(),
+                    d => format!("{d:+}"),
+                },
                 human_bytes(r.old.bytes),
                 human_bytes(r.new.bytes),
                 escape(&r.api),

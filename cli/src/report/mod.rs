@@ -163,6 +163,14 @@ pub fn change_text(bytes: i128, blocks: i128) -> String {
     }
 }
 
+/// [`change_text`] for the middle of a sentence: `+40.00 KiB (10 more blocks)`.
+pub fn change_text_paren(bytes: i128, blocks: i128) -> String {
+    match (bytes, blocks_change(blocks)) {
+        (0, _) | (_, None) => change_text(bytes, blocks),
+        (b, Some(k)) => format!("{} ({k})", signed_human(b)),
+    }
+}
+
 /// `process_data(float*) at leak.cu:18 (leak)`; without a symbol `0x55d4c2a01a3f (leak+0x1a3f)`.
 pub fn frame_text(f: &FrameView) -> String {
     frame_text_under(f, None)
@@ -527,6 +535,8 @@ mod tests {
         assert_eq!(change_text(1024, 0), "+1.00 KiB");
         assert_eq!(change_text(0, 1), "1 more block");
         assert_eq!(change_text(0, 0), "no change");
+        assert_eq!(change_text_paren(40960, 10), "+40.00 KiB (10 more blocks)");
+        assert_eq!(change_text_paren(40960, 0), "+40.00 KiB");
         assert_eq!(human_bytes(0), "0 B");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1023), "1023 B");

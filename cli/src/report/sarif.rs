@@ -12,7 +12,7 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::change_text;
+use super::change_text_paren;
 use super::{clean, rate_text};
 use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
 use crate::analyze::View;
@@ -408,7 +408,7 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                 format!(
                     "live memory via {} grew by {} over {} dumps, {}, {}: {} → {} (pid {pid})",
                     clean(&r.api),
-                    change_text(r.growth_bytes(), r.growth_blocks()),
+                    change_text_paren(r.growth_bytes(), r.growth_blocks()),
                     r.series.len(),
                     rate_text(r.bytes_per_hour),
                     steps_text(r),
@@ -441,7 +441,7 @@ fn diff_results(d: &DiffFindings, root: Option<&str>, emit: &mut dyn FnMut(Value
             format!(
                 "live memory via {} grew by {}: {} → {}",
                 clean(&r.api),
-                change_text(r.delta_bytes(), r.delta_blocks()),
+                change_text_paren(r.delta_bytes(), r.delta_blocks()),
                 human_bytes(r.old.bytes),
                 human_bytes(r.new.bytes)
             ),

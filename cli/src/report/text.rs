@@ -6,11 +6,11 @@
 use std::io::{self, Write};
 
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, change_text, clean, error_text, exit_line,
-    folded_text, frame_text_short, growth_summary_line, human_bytes, human_bytes_exact,
-    human_duration, placement, plural, point_label, process_label, quiet_line, rate_text,
-    signed_human, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
-    TEARDOWN_TEXT,
+    cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
+    error_text, exit_line, folded_text, frame_text_short, growth_summary_line, human_bytes,
+    human_bytes_exact, human_duration, placement, plural, point_label, process_label, quiet_line,
+    rate_text, signed_human, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE,
+    MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -691,7 +691,7 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
         writeln!(
             o.w,
             "{head} {} via {}, {}, {}",
-            change_text(r.growth_bytes(), r.growth_blocks()),
+            change_text_paren(r.growth_bytes(), r.growth_blocks()),
             clean(&r.api),
             rate_text(r.bytes_per_hour),
             steps_text(r)
