@@ -93,9 +93,9 @@ fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
 }
 
 fn write_report(findings: &Findings, opts: &ReportOptions, cfg: &Config) -> Result<u8, Failure> {
-    let (out, tty) = open_output(opts.out.output.as_deref())?;
+    let (out, auto_color) = open_output(opts.out.output.as_deref())?;
     let view = View {
-        color: opts.view(tty).color,
+        color: opts.view(auto_color).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
@@ -117,9 +117,9 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
         builder.add(&dump, f);
     }
     let findings = builder.finish().map_err(|e| Failure(e.0))?;
-    let (out, tty) = open_output(a.report.out.output.as_deref())?;
+    let (out, auto_color) = open_output(a.report.out.output.as_deref())?;
     let view = View {
-        color: a.report.view(tty).color,
+        color: a.report.view(auto_color).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
@@ -221,9 +221,9 @@ pub fn diff(a: &DiffArgs) -> u8 {
         let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
         let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
         let d = analyze::diff_of(old, new, &view);
-        let (out, tty) = open_output(a.out.output.as_deref())?;
+        let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {
-            color: a.view(tty).color,
+            color: a.view(auto_color).color,
             source_root: source_root(),
             ..view
         };
