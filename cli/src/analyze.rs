@@ -14,8 +14,8 @@ use std::sync::Arc;
 use crate::load::schema as format;
 use format::{EventType, Kind, Name};
 
-use crate::args::{Gate, View};
 use crate::caches::{self, CacheRule};
+use crate::callsite::Callsite;
 use crate::suppressions::Rule;
 
 /// One frame as reporters show it. Its names are shared with the dump and every other view
@@ -171,14 +171,15 @@ pub struct LeakGroup {
     pub held: u64,
     pub allocations: u64,
     pub stack: StackView,
-    /// The callsite's identity across processes and dumps: API plus visible frames.
-    pub callsite: Arc<str>,
+    /// The callsite's identity across processes and dumps: API plus the frames a user sees.
+    pub callsite: Callsite,
     /// The cache that holds these blocks (an index into [`Findings::caches`]); `None` for a leak.
     pub held_by: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedGroup {
+    pub callsite: Callsite,
     pub api: String,
     pub count: u64,
     /// Sum of the requested sizes that are known.
@@ -190,6 +191,8 @@ pub struct FailedGroup {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadFreeGroup {
+    /// Where the free was called.
+    pub callsite: Callsite,
     pub kind: EventType,
     pub api: String,
     pub count: u64,
@@ -204,6 +207,7 @@ pub struct BadFreeGroup {
 /// down: notes, not errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TeardownGroup {
+    pub callsite: Callsite,
     /// `FailedAllocation`, `DoubleFree` or `InvalidFree`, as the shim recorded the call.
     pub kind: EventType,
     pub api: String,
@@ -353,8 +357,79 @@ pub struct Verdict {
     pub exit_code: u8,
 }
 
+/// How a program that `cudaleak run` ran ended: its exit code, or the signal that killed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramStatus {
+    Code(u8),
+    Signal(i32),
+}
+
+impl ProgramStatus {
+    /// The status a shell reports: the code, or 128 + the signal number.
+    pub fn shell(self) -> u8 {
+        match self {
+            ProgramStatus::Code(c) => c,
+            ProgramStatus::Signal(n) => (128 + n).clamp(0, 255) as u8,
+        }
+    }
+
+    /// `exited with status 3`, `was killed by SIGTERM`.
+    pub fn how(self) -> String {
+        match self {
+            ProgramStatus::Code(c) => format!("exited with status {c}"),
+            ProgramStatus::Signal(n) => match signal_name(n) {
+                Some(name) => format!("was killed by {name}"),
+                None => format!("was killed by signal {n}"),
+            },
+        }
+    }
+}
+
+/// The name of a standard Linux signal.
+pub fn signal_name(n: i32) -> Option<&'static str> {
+    const NAMES: [&str; 31] = [
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    usize::try_from(n - 1)
+        .ok()
+        .and_then(|i| NAMES.get(i).copied())
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Findings {
+    /// Set by `cudaleak run` when the program failed: its status is then the command's, whatever
+    /// the gate says.
+    pub program: Option<ProgramStatus>,
     pub processes: Vec<ProcessFindings>,
     /// Leaks merged by callsite across processes, largest first, cut to `--top`.
     pub callsites: Vec<CallsiteTotal>,
@@ -371,9 +446,18 @@ pub struct Findings {
     pub verdict: Verdict,
 }
 
+impl Findings {
+    /// What the command returns: a failed program's status (`run`), else the gate's.
+    pub fn exit_status(&self) -> u8 {
+        self.program
+            .map_or(self.verdict.exit_code, ProgramStatus::shell)
+    }
+}
+
 /// One callsite's leaks summed over every process that has them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsiteTotal {
+    pub callsite: Callsite,
     pub api: String,
     pub stack: StackView,
     pub bytes: u64,
@@ -393,6 +477,51 @@ pub struct Config {
     pub gate: Gate,
     /// Leave processes that made no CUDA allocation out of the report (`cudaleak run`).
     pub hide_quiet: bool,
+}
+
+/// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.
+pub const DEFAULT_EXIT_CODE: u8 = 23;
+
+/// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
+/// The default is the plain view: everything shown, no colour, paths as the dump has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    pub top: Option<usize>,
+    pub frames: Option<usize>,
+    pub stats: bool,
+    pub show_internal: bool,
+    /// Show every frame of a stack with Python frames (by default each run of native frames, and
+    /// of Python frames of installed packages, next to the program's Python frames is folded
+    /// into one line).
+    pub native: bool,
+    pub color: bool,
+    /// Absolute source paths under this directory are written relative to it in SARIF
+    /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
+    pub source_root: Option<String>,
+}
+
+/// The gate: what fails and with which status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    pub exit_code: u8,
+    pub fail_on_leaks: bool,
+    pub fail_on_errors: bool,
+    /// Blocks held by caches and library handles count as leaked (`--fail-on strict`).
+    pub count_cached: bool,
+    /// Applies to what is counted as leaked (with `count_cached`, cached blocks too).
+    pub max_leaked_bytes: u64,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            exit_code: DEFAULT_EXIT_CODE,
+            fail_on_leaks: true,
+            fail_on_errors: true,
+            count_cached: false,
+            max_leaked_bytes: 0,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,76 +721,19 @@ fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
     }
 }
 
-/// A name in a grouping key: itself, or for one over [`MAX_NAME_BYTES`] its first bytes, its
-/// length and a hash of the whole, so keys stay small and still tell long names apart.
-struct KeyName<'a>(&'a str);
-
-impl std::fmt::Display for KeyName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = self.0;
-        if s.len() <= MAX_NAME_BYTES {
-            return f.write_str(s);
-        }
-        let mut end = MAX_NAME_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in s.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        write!(f, "{}\u{1c}{}:{h:016x}", &s[..end], s.len())
-    }
-}
-
-/// A frame's identity for grouping: the same code in another process or on another machine
-/// compares equal (addresses differ under ASLR, so they are used only without a symbol).
-fn push_frame_key(key: &mut String, f: &format::Frame) {
-    use std::fmt::Write as _;
-    let _ = write!(
-        key,
-        "{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        KeyName(f.function.as_deref().unwrap_or("")),
-        KeyName(f.file.as_deref().unwrap_or("")),
-        f.line.map_or(String::new(), |l| l.to_string()),
-        KeyName(f.module.as_deref().map(basename).unwrap_or("")),
-    );
-    if f.function.is_none() {
-        match f.offset {
-            Some(o) => {
-                let _ = write!(key, "\u{1f}+{:x}", o.0);
-            }
-            None => {
-                let _ = write!(key, "\u{1f}@{:x}", f.ip.0);
-            }
-        }
-    }
-    key.push('\u{1e}');
-}
-
-/// A stack prepared once per (stack index, API): its grouping key, what is shown, and the cache
-/// that holds what it allocated. The key is kept once, as the callsite of the API it was
-/// prepared for (`API \u{1d} frames`), and shared by the group or callsite made from it.
+/// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
+/// that holds what it allocated. The callsite is kept once, for the API it was prepared for, and
+/// shared by the groups made from it.
 struct Prepared {
-    callsite: Arc<str>,
-    api_len: usize,
+    callsite: Callsite,
     view: StackView,
     held_by: Option<usize>,
 }
 
 impl Prepared {
-    /// The visible frames' identity, without the API.
-    fn key(&self) -> &str {
-        self.callsite.get(self.api_len + 1..).unwrap_or("")
-    }
-    /// The callsite of `api` at this stack: shared when `api` is the one it was prepared for.
-    fn callsite(&self, api: &str) -> Arc<str> {
-        if self.callsite.get(..self.api_len) == Some(api) {
-            Arc::clone(&self.callsite)
-        } else {
-            format!("{api}\u{1d}{}", self.key()).into()
-        }
+    /// The callsite of `api` at this stack.
+    fn callsite(&self, api: &str) -> Callsite {
+        self.callsite.with_api(api)
     }
 }
 
@@ -671,16 +743,19 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     let held_by = caches::classify(caches, &stack.frames, start);
     let idx = visible_frames(&stack.frames, api, view.show_internal);
     // With --show-internal every frame is shown; remember which ones a user would have seen.
+    // The callsite is of those alone, whatever is shown.
+    let user_idx = if view.show_internal {
+        visible_frames(&stack.frames, api, false)
+    } else {
+        idx.clone()
+    };
     let mut user = vec![!view.show_internal; stack.frames.len()];
     if view.show_internal {
-        for i in visible_frames(&stack.frames, api, false) {
+        for &i in &user_idx {
             user[i] = true;
         }
     }
-    let mut key = format!("{api}\u{1d}");
-    for &i in &idx {
-        push_frame_key(&mut key, &stack.frames[i]);
-    }
+    let callsite = Callsite::new(api, &stack.frames, &user_idx);
     let (idx, folded) = if view.native {
         (idx, Vec::new())
     } else {
@@ -700,8 +775,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         .partition(|r| r.at < shown.len() || (r.at == shown.len() && !cut_off));
     let cut_frames: usize = cut_runs.iter().map(|r| r.frames).sum();
     Prepared {
-        callsite: key.into(),
-        api_len: api.len(),
+        callsite,
         view: StackView {
             omitted: idx.len() - shown.len() + cut_frames,
             hidden: stack.frames.len() - idx.len() - folded_frames,
@@ -791,10 +865,10 @@ struct GroupAcc {
 
 /// Groups live records by API, kind, device, visible stack and the cache that holds them.
 fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
-    type Key = (Arc<str>, Option<usize>, Kind, Option<i32>);
+    type Key = (Callsite, Option<usize>, Kind, Option<i32>);
     let mut index: HashMap<Key, usize> = HashMap::new();
-    // Records of one stack index, API, kind and device share a group: found without building
-    // the callsite key (a whole stack's worth of text) for every record.
+    // Records of one stack index, API, kind and device share a group: found without hashing the
+    // callsite (a whole stack's worth of frames) for every record.
     let mut fast: HashMap<(usize, &'a str, Kind, Option<i32>), usize> = HashMap::new();
     let mut groups: Vec<GroupAcc> = Vec::new();
     for r in &dump.live {
@@ -981,26 +1055,29 @@ fn group_events<'a>(
     stacks: &mut Stacks<'a>,
 ) -> (Vec<FailedGroup>, Vec<BadFreeGroup>, Vec<TeardownGroup>) {
     let mut failed: Vec<FailedGroup> = Vec::new();
-    let mut failed_index: HashMap<String, usize> = HashMap::new();
+    let mut failed_index: HashMap<Callsite, usize> = HashMap::new();
     let mut bad: Vec<BadFreeGroup> = Vec::new();
-    let mut bad_index: HashMap<String, usize> = HashMap::new();
+    let mut bad_index: HashMap<(EventType, Callsite, Option<Callsite>), usize> = HashMap::new();
     let mut teardown: Vec<TeardownGroup> = Vec::new();
-    let mut teardown_index: HashMap<(EventType, String), usize> = HashMap::new();
+    let mut teardown_index: HashMap<(EventType, Callsite), usize> = HashMap::new();
     for e in &dump.events {
         let p = stacks.get(e.stack, &e.api);
-        let (key, view) = (p.callsite(&e.api).to_string(), p.view.clone());
+        let (key, view) = (p.callsite(&e.api), p.view.clone());
         if is_teardown(e) {
-            let slot = *teardown_index.entry((e.kind, key)).or_insert_with(|| {
-                teardown.push(TeardownGroup {
-                    kind: e.kind,
-                    api: cut(&e.api),
-                    count: 0,
-                    errors: Vec::new(),
-                    during_exit: 0,
-                    stack: view,
+            let slot = *teardown_index
+                .entry((e.kind, key.clone()))
+                .or_insert_with(|| {
+                    teardown.push(TeardownGroup {
+                        callsite: key,
+                        kind: e.kind,
+                        api: cut(&e.api),
+                        count: 0,
+                        errors: Vec::new(),
+                        during_exit: 0,
+                        stack: view,
+                    });
+                    teardown.len() - 1
                 });
-                teardown.len() - 1
-            });
             let g = &mut teardown[slot];
             g.count += 1;
             g.during_exit += u64::from(e.during_exit);
@@ -1009,8 +1086,9 @@ fn group_events<'a>(
         }
         match e.kind {
             EventType::FailedAllocation => {
-                let slot = *failed_index.entry(key).or_insert_with(|| {
+                let slot = *failed_index.entry(key.clone()).or_insert_with(|| {
                     failed.push(FailedGroup {
+                        callsite: key,
                         api: cut(&e.api),
                         count: 0,
                         bytes: 0,
@@ -1027,16 +1105,12 @@ fn group_events<'a>(
             EventType::DoubleFree | EventType::InvalidFree => {
                 let alloc = e.alloc_stack.map(|s| {
                     let p = stacks.get(s, &e.api);
-                    (p.key().to_string(), p.view.clone())
+                    (p.callsite(&e.api), p.view.clone())
                 });
-                let full_key = format!(
-                    "{}\u{1c}{}\u{1c}{}",
-                    e.kind.as_str(),
-                    key,
-                    alloc.as_ref().map_or("", |a| a.0.as_str())
-                );
+                let full_key = (e.kind, key.clone(), alloc.as_ref().map(|a| a.0.clone()));
                 let slot = *bad_index.entry(full_key).or_insert_with(|| {
                     bad.push(BadFreeGroup {
+                        callsite: key,
                         kind: e.kind,
                         api: cut(&e.api),
                         count: 0,
@@ -1055,12 +1129,13 @@ fn group_events<'a>(
 
 /// Sums leak groups by callsite over all processes.
 fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTotal> {
-    let mut index: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut index: HashMap<&Callsite, (usize, usize)> = HashMap::new();
     let mut out: Vec<CallsiteTotal> = Vec::new();
     for (pi, p) in processes.iter().enumerate() {
         for g in &p.leaks {
             let slot = index.entry(&g.callsite).or_insert_with(|| {
                 out.push(CallsiteTotal {
+                    callsite: g.callsite.clone(),
                     api: g.api.clone(),
                     stack: g.stack.clone(),
                     bytes: 0,
@@ -1160,6 +1235,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         0
     };
     Findings {
+        program: None,
         processes,
         callsites,
         rules: cfg.rules.clone(),
@@ -1185,6 +1261,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffRow {
+    pub callsite: Callsite,
     pub api: String,
     pub stack: StackView,
     pub old: Counts,
@@ -1237,8 +1314,8 @@ fn side_counts(dump: &format::Dump) -> Counts {
 /// One callsite's live blocks in one dump.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsiteLive {
-    /// API plus visible frames: equal for the same code in any dump of any run.
-    pub key: Arc<str>,
+    /// Equal for the same code in any dump of any run.
+    pub key: Callsite,
     pub api: String,
     pub stack: StackView,
     pub live: Counts,
@@ -1257,7 +1334,7 @@ pub fn live_by_callsite(
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
-    let mut index: HashMap<Arc<str>, usize> = HashMap::new();
+    let mut index: HashMap<Callsite, usize> = HashMap::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
@@ -1349,11 +1426,12 @@ pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput 
 /// `diff` of two dumps' inputs.
 pub fn diff_of(old: DiffInput, new: DiffInput, view: &View) -> DiffFindings {
     let mut rows: Vec<DiffRow> = Vec::new();
-    let mut index: HashMap<Arc<str>, usize> = HashMap::new();
+    let mut index: HashMap<Callsite, usize> = HashMap::new();
     for (callsites, is_new) in [(old.callsites, false), (new.callsites, true)] {
         for c in callsites {
-            let slot = *index.entry(c.key).or_insert_with(|| {
+            let slot = *index.entry(c.key.clone()).or_insert_with(|| {
                 rows.push(DiffRow {
+                    callsite: c.key,
                     api: c.api,
                     stack: c.stack,
                     old: Counts::default(),

@@ -1,4 +1,5 @@
-//! Command-line definitions (clap) and their translation into a validated configuration.
+//! Command-line definitions (clap) and their translation into the analysis's own options
+//! ([`View`], [`Gate`]).
 //!
 //! Owns every flag's name, default and help text. It must never read dumps or print reports:
 //! what a flag means is decided in `analyze` and `report`; here it is only parsed and checked.
@@ -7,8 +8,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.
-pub const DEFAULT_EXIT_CODE: u8 = 23;
+pub use crate::analyze::DEFAULT_EXIT_CODE;
+use crate::analyze::{Gate, View};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,6 +34,8 @@ pub enum Command {
         override_usage = "cudaleak run [OPTIONS] [--] PROGRAM [ARGS]...",
         after_help = "The shim is found as --shim PATH, else $CUDALEAK_SHIM, else libcudaleak.so next to \
                       the cudaleak binary, else ../lib/libcudaleak.so relative to it.\n\
+                      SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudaleak are passed on to the program, \
+                      and SIGUSR1 (a snapshot) once the program catches it.\n\
                       Exit status: the program's non-zero status (128+N when killed by signal N) wins; \
                       otherwise the report's (0, 23, or 2 when no dump was written)."
     )]
@@ -83,42 +86,53 @@ pub struct ReportArgs {
     pub report: ReportOptions,
     /// Read every dump of each process (snapshots, then the final dump) and list the callsites
     /// whose live bytes grew across the series: leak suspects, with growth per hour
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gen_suppressions")]
     pub growth: bool,
     /// Print the built-in cache rules (and the `cache:` lines of --suppressions) and exit
-    #[arg(long, conflicts_with = "growth")]
+    #[arg(long, conflicts_with_all = ["growth", "gen_suppressions"])]
     pub list_caches: bool,
     /// Dump files or directories of dumps
     #[arg(required_unless_present = "list_caches", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 
+/// Options `report`, `run` and `diff` share: where the output goes and how it is shaped. None
+/// of them changes what is grouped, counted or fingerprinted.
 #[derive(Debug, Args)]
-pub struct ReportOptions {
+pub struct OutputOptions {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Write the report to FILE instead of standard output
+    /// Write to FILE instead of standard output (a temporary file in FILE's directory, renamed
+    /// into place when complete)
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Colour in text output
+    /// Colour in text output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb;
+    /// CLICOLOR_FORCE forces it)
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
-    /// Show at most N leak groups per process (the gate and SUMMARY still count all)
+    /// Show at most N leak groups per process (diff: callsites; --growth: suspects); totals,
+    /// SUMMARY and the gate still count all
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub top: Option<u64>,
     /// Show at most N frames per stack
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub frames: Option<u64>,
-    /// Add statistics: counters, live bytes by API and by module, top callsites
-    #[arg(long)]
-    pub stats: bool,
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
     pub show_internal: bool,
     /// In stacks with Python frames, show every frame instead of folding framework runs
     #[arg(long)]
     pub native: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportOptions {
+    #[command(flatten)]
+    pub out: OutputOptions,
+    /// Add statistics: counters, live bytes by API and by module, top callsites
+    #[arg(long)]
+    pub stats: bool,
     /// LeakSanitizer-style suppressions: `leak:PATTERN` lines, `#` comments, `*` wildcards;
     /// `cache:PATTERN` lines name caches of your own
     #[arg(long, value_name = "FILE")]
@@ -132,6 +146,10 @@ pub struct ReportOptions {
     /// Exit status when the gate fails; 0 disables the gate
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EXIT_CODE)]
     pub exit_code: u8,
+    /// Instead of the report, print a suppression file: a ready `leak:` line per leak group shown,
+    /// under a comment naming the group (the exit status is still the gate's)
+    #[arg(long)]
+    pub gen_suppressions: bool,
     /// What fails the gate: leaks, errors (double and invalid frees), all (both), or strict (both,
     /// and blocks held by caches and library handles count as leaked)
     #[arg(long, value_enum, default_value_t = FailOn::All, value_name = "WHAT")]
@@ -146,27 +164,8 @@ pub struct DiffArgs {
     /// The later dump
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-    /// Write the diff to FILE instead of standard output
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Colour in text output
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    pub color: ColorChoice,
-    /// Show at most N callsites
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub top: Option<u64>,
-    /// Show at most N frames per stack
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub frames: Option<u64>,
-    /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
-    #[arg(long)]
-    pub show_internal: bool,
-    /// In stacks with Python frames, show every frame instead of folding framework runs
-    #[arg(long)]
-    pub native: bool,
+    #[command(flatten)]
+    pub out: OutputOptions,
     /// Exit with --exit-code when any callsite's live bytes grew
     #[arg(long)]
     pub fail_on_growth: bool,
@@ -203,48 +202,6 @@ pub enum FailOn {
     Strict,
 }
 
-/// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
-/// The default is the plain view: everything shown, no colour, paths as the dump has them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct View {
-    pub top: Option<usize>,
-    pub frames: Option<usize>,
-    pub stats: bool,
-    pub show_internal: bool,
-    /// Show every frame of a stack with Python frames (by default each run of native frames, and
-    /// of Python frames of installed packages, next to the program's Python frames is folded
-    /// into one line).
-    pub native: bool,
-    pub color: bool,
-    /// Absolute source paths under this directory are written relative to it in SARIF
-    /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
-    pub source_root: Option<String>,
-}
-
-/// The gate: what fails and with which status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gate {
-    pub exit_code: u8,
-    pub fail_on_leaks: bool,
-    pub fail_on_errors: bool,
-    /// Blocks held by caches and library handles count as leaked (`--fail-on strict`).
-    pub count_cached: bool,
-    /// Applies to what is counted as leaked (with `count_cached`, cached blocks too).
-    pub max_leaked_bytes: u64,
-}
-
-impl Default for Gate {
-    fn default() -> Self {
-        Gate {
-            exit_code: DEFAULT_EXIT_CODE,
-            fail_on_leaks: true,
-            fail_on_errors: true,
-            count_cached: false,
-            max_leaked_bytes: 0,
-        }
-    }
-}
-
 impl FailOn {
     fn leaks(self) -> bool {
         matches!(self, FailOn::Leaks | FailOn::All | FailOn::Strict)
@@ -261,28 +218,34 @@ fn to_usize(n: Option<u64>) -> Option<usize> {
     n.map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-/// Colour only on a terminal, never when NO_COLOR is set (to anything non-empty), unless forced.
-pub fn use_color(choice: ColorChoice, to_terminal: bool) -> bool {
+/// Whether to colour: `--color always`/`never` decide; `auto` takes `auto`, what anstream's rules
+/// say of the stream (`output.rs`: a terminal, NO_COLOR, CLICOLOR_FORCE, TERM=dumb).
+pub fn use_color(choice: ColorChoice, auto: bool) -> bool {
     match choice {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            to_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        ColorChoice::Auto => auto,
+    }
+}
+
+impl OutputOptions {
+    /// What the analysis and the reporters are told; `stats` is `report`'s alone.
+    pub fn view(&self, auto_color: bool, stats: bool) -> View {
+        View {
+            top: to_usize(self.top),
+            frames: to_usize(self.frames),
+            stats,
+            show_internal: self.show_internal,
+            native: self.native,
+            color: self.format == Format::Text && use_color(self.color, auto_color),
+            source_root: None,
         }
     }
 }
 
 impl ReportOptions {
-    pub fn view(&self, to_terminal: bool) -> View {
-        View {
-            top: to_usize(self.top),
-            frames: to_usize(self.frames),
-            stats: self.stats,
-            show_internal: self.show_internal,
-            native: self.native,
-            color: self.format == Format::Text && use_color(self.color, to_terminal),
-            source_root: None,
-        }
+    pub fn view(&self, auto_color: bool) -> View {
+        self.out.view(auto_color, self.stats)
     }
 
     pub fn gate(&self) -> Gate {
@@ -297,16 +260,8 @@ impl ReportOptions {
 }
 
 impl DiffArgs {
-    pub fn view(&self, to_terminal: bool) -> View {
-        View {
-            top: to_usize(self.top),
-            frames: to_usize(self.frames),
-            stats: false,
-            show_internal: self.show_internal,
-            native: self.native,
-            color: self.format == Format::Text && use_color(self.color, to_terminal),
-            source_root: None,
-        }
+    pub fn view(&self, auto_color: bool) -> View {
+        self.out.view(auto_color, false)
     }
 }
 
@@ -374,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn colour_is_off_when_not_a_terminal_and_forced_values_win() {
+    fn colour_auto_follows_the_stream_and_forced_values_win() {
         assert!(!use_color(ColorChoice::Auto, false));
         assert!(use_color(ColorChoice::Always, false));
         assert!(!use_color(ColorChoice::Never, true));

@@ -4,15 +4,16 @@
 //! the program's own failure first). Messages go to stderr prefixed `cudaleak:`; a broken pipe
 //! on the report is not an error.
 
-use std::fs::File;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::analyze::View;
 use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, View};
+use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs};
 use crate::caches;
 use crate::growth::{self, GrowthFindings};
 use crate::load;
+use crate::output::Output;
 use crate::report::{self, html, html::Gatekeeper};
 use crate::run::{self, Outcome};
 use crate::say;
@@ -35,27 +36,18 @@ fn fail(f: Failure) -> u8 {
     EXIT_ERROR
 }
 
-/// Where the report goes: a file, or standard output.
-fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write>, bool), Failure> {
-    match path {
-        Some(p) => {
-            let f = File::create(p)
-                .map_err(|e| Failure(format!("{}: cannot create: {e}", p.display())))?;
-            Ok((Box::new(io::BufWriter::new(f)), false))
-        }
-        None => {
-            let tty = io::stdout().is_terminal();
-            Ok((Box::new(io::BufWriter::new(io::stdout().lock())), tty))
-        }
-    }
+/// Where the report goes (standard output or `-o FILE`), and whether `--color auto` colours it.
+fn open_output(path: Option<&Path>) -> Result<(Output, bool), Failure> {
+    Output::open(path).map_err(Failure)
 }
 
-/// Writes with `write`, then flushes; a closed pipe downstream (`| head`) is fine.
+/// Writes with `write`, then completes the output (a file is renamed into place); a closed pipe
+/// downstream (`| head`) is fine.
 fn emit(
-    out: &mut dyn Write,
+    mut out: Output,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), Failure> {
-    match write(out).and_then(|()| out.flush()) {
+    match write(&mut out).and_then(|()| out.finish()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             Err(Failure(format!("cannot write the report: {e}")))
         }
@@ -111,33 +103,35 @@ fn html_series(paths: &[PathBuf], cfg: &Config) -> Result<Option<GrowthFindings>
     Ok(builder.finish().ok())
 }
 
-/// Writes the exit report; the HTML page also gets the timeline of any series in `paths`.
+/// Writes the exit report (or, with --gen-suppressions, its suppression lines); the HTML page
+/// also gets the timeline of any series in `paths`.
 fn write_report(
     findings: &Findings,
     paths: &[PathBuf],
     opts: &ReportOptions,
     cfg: &Config,
 ) -> Result<u8, Failure> {
-    let series = match opts.format {
-        Format::Html => html_series(paths, cfg)?,
+    let series = match opts.out.format {
+        Format::Html if !opts.gen_suppressions => html_series(paths, cfg)?,
         _ => None,
     };
-    let (mut out, tty) = open_output(opts.output.as_deref())?;
+    let (out, auto_color) = open_output(opts.out.output.as_deref())?;
     let view = View {
-        color: opts.view(tty).color,
+        color: opts.view(auto_color).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
-    match &series {
-        Some(g) => emit(&mut *out, |w| {
+    if opts.gen_suppressions {
+        emit(out, |w| report::gen_suppressions::write(findings, w))?;
+    } else if let Some(g) = &series {
+        emit(out, |w| {
             html::page(Some(findings), Some(g), Gatekeeper::Report, &view, w)
-        })?,
-        None => {
-            let reporter = report::reporter(opts.format);
-            emit(&mut *out, |w| reporter.report(findings, &view, w))?;
-        }
+        })?;
+    } else {
+        let reporter = report::reporter(opts.out.format);
+        emit(out, |w| reporter.report(findings, &view, w))?;
     }
-    Ok(findings.verdict.exit_code)
+    Ok(findings.exit_status())
 }
 
 /// `cudaleak report --growth`: every dump of each process, one at a time, reduced at once.
@@ -150,23 +144,23 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
     }
     let findings = builder.finish().map_err(|e| Failure(e.0))?;
     // The HTML page shows the exit report beside the series (the exit status stays --growth's).
-    let exit = match a.report.format {
+    let exit = match a.report.out.format {
         Format::Html => Some(analyze_paths(&load::expand_again(&a.paths, false)?, cfg)?),
         _ => None,
     };
-    let (mut out, tty) = open_output(a.report.output.as_deref())?;
+    let (out, auto_color) = open_output(a.report.out.output.as_deref())?;
     let view = View {
-        color: a.report.view(tty).color,
+        color: a.report.view(auto_color).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
     match &exit {
-        Some(f) => emit(&mut *out, |w| {
+        Some(f) => emit(out, |w| {
             html::page(Some(f), Some(&findings), Gatekeeper::Growth, &view, w)
         })?,
         None => {
-            let reporter = report::reporter(a.report.format);
-            emit(&mut *out, |w| reporter.growth(&findings, &view, w))?;
+            let reporter = report::reporter(a.report.out.format);
+            emit(out, |w| reporter.growth(&findings, &view, w))?;
         }
     }
     Ok(findings.exit_code)
@@ -178,8 +172,8 @@ pub fn report(a: &ReportArgs) -> u8 {
         if a.list_caches {
             let user = read_suppressions(&a.report)?.cache;
             let text = caches::listing(&user, a.report.suppressions.as_deref());
-            let (mut out, _) = open_output(a.report.output.as_deref())?;
-            emit(&mut *out, |w| w.write_all(text.as_bytes()))?;
+            let (out, _) = open_output(a.report.out.output.as_deref())?;
+            emit(out, |w| w.write_all(text.as_bytes()))?;
             return Ok(0);
         }
         let cfg = config(&a.report, a.report.view(false))?;
@@ -217,15 +211,19 @@ pub fn run(a: &RunArgs) -> u8 {
         )?;
         let dir = run::fresh_run_dir(&a.out)?;
         say!("dumps of this run go to {}", dir.display());
-        let program_status = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
+        let program = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
             Outcome::NotStarted(code) => {
                 let _ = std::fs::remove_dir(&dir);
                 return Ok(code);
             }
-            Outcome::Exited(code) => code,
+            Outcome::Exited(status) => Some(status).filter(|s| s.shell() != 0),
         };
-        if program_status != 0 {
-            say!("the program exited with status {program_status}; that is this run's status");
+        if let Some(p) = program {
+            say!(
+                "the program {}; exit status {} is this run's status",
+                p.how(),
+                p.shell()
+            );
         }
         let files = load::expand(std::slice::from_ref(&dir), true)?;
         if files.is_empty() {
@@ -235,20 +233,18 @@ pub fn run(a: &RunArgs) -> u8 {
                  was killed before it could write one; nothing was checked",
                 dir.display()
             );
-            return Ok(if program_status != 0 {
-                program_status
-            } else {
-                EXIT_ERROR
-            });
+            return Ok(program.map_or(EXIT_ERROR, |p| p.shell()));
         }
-        let report = analyze_paths(&files, &cfg)
-            .and_then(|f| write_report(&f, std::slice::from_ref(&dir), &a.report, &cfg));
-        match (program_status, report) {
-            (0, r) => r,
-            (status, Ok(_)) => Ok(status),
-            (status, Err(e)) => {
+        let report = analyze_paths(&files, &cfg).and_then(|mut f| {
+            f.program = program;
+            write_report(&f, std::slice::from_ref(&dir), &a.report, &cfg)
+        });
+        match (program, report) {
+            (None, r) => r,
+            (Some(p), Ok(_)) => Ok(p.shell()),
+            (Some(p), Err(e)) => {
                 fail(e);
-                Ok(status)
+                Ok(p.shell())
             }
         }
     };
@@ -263,13 +259,13 @@ pub fn diff(a: &DiffArgs) -> u8 {
         let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
         let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
         let d = analyze::diff_of(old, new, &view);
-        let (mut out, tty) = open_output(a.output.as_deref())?;
+        let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {
-            color: a.view(tty).color,
+            color: a.view(auto_color).color,
             source_root: source_root(),
             ..view
         };
-        emit(&mut *out, |w| report::reporter(a.format).diff(&d, &view, w))?;
+        emit(out, |w| report::reporter(a.out.format).diff(&d, &view, w))?;
         Ok(if a.fail_on_growth && d.grew > 0 {
             a.exit_code
         } else {

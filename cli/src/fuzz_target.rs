@@ -11,7 +11,8 @@ use std::path::Path;
 use cudaleak_format as format;
 
 use crate::analyze::{self, Config};
-use crate::args::{Format, Gate, View};
+use crate::analyze::{Gate, View};
+use crate::args::Format;
 use crate::growth;
 use crate::report;
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::load::schema as format;
 
 use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
+use crate::callsite::Callsite;
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
 pub const RULE_TEXT: &str = "up to its peak (its last maximum, in the second half of the \
@@ -71,6 +72,7 @@ impl NotSuspect {
 /// One callsite across a series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrowthRow {
+    pub callsite: Callsite,
     pub api: String,
     pub stack: StackView,
     /// Live blocks in each dump of the series (zero where the callsite had none).
@@ -187,10 +189,11 @@ struct ProcessAcc {
     process_order: (bool, u64, u64),
     points: Vec<Point>,
     rows: Vec<RowAcc>,
-    index: HashMap<std::sync::Arc<str>, usize>,
+    index: HashMap<Callsite, usize>,
 }
 
 struct RowAcc {
+    callsite: Callsite,
     api: String,
     stack: StackView,
     /// Index into the configuration's cache rules.
@@ -253,13 +256,14 @@ impl<'a> Builder<'a> {
             let row = match acc.index.get(&c.key) {
                 Some(&i) => i,
                 None => {
+                    acc.index.insert(c.key.clone(), acc.rows.len());
                     acc.rows.push(RowAcc {
+                        callsite: c.key,
                         api: c.api,
                         stack: c.stack,
                         held_by: c.held_by,
                         seen: Vec::new(),
                     });
-                    acc.index.insert(c.key, acc.rows.len() - 1);
                     acc.rows.len() - 1
                 }
             };
@@ -389,6 +393,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         });
         let (grew, shrank) = steps(&bytes[..=peak]);
         rows.push(GrowthRow {
+            callsite: r.callsite,
             api: r.api,
             stack: r.stack,
             series,
@@ -489,7 +494,7 @@ pub fn judge(bytes: &[u64]) -> Option<(usize, Result<(), NotSuspect>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::{Gate, View};
+    use crate::analyze::{Gate, View};
 
     fn cfg() -> Config {
         Config {

@@ -8,11 +8,13 @@
 pub mod analyze;
 pub mod args;
 pub mod caches;
+pub mod callsite;
 pub mod commands;
 pub mod fuzz_target;
 pub mod growth;
 pub mod load;
 pub mod message;
+pub mod output;
 pub mod report;
 pub mod run;
 pub mod suppressions;

@@ -85,7 +85,7 @@ impl fmt::Display for LoadError {
 
 fn sep(e: &format::ReadError) -> &'static str {
     match e {
-        format::ReadError::Syntax { .. } => "",
+        format::ReadError::Syntax { .. } | format::ReadError::NotJson { .. } => "",
         _ => " ",
     }
 }
@@ -182,7 +182,7 @@ fn all_dumps_in_dir(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 /// What a file that is not a regular file is, in words.
-fn what_it_is(t: std::fs::FileType) -> &'static str {
+pub fn what_it_is(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
     } else if t.is_fifo() {

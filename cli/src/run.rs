@@ -12,7 +12,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use crate::analyze::ProgramStatus;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
@@ -228,18 +229,18 @@ pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
 /// How the program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// The exit status the shell would report: the code, or 128 + signal.
-    Exited(u8),
+    /// Its exit code, or the signal that killed it.
+    Exited(ProgramStatus),
     /// It could not be started; 127 not found, 126 not executable (as shells do).
     NotStarted(u8),
 }
 
-/// Maps a status to what a shell reports: the exit code, or 128 + the signal number.
-pub fn shell_status(status: std::process::ExitStatus) -> u8 {
+/// The exit code, or the signal that ended the process.
+pub fn program_status(status: std::process::ExitStatus) -> ProgramStatus {
     match (status.code(), status.signal()) {
-        (Some(c), _) => (c & 0xff) as u8,
-        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
-        (None, None) => 1,
+        (Some(c), _) => ProgramStatus::Code((c & 0xff) as u8),
+        (None, Some(sig)) => ProgramStatus::Signal(sig),
+        (None, None) => ProgramStatus::Code(1),
     }
 }
 
@@ -250,12 +251,45 @@ fn forwardable(sig: i32) -> Option<rustix::process::Signal> {
         SIGTERM => Signal::TERM,
         SIGHUP => Signal::HUP,
         SIGQUIT => Signal::QUIT,
+        SIGUSR1 => Signal::USR1,
         _ => return None,
     })
 }
 
+/// Whether `status` (the text of `/proc/PID/status`) says the process catches signal `sig`: bit
+/// `sig - 1` of its `SigCgt` mask. `None` when the line is missing or unreadable.
+pub fn catches(status: &str, sig: i32) -> Option<bool> {
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())?;
+    let bit = u32::try_from(sig.checked_sub(1)?)
+        .ok()
+        .filter(|&b| b < 64)?;
+    Some(mask & (1 << bit) != 0)
+}
+
+/// Sends `sig` to the program. SIGUSR1 only where the program catches it: the shim's snapshot
+/// handler exists only once it is armed (the first recorded allocation), and SIGUSR1's default
+/// action would end the program.
+fn forward(pid: rustix::process::Pid, raw: i32, sig: rustix::process::Signal) {
+    if raw == SIGUSR1 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", pid.as_raw_nonzero()));
+        if !status.is_ok_and(|s| catches(&s, SIGUSR1) == Some(true)) {
+            crate::say!(
+                "SIGUSR1 not passed on: the program (pid {}) has no SIGUSR1 handler yet (the shim \
+                 installs one at its first CUDA allocation), and SIGUSR1 would end it",
+                pid.as_raw_nonzero()
+            );
+            return;
+        }
+    }
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
 /// Runs the program to completion. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudaleak by a
-/// process (`kill`) are passed on to the child; ones the kernel sent for the terminal (Ctrl-C)
+/// process (`kill`) are passed on to the child, and SIGUSR1 (a snapshot) where the child catches
+/// it; ones the kernel sent for the terminal (Ctrl-C)
 /// already reached the child, which shares our process group, and are not sent twice.
 pub fn run_program(
     program: &[OsString],
@@ -271,7 +305,7 @@ pub fn run_program(
     output.push("/");
 
     let child_pid = Arc::new(AtomicI32::new(0));
-    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let handle = signals.handle();
     let forward_to = Arc::clone(&child_pid);
@@ -285,7 +319,7 @@ pub fn run_program(
                 rustix::process::Pid::from_raw(pid),
                 forwardable(origin.signal),
             ) {
-                let _ = rustix::process::kill_process(pid, sig);
+                forward(pid, origin.signal, sig);
             }
         }
     });
@@ -314,7 +348,7 @@ pub fn run_program(
             let status = child.wait();
             child_pid.store(0, Ordering::SeqCst);
             status
-                .map(|s| Outcome::Exited(shell_status(s)))
+                .map(|s| Outcome::Exited(program_status(s)))
                 .map_err(|e| format!("waiting for the program failed: {e}"))
         }
     };
@@ -445,6 +479,17 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].contains("PYTORCH_ALLOC_CONF said backend:native"));
         assert!(notes[1].contains("XLA_PYTHON_CLIENT_ALLOCATOR was \"bfc\""));
+    }
+
+    #[test]
+    fn sigcgt_bit_9_is_sigusr1() {
+        let status = "Name:\tsh\nSigIgn:\t0000000000000004\nSigCgt:\t0000000000010200\n";
+        assert_eq!(catches(status, SIGUSR1), Some(true));
+        assert_eq!(catches(status, SIGTERM), Some(false));
+        assert_eq!(catches(status, 17), Some(true));
+        assert_eq!(catches("Name:\tsh\n", SIGUSR1), None);
+        assert_eq!(catches("SigCgt:\tzz\n", SIGUSR1), None);
+        assert_eq!(catches(status, 0), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `run`, error messages that name the file, and `run` driven with a shell script standing in
 //! for a CUDA program (it writes the dump the shim would have written).
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -11,7 +12,10 @@ use predicates::prelude::*;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cudaleak"));
-    c.env_remove("CUDALEAK_SHIM").env_remove("NO_COLOR");
+    c.env_remove("CUDALEAK_SHIM")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .env_remove("CLICOLOR_FORCE");
     c
 }
 
@@ -34,7 +38,7 @@ fn leaks_exit_23_with_the_lsan_like_report() {
     report(&[&fx("error_path.json")])
         .code(23)
         .stdout(predicate::str::contains(
-            "Leak 1 of 3: 1.00 MiB in 1 allocation via cudaMalloc (device 0)\n    #0 process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)\n",
+            "Leak 1 of 3: 1.00 MiB (1048576 B) in 1 allocation via cudaMalloc (device 0)\n    #0 process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)\n",
         ))
         .stdout(predicate::str::ends_with(
             "SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)\n",
@@ -175,6 +179,46 @@ fn framework_dump_passes_the_gate_for_its_caches_and_fails_for_its_leak() {
 }
 
 #[test]
+fn gen_suppressions_prints_a_leak_line_per_group_that_suppresses_it() {
+    let dumps = [
+        fx("error_path.json"),
+        fx("python_torch.json"),
+        fx("unsymbolized.json"),
+    ];
+    let out = bin()
+        .args(["report", "--gen-suppressions"])
+        .args(&dumps)
+        .assert()
+        .code(23);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        text.contains(
+            "# 1.00 MiB in 1 allocation via cudaMalloc (device 0) (pid 4711) at process_data(float*) \
+             at cuda-samples/leak_error_path.cu:18 (leak_error_path)\nleak:^process_data(float*)$\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nleak:^train_step$\n"), "{text}");
+    let rules = text.lines().filter(|l| l.starts_with("leak:")).count();
+    assert_eq!(rules, 7, "{text}");
+    // Used as the suppression file, it suppresses every leak it was made from.
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("gen.supp");
+    std::fs::write(&supp, &text).unwrap();
+    report(&[
+        "--suppressions",
+        supp.to_str().unwrap(),
+        &dumps[0],
+        &dumps[1],
+        &dumps[2],
+    ])
+    .code(0)
+    .stdout(predicate::str::contains(
+        "SUMMARY: 0 B leaked in 0 allocations from 0 callsites (3 processes)",
+    ));
+}
+
+#[test]
 fn bad_suppression_file_is_a_usage_error_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let supp = dir.path().join("bad.supp");
@@ -219,6 +263,38 @@ fn broken_inputs_exit_2_with_file_line_and_column() {
     report(&["/nonexistent/cudaleak.1.json"])
         .code(2)
         .stderr("cudaleak: /nonexistent/cudaleak.1.json: No such file or directory\n");
+}
+
+#[test]
+fn an_empty_a_binary_and_a_non_dump_json_file_each_say_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[u8], &str); 5] = [
+        ("empty.json", b"", ": the file is empty; a cudaleak dump is a JSON object\n"),
+        ("blank.json", b"  \n", ": the file is empty; a cudaleak dump is a JSON object\n"),
+        (
+            "binary.json",
+            b"\x7fELF\x02\x01\x01\x00",
+            ":1:1: not JSON (it starts with byte 0x7f); a cudaleak dump is a JSON object\n",
+        ),
+        (
+            "array.json",
+            b"[1, 2]",
+            ": not a cudaleak dump: the file holds an array, and a cudaleak dump is a JSON object\n",
+        ),
+        (
+            "object.json",
+            b"{\"process\": 2}",
+            ": not a cudaleak dump (no \"cudaleak_dump\" version field)\n",
+        ),
+    ];
+    for (name, bytes, msg) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        report(&[p.to_str().unwrap()])
+            .code(2)
+            .stdout("")
+            .stderr(format!("cudaleak: {}{msg}", p.display()));
+    }
 }
 
 #[test]
@@ -324,6 +400,67 @@ fn colour_only_when_forced_and_never_with_no_color_on_auto() {
 }
 
 #[test]
+fn colour_auto_honours_clicolor_force_and_no_color_wins() {
+    let coloured = |envs: &[(&str, &str)]| {
+        let mut c = bin();
+        c.args(["report", &fx("leak_loop.json")]);
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = c.assert().code(23);
+        String::from_utf8_lossy(&out.get_output().stdout).contains("\x1b[")
+    };
+    assert!(coloured(&[("CLICOLOR_FORCE", "1")]));
+    assert!(!coloured(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]));
+    // Only text is ever coloured.
+    bin()
+        .env("CLICOLOR_FORCE", "1")
+        .args(["report", "--format", "json", &fx("leak_loop.json")])
+        .assert()
+        .stdout(predicate::str::contains("\x1b[").not());
+}
+
+#[test]
+fn output_file_is_replaced_whole_and_a_fifo_there_is_refused_not_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.txt");
+    std::fs::write(
+        &out,
+        "an older, longer report that must not survive in part\n".repeat(500),
+    )
+    .unwrap();
+    report(&["-o", out.to_str().unwrap(), &fx("leak_loop.json")]).code(23);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("== pid "), "{text}");
+    assert!(!text.contains("older"), "{text}");
+    // No temporary file is left beside it.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["report.txt"]);
+    // A FIFO with no reader would block an open for writing forever: it is refused unopened.
+    let fifo = dir.path().join("report.fifo");
+    mkfifo(&fifo);
+    bin()
+        .args([
+            "report",
+            "-o",
+            fifo.to_str().unwrap(),
+            &fx("leak_loop.json"),
+        ])
+        .timeout(Duration::from_secs(20))
+        .assert()
+        .code(2)
+        .stderr(format!(
+            "cudaleak: {}: is a FIFO (named pipe), not a regular file; -o writes a regular file \
+             (a temporary file renamed into place), so leave -o out to write to standard output\n",
+            fifo.display()
+        ));
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+#[test]
 fn broken_pipe_is_not_an_error() {
     // `cudaleak report … | head -c1`: the reader goes away early.
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
@@ -382,7 +519,7 @@ fn diff_puts_growth_first_and_fails_only_when_asked() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains(
-            "Grew 1 of 3: +16.00 KiB, +4 blocks via cudaMalloc (8.00 KiB in 2 blocks → 24.00 KiB in 6 blocks)\n    #0 handle_request(int)",
+            "Grew 1 of 3: +16.00 KiB, 4 more blocks via cudaMalloc (8.00 KiB in 2 blocks → 24.00 KiB in 6 blocks)\n    #0 handle_request(int)",
         ));
     bin()
         .args(["diff", "--fail-on-growth", &old, &new])
@@ -451,7 +588,7 @@ fn run_reports_leaks_with_23_and_clean_with_0() {
         .assert()
         .code(23)
         .stdout(predicate::str::contains(
-            "Leak 1 of 1: 40.00 KiB in 10 allocations via cudaMalloc",
+            "Leak 1 of 1: 40.00 KiB (40960 B) in 10 allocations via cudaMalloc",
         ))
         .stderr(predicate::str::contains(
             "cudaleak: dumps of this run go to ",
@@ -509,6 +646,45 @@ fn run_killed_program_exits_128_plus_signal() {
     let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
     env.cmd(&[], &script).assert().code(128 + 15);
     env.cmd(&[], "kill -KILL $$").assert().code(128 + 9);
+}
+
+#[test]
+fn the_gate_line_after_a_failed_program_names_the_status_run_returns() {
+    let env = run_env();
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    let out = env.cmd(&[], &script).assert().code(143);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        stdout.contains(
+            "\nGate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's.\nSUMMARY: "
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("exit status 23"), "{stdout}");
+    // A clean dump from a program that failed: no gate failure, still the program's status.
+    let script = format!("{}; exit 5", copy_dump("clean.json"));
+    env.cmd(&[], &script)
+        .assert()
+        .code(5)
+        .stdout(predicate::str::contains(
+            "\nThe program exited with status 5: exit status 5, the program's.\n",
+        ));
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    let out = env.cmd(&["--format", "json"], &script).assert().code(143);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["gate"]["exit_code"], 23);
+    assert_eq!(v["gate"]["exit_status"], 143);
+    assert_eq!(
+        v["gate"]["program"],
+        serde_json::json!({"status": 143, "signal": "SIGTERM"})
+    );
+    let script = format!("{}; kill -TERM $$", copy_dump("leak_loop.json"));
+    env.cmd(&["--format", "markdown"], &script)
+        .assert()
+        .code(143)
+        .stdout(predicate::str::contains(
+            "❌ gate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's",
+        ));
 }
 
 #[test]
@@ -668,6 +844,85 @@ fn run_forwards_sigterm_to_the_program() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
 }
 
+/// `cudaleak run` of `sh -c SCRIPT` in the background, once the script has written a file into
+/// the run directory (it is running by then).
+fn spawn_run_and_wait(env: &RunEnv, script: &str) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !env
+        .run_dirs()
+        .iter()
+        .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the program never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child
+}
+
+fn kill(sig: &str, pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+#[test]
+fn run_forwards_sigusr1_to_a_program_that_catches_it() {
+    let env = run_env();
+    // The program's SIGUSR1 handler (the shim's, once armed) writes a snapshot; here the trap
+    // writes the dump and ends the script.
+    let marker = dir_file(&env, "usr1");
+    // Bounded, so that a cudaleak killed by SIGUSR1 leaves no endless orphan behind.
+    let script = format!(
+        "trap 'touch {}; {}; exit 0' USR1; touch \"${{CUDALEAK_OUTPUT}}started\"; \
+         i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        marker.display(),
+        copy_dump("leak_loop.json")
+    );
+    let child = spawn_run_and_wait(&env, &script);
+    kill("-USR1", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(marker.exists(), "SIGUSR1 was not forwarded");
+    // cudaleak survived it (not 128 + 10) and reported the dump the program wrote.
+    assert_eq!(out.status.code(), Some(23));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
+}
+
+#[test]
+fn run_keeps_sigusr1_from_a_program_without_a_handler_and_says_so() {
+    let env = run_env();
+    let script = format!("{}; exec sleep 10", copy_dump("leak_loop.json"));
+    let child = spawn_run_and_wait(&env, &script);
+    kill("-USR1", child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    // Still running: end it with SIGTERM, which is forwarded.
+    kill("-TERM", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cudaleak: SIGUSR1 not passed on: the program (pid "),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
+}
+
 #[test]
 fn source_files_under_the_current_directory_are_shown_relative_to_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -711,7 +966,7 @@ fn growth_names_the_leak_per_iteration_with_its_rate_and_fails_the_gate() {
     report(&["--growth", &fx("growth")])
         .code(23)
         .stdout(predicate::str::contains(
-            "Suspect 1 of 2: +40.00 KiB (+10 blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
+            "Suspect 1 of 2: +40.00 KiB (10 more blocks) via cudaMalloc, +480.00 KiB/h, rose in 5 of 5 intervals\n",
         ))
         .stdout(predicate::str::contains(
             "rose in 4 of 4 intervals up to its peak, then 40.00 KiB released\n",

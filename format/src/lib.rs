@@ -1,8 +1,9 @@
 //! The cudaleak dump schema, versions 1 and 2: the one definition of what the shim writes and the
 //! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
-//! This crate holds types, the version constant, reading (with positions in errors) and
-//! consistency checks. It must never depend on the shim or the CLI, and never panic on input.
+//! This crate holds types, the version constant, reading (with positions in errors),
+//! consistency checks, and how a byte count is written (`size`: shared by the shim's exit line
+//! and the CLI's reports). It must never depend on the shim or the CLI, and never panic on input.
 //!
 //! There is one reader: a streaming parse, never the whole file in memory. The types are generic
 //! in how names (function, file, module, API) are held: `String` by default, as the shim builds
@@ -14,7 +15,9 @@ use std::fmt;
 use std::io::{self, Read};
 
 mod name;
+mod size;
 pub use name::{interning, Name};
+pub use size::{human_bytes, human_bytes_exact};
 
 use serde::de::{self, IgnoredAny, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -384,6 +387,17 @@ pub enum ReadError {
     Version(Option<u64>),
     /// Well-formed, but fields contradict each other.
     Inconsistent(String),
+    /// Nothing but white space, or nothing at all.
+    Empty,
+    /// Not JSON at all (a binary file, text): the first byte that is not white space cannot
+    /// start a JSON value.
+    NotJson {
+        line: usize,
+        column: usize,
+        byte: u8,
+    },
+    /// JSON (or the start of it) of another kind than an object: `"an array"`, `"a number"`, …
+    NotAnObject(&'static str),
 }
 
 impl fmt::Display for ReadError {
@@ -403,6 +417,20 @@ impl fmt::Display for ReadError {
                 write!(f, "not a cudaleak dump (no \"cudaleak_dump\" version field)")
             }
             ReadError::Inconsistent(m) => write!(f, "inconsistent dump: {m}"),
+            ReadError::Empty => write!(f, "the file is empty; a cudaleak dump is a JSON object"),
+            ReadError::NotJson { line, column, byte } => write!(
+                f,
+                "{line}:{column}: not JSON (it starts with byte 0x{byte:02x}{}); a cudaleak dump is a JSON object",
+                if byte.is_ascii_graphic() {
+                    format!(", {:?}", char::from(*byte))
+                } else {
+                    String::new()
+                }
+            ),
+            ReadError::NotAnObject(what) => write!(
+                f,
+                "not a cudaleak dump: the file holds {what}, and a cudaleak dump is a JSON object"
+            ),
         }
     }
 }
@@ -453,12 +481,16 @@ fn parse<S, R: Read, R2: Read>(
 where
     S: for<'de> Deserialize<'de>,
 {
+    let mut sniff = Sniff::new(input);
     let parsed = {
         // serde_json takes its input a byte at a time through `io::Bytes`, which reads straight
         // from the buffer only when the reader is a `BufReader` itself (not a `&mut` one, nor
-        // one inside another reader): a buffer of our own keeps that fast path whatever `R` is.
-        let mut de =
-            serde_json::Deserializer::from_reader(io::BufReader::with_capacity(1 << 16, input));
+        // one inside another reader): a buffer of our own, outermost, keeps that fast path
+        // whatever `R` is; the sniffer under it sees the input in buffer-sized reads.
+        let mut de = serde_json::Deserializer::from_reader(io::BufReader::with_capacity(
+            1 << 16,
+            &mut sniff,
+        ));
         Dump::<S>::deserialize(&mut de).and_then(|d| de.end().map(|()| d))
     };
     match parsed {
@@ -471,6 +503,17 @@ where
         }
         Err(e) if e.is_io() => Err(ReadError::Io(io::Error::other(strip_position(&e)))),
         Err(e) => {
+            // Say what the input is when it is not a JSON object at all.
+            match sniff.first {
+                None => return Err(ReadError::Empty),
+                Some((b'{', ..)) => {}
+                Some((byte, line, column)) => {
+                    return Err(match json_kind(byte) {
+                        Some(what) => ReadError::NotAnObject(what),
+                        None => ReadError::NotJson { line, column, byte },
+                    })
+                }
+            }
             // A dump of another version usually fails on its shape first: say "version" then.
             if !e.is_syntax() && !e.is_eof() {
                 if let Some(v) = reopen().and_then(peek_version) {
@@ -486,6 +529,58 @@ where
             })
         }
     }
+}
+
+/// Passes a reader through, noting its first byte that is not JSON white space and where it is
+/// (1-based line and column), so a parse error can say what the input is.
+struct Sniff<R> {
+    inner: R,
+    first: Option<(u8, usize, usize)>,
+    line: usize,
+    column: usize,
+}
+
+impl<R> Sniff<R> {
+    fn new(inner: R) -> Self {
+        Sniff {
+            inner,
+            first: None,
+            line: 1,
+            column: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for Sniff<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if self.first.is_none() {
+            for &b in &buf[..n] {
+                match b {
+                    b'\n' => (self.line, self.column) = (self.line + 1, 0),
+                    b' ' | b'\t' | b'\r' => self.column += 1,
+                    _ => {
+                        self.first = Some((b, self.line, self.column + 1));
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// What a JSON value starting with `b` is, in words; `None` if no JSON value starts so.
+fn json_kind(b: u8) -> Option<&'static str> {
+    Some(match b {
+        b'{' => "an object",
+        b'[' => "an array",
+        b'"' => "a string",
+        b'-' | b'0'..=b'9' => "a number",
+        b't' | b'f' => "a boolean",
+        b'n' => "null",
+        _ => return None,
+    })
 }
 
 /// Writes a dump as compact JSON followed by a newline.
@@ -780,6 +875,44 @@ mod tests {
         assert!(matches!(
             from_reader(cut, || Some(cut)),
             Err(ReadError::Syntax { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn empty_binary_and_non_object_inputs_say_what_they_are() {
+        assert!(matches!(from_slice(b""), Err(ReadError::Empty)));
+        assert!(matches!(from_slice(b" \n\t "), Err(ReadError::Empty)));
+        let e = from_slice(b"\x7fELF\x02\x01").unwrap_err();
+        assert!(matches!(
+            e,
+            ReadError::NotJson {
+                line: 1,
+                column: 1,
+                byte: 0x7f
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "1:1: not JSON (it starts with byte 0x7f); a cudaleak dump is a JSON object"
+        );
+        let e = from_slice(b"\n  # notes").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "2:3: not JSON (it starts with byte 0x23, '#'); a cudaleak dump is a JSON object"
+        );
+        assert_eq!(
+            from_slice(b"[1,2]").unwrap_err().to_string(),
+            "not a cudaleak dump: the file holds an array, and a cudaleak dump is a JSON object"
+        );
+        assert!(matches!(
+            from_slice(b"2\n"),
+            Err(ReadError::NotAnObject("a number"))
+        ));
+        // An object keeps the reader's own errors.
+        assert!(matches!(from_slice(b"{}"), Err(ReadError::Version(None))));
+        assert!(matches!(
+            from_slice(b"{\"cudaleak_dump\""),
+            Err(ReadError::Syntax { .. })
         ));
     }
 

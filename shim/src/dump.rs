@@ -341,20 +341,8 @@ fn publish(tmp: &Path, path: &Path) -> io::Result<PathBuf> {
     ))
 }
 
-/// `74.1 KiB`: one decimal in the largest binary unit that keeps the number ≥ 1.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
-}
+/// `74.10 KiB`: the formatter the CLI's reports use, so the exit line and the report agree.
+pub use cudaleak_format::human_bytes;
 
 /// Writes a dump and, at the end of the process, prints the one-line summary. Failure costs
 /// one stderr line; the program carries on either way.
@@ -402,12 +390,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn human_bytes_picks_the_unit() {
-        assert_eq!(human_bytes(0), "0 B");
+    fn the_exit_line_writes_sizes_as_the_report_does() {
+        // The report's leak header reads "4.00 MiB"; the exit line once read "4.0 MiB".
+        assert_eq!(human_bytes(4 << 20), "4.00 MiB");
+        assert_eq!(human_bytes(75_878), "74.10 KiB");
         assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(75_878), "74.1 KiB");
-        assert_eq!(human_bytes(1 << 20), "1.0 MiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 
     fn scratch(name: &str) -> PathBuf {

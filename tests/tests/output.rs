@@ -99,7 +99,7 @@ fn one_stderr_line_names_the_live_count_bytes_and_path() {
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "stderr:\n{}", run.stderr);
     assert_eq!(lines[0], PROGRAM_STDERR);
-    let prefix = "cudaleak: 3 allocations (74.1 KiB) still live at exit -> ";
+    let prefix = "cudaleak: 3 allocations (74.10 KiB) still live at exit -> ";
     let path = lines[1]
         .strip_prefix(prefix)
         .unwrap_or_else(|| panic!("stderr line {:?} does not start with {prefix:?}", lines[1]));
@@ -172,7 +172,7 @@ fn an_existing_file_is_never_replaced() {
     assert_leak_exit_dump(&next, &run);
     let line = run.stderr.lines().last().unwrap_or("");
     assert!(
-        line.starts_with("cudaleak: 3 allocations (74.1 KiB) still live at exit -> ")
+        line.starts_with("cudaleak: 3 allocations (74.10 KiB) still live at exit -> ")
             && line.ends_with("/fixed.1.json"),
         "the stderr line names the file used: {line:?}"
     );

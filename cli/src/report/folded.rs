@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use super::flame::{self, Weighted};
 use super::Reporter;
 use crate::analyze::{DiffFindings, Findings};
-use crate::args::View;
+use crate::analyze::View;
 use crate::growth::GrowthFindings;
 
 pub struct Folded;

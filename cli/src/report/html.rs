@@ -28,7 +28,7 @@ use super::{
 use crate::analyze::{
     BadFreeGroup, Counts, DiffFindings, Findings, FrameView, LeakGroup, StackView,
 };
-use crate::args::View;
+use crate::analyze::View;
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
 use cudaleak_format::EventType;
 

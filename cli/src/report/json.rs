@@ -8,8 +8,11 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{cached_totals, error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
-use crate::analyze::{Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, StackView};
-use crate::args::View;
+use crate::analyze::View;
+use crate::analyze::{
+    signal_name, Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, ProgramStatus,
+    StackView,
+};
 use crate::growth::{GrowthFindings, RULE_TEXT};
 
 pub struct Json;
@@ -297,6 +300,16 @@ struct Gate {
     count_cached: bool,
     max_leaked_bytes: u64,
     tolerated: bool,
+    /// What the command returns: `exit_code`, or under `run` a failed program's status.
+    exit_status: u8,
+    /// `run` only, when the program failed: `{status, signal}`.
+    program: Option<ProgramDoc>,
+}
+
+#[derive(Serialize)]
+struct ProgramDoc {
+    status: u8,
+    signal: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -422,6 +435,16 @@ fn document(f: &Findings) -> Doc<'_> {
             count_cached: f.gate.count_cached,
             max_leaked_bytes: f.gate.max_leaked_bytes,
             tolerated: f.verdict.tolerated,
+            exit_status: f.exit_status(),
+            program: f.program.map(|p| ProgramDoc {
+                status: p.shell(),
+                signal: match p {
+                    ProgramStatus::Signal(n) => {
+                        Some(signal_name(n).map_or_else(|| format!("signal {n}"), str::to_string))
+                    }
+                    ProgramStatus::Code(_) => None,
+                },
+            }),
         },
     };
     for p in &f.processes {

@@ -5,16 +5,17 @@
 
 use std::io::{self, Write};
 
+use super::signed_human;
 use super::{
-    cached_gate_text, cached_totals, error_text, folded_text, frame_text_under, gate_reasons,
+    cached_gate_text, cached_totals, error_text, exit_line, folded_text, frame_text_under,
     human_bytes, placement, plural, process_label, quiet_line, summary_line, suppressed_per_rule,
     Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use super::{growth_summary_line, human_duration, point_label, rate_text};
+use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
-use crate::args::View;
 use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::{series_text, signed_human, steps_text};
+use crate::report::{series_text, steps_text};
 use cudaleak_format::EventType;
 
 pub struct Markdown;
@@ -101,14 +102,17 @@ fn group_line(g: &LeakGroup) -> String {
 impl Reporter for Markdown {
     fn report(&self, f: &Findings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let root = view.source_root.as_deref();
-        let gate = if f.verdict.exit_code != 0 {
-            format!(
-                "❌ gate failed ({}), exit status {}",
-                gate_reasons(f).join(" and "),
-                f.verdict.exit_code
-            )
-        } else {
-            "✅ gate passed".to_string()
+        // The text report's last line, lower case after the mark.
+        let lower = |line: String| {
+            let mut c = line.chars();
+            c.next().map_or(String::new(), |first| {
+                escape(&format!("{}{}", first.to_lowercase(), c.as_str()))
+            })
+        };
+        let gate = match exit_line(f) {
+            Some(line) if f.verdict.exit_code != 0 => format!("❌ {}", lower(line)),
+            Some(line) => format!("⚠️ gate passed; {}", lower(line)),
+            None => "✅ gate passed".to_string(),
         };
         writeln!(
             w,
@@ -472,9 +476,15 @@ impl Reporter for Markdown {
         for r in &d.rows {
             writeln!(
                 w,
-                "| {} | {:+} | {} | {} | {} | {} |",
-                signed_human(r.delta_bytes()),
-                r.delta_blocks(),
+                "| {} | {} | {} | {} | {} | {} |",
+                match r.delta_bytes() {
+                    0 => "0 B".to_string(),
+                    d => signed_human(d),
+                },
+                match r.delta_blocks() {
+                    0 => "0".to_string(),
+                    d => format!("{d:+}"),
+                },
                 human_bytes(r.old.bytes),
                 human_bytes(r.new.bytes),
                 escape(&r.api),

@@ -10,12 +10,14 @@ use cudaleak_format as format;
 
 use std::borrow::Cow;
 
+use crate::analyze::View;
 use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings, QuietProcess};
-use crate::args::{Format, View};
+use crate::args::Format;
 use crate::growth::{GrowthFindings, GrowthRow, Point};
 
 pub mod flame;
 pub mod folded;
+pub mod gen_suppressions;
 pub mod html;
 pub mod json;
 pub mod markdown;
@@ -46,21 +48,9 @@ pub fn reporter(format: Format) -> Box<dyn Reporter> {
 /// The tool's version, as `--version` prints it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Binary units: `512 B`, `4.00 KiB`, `1.06 MiB`, `2.50 GiB` (two decimals from KiB up).
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    // Move up a unit when rounding to two decimals would print 1024.00.
-    while unit + 1 < UNITS.len() && value >= 1023.995 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.2} {}", UNITS[unit])
-}
+/// Binary units: `512 B`, `4.00 KiB`, `1.06 MiB`, `2.50 GiB` (two decimals from KiB up), as the
+/// shim's exit line writes them.
+pub use cudaleak_format::{human_bytes, human_bytes_exact};
 
 pub use crate::analyze::MAX_NAME_BYTES;
 
@@ -184,6 +174,36 @@ pub fn growth_summary_line(g: &GrowthFindings) -> String {
 /// `1 allocation`, `2 allocations`.
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `4 more blocks`, `1 fewer block`; `None` when the count did not change.
+pub fn blocks_change(delta: i128) -> Option<String> {
+    let n = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
+    match delta.signum() {
+        1 => Some(plural(n, "more block", "more blocks")),
+        -1 => Some(plural(n, "fewer block", "fewer blocks")),
+        _ => None,
+    }
+}
+
+/// A change of live memory: `+16.00 KiB, 4 more blocks`, `-192.00 KiB`, `1 more block`, or
+/// `no change`; never `+0 blocks` or `-1 blocks`.
+pub fn change_text(bytes: i128, blocks: i128) -> String {
+    let bytes = (bytes != 0).then(|| signed_human(bytes));
+    match (bytes, blocks_change(blocks)) {
+        (Some(b), Some(k)) => format!("{b}, {k}"),
+        (Some(b), None) => b,
+        (None, Some(k)) => k,
+        (None, None) => "no change".into(),
+    }
+}
+
+/// [`change_text`] for the middle of a sentence: `+40.00 KiB (10 more blocks)`.
+pub fn change_text_paren(bytes: i128, blocks: i128) -> String {
+    match (bytes, blocks_change(blocks)) {
+        (0, _) | (_, None) => change_text(bytes, blocks),
+        (b, Some(k)) => format!("{} ({k})", signed_human(b)),
+    }
 }
 
 /// `process_data(float*) at leak.cu:18 (leak)`; without a symbol `0x55d4c2a01a3f (leak+0x1a3f)`.
@@ -390,6 +410,26 @@ pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
     r
 }
 
+/// The report's verdict line, without a full stop: what the command returns and why —
+/// `Gate failed (leaks): exit status 23`, or under `run` when the program failed, its status
+/// (`Gate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's`).
+/// `None` when the gate passes and the program (if any) succeeded.
+pub fn exit_line(f: &Findings) -> Option<String> {
+    let reasons = gate_reasons(f);
+    let failed = (!reasons.is_empty() && f.verdict.exit_code != 0)
+        .then(|| format!("Gate failed ({})", reasons.join(" and ")));
+    match (failed, f.program) {
+        (None, None) => None,
+        (Some(gate), None) => Some(format!("{gate}: exit status {}", f.verdict.exit_code)),
+        (gate, Some(p)) => Some(format!(
+            "{}he program {}: exit status {}, the program's",
+            gate.map_or("T".to_string(), |g| format!("{g}; t")),
+            p.how(),
+            p.shell()
+        )),
+    }
+}
+
 /// The advice attached to managed memory (seed §3.3).
 pub const MANAGED_ADVICE: &str =
     "Managed (unified) memory is a migration and capacity risk: pages \
@@ -525,6 +565,13 @@ mod tests {
 
     #[test]
     fn sizes_use_binary_units_with_two_decimals() {
+        assert_eq!(change_text(16384, 4), "+16.00 KiB, 4 more blocks");
+        assert_eq!(change_text(-196_608, -1), "-192.00 KiB, 1 fewer block");
+        assert_eq!(change_text(1024, 0), "+1.00 KiB");
+        assert_eq!(change_text(0, 1), "1 more block");
+        assert_eq!(change_text(0, 0), "no change");
+        assert_eq!(change_text_paren(40960, 10), "+40.00 KiB (10 more blocks)");
+        assert_eq!(change_text_paren(40960, 0), "+40.00 KiB");
         assert_eq!(human_bytes(0), "0 B");
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1023), "1023 B");

@@ -12,12 +12,14 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::change_text_paren;
 use super::{clean, rate_text};
 use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
+use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, FrameView, StackView};
-use crate::args::View;
+use crate::callsite::Callsite;
 use crate::growth::GrowthFindings;
-use crate::report::{signed_human, steps_text};
+use crate::report::steps_text;
 use cudaleak_format::EventType;
 
 pub struct Sarif;
@@ -159,23 +161,13 @@ fn stack_value(s: &StackView, root: Option<&str>) -> Value {
     })
 }
 
-/// 64-bit FNV-1a: a stable fingerprint of a callsite across runs and machines.
-fn fingerprint(s: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
 fn result(
     root: Option<&str>,
     id: &str,
     level: &str,
     text: String,
     stacks: &[&StackView],
-    key: &str,
+    callsite: &Callsite,
     props: Value,
 ) -> Value {
     let mut r = json!({
@@ -183,7 +175,7 @@ fn result(
         "ruleIndex": rule_index(id),
         "level": level,
         "message": {"text": text},
-        "partialFingerprints": {"cudaleakCallsite/v1": fingerprint(&format!("{id}\u{1d}{key}"))},
+        "partialFingerprints": {"cudaleakCallsite/v1": callsite.fingerprint(id)},
         "properties": props,
     });
     if let Some(f) = stacks.first().and_then(|s| primary(s)) {
@@ -191,14 +183,6 @@ fn result(
     }
     r["stacks"] = Value::Array(stacks.iter().map(|s| stack_value(s, root)).collect());
     r
-}
-
-fn stack_key(s: &StackView) -> String {
-    s.frames
-        .iter()
-        .map(frame_text)
-        .collect::<Vec<_>>()
-        .join("\u{1e}")
 }
 
 /// The results array, written one result at a time as `produce` hands them over.
@@ -328,7 +312,7 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                     plural(g.count, "time", "times")
                 ),
                 &stacks,
-                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                &g.callsite,
                 json!({"count": g.count, "api": clean(&g.api), "pid": pid}),
             ));
         }
@@ -349,7 +333,7 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                     }
                 ),
                 &[&g.stack],
-                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                &g.callsite,
                 json!({"count": g.count, "bytes": g.bytes, "api": clean(&g.api), "pid": pid}),
             ));
         }
@@ -390,7 +374,7 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                     plural(g.count, "time", "times"),
                 ),
                 &[&g.stack],
-                &format!("{}\u{1d}{}", g.api, stack_key(&g.stack)),
+                &g.callsite,
                 json!({"count": g.count, "during_exit": g.during_exit, "api": clean(&g.api), "pid": pid}),
             ));
         }
@@ -418,39 +402,38 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
         let pid = s.process.pid;
         for r in s.rows.iter().filter(|r| r.is_suspect()) {
             emit(result(
-                    root,
-                    "cudaleak/growth",
-                    "warning",
-                    format!(
-                        "live memory via {} grew by {} ({:+} blocks) over {} dumps, {}, {}: {} → {} (pid {pid}){}",
-                        clean(&r.api),
-                        signed_human(r.growth_bytes()),
-                        r.growth_blocks(),
-                        r.series.len(),
-                        rate_text(r.bytes_per_hour),
-                        steps_text(r),
-                        human_bytes(r.first().bytes),
-                        human_bytes(r.last().bytes),
-                        r.held_by.as_ref().map_or(String::new(), |h| format!(
-                            "; held by {} [{}]{}",
-                            h.name,
-                            h.id,
-                            h.grows.as_deref().map_or(String::new(), |g| format!(": {g}"))
-                        ))
-                    ),
-                    &[&r.stack],
-                    &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
-                    json!({
-                        "first_bytes": r.first().bytes,
-                        "last_bytes": r.last().bytes,
-                        "growth_bytes": r.growth_bytes(),
-                        "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
-                        "intervals": r.intervals(),
-                        "grew_intervals": r.grew_intervals,
-                        "api": clean(&r.api),
-                        "pid": pid,
-                    }),
-                ));
+                root,
+                "cudaleak/growth",
+                "warning",
+                format!(
+                    "live memory via {} grew by {} over {} dumps, {}, {}: {} → {} (pid {pid}){}",
+                    clean(&r.api),
+                    change_text_paren(r.growth_bytes(), r.growth_blocks()),
+                    r.series.len(),
+                    rate_text(r.bytes_per_hour),
+                    steps_text(r),
+                    human_bytes(r.first().bytes),
+                    human_bytes(r.last().bytes),
+                    r.held_by.as_ref().map_or(String::new(), |h| format!(
+                        "; held by {} [{}]{}",
+                        h.name,
+                        h.id,
+                        h.grows.as_deref().map_or(String::new(), |g| format!(": {g}"))
+                    ))
+                ),
+                &[&r.stack],
+                &r.callsite,
+                json!({
+                    "first_bytes": r.first().bytes,
+                    "last_bytes": r.last().bytes,
+                    "growth_bytes": r.growth_bytes(),
+                    "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
+                    "intervals": r.intervals(),
+                    "grew_intervals": r.grew_intervals,
+                    "api": clean(&r.api),
+                    "pid": pid,
+                }),
+            ));
         }
     }
 }
@@ -462,15 +445,14 @@ fn diff_results(d: &DiffFindings, root: Option<&str>, emit: &mut dyn FnMut(Value
             "cudaleak/growth",
             "warning",
             format!(
-                "live memory via {} grew by {} ({:+} blocks): {} → {}",
+                "live memory via {} grew by {}: {} → {}",
                 clean(&r.api),
-                signed_human(r.delta_bytes()),
-                r.delta_blocks(),
+                change_text_paren(r.delta_bytes(), r.delta_blocks()),
                 human_bytes(r.old.bytes),
                 human_bytes(r.new.bytes)
             ),
             &[&r.stack],
-            &format!("{}\u{1d}{}", r.api, stack_key(&r.stack)),
+            &r.callsite,
             json!({"old_bytes": r.old.bytes, "new_bytes": r.new.bytes, "api": clean(&r.api)}),
         ));
     }
@@ -505,11 +487,5 @@ mod tests {
             "file:///work/main/"
         );
         assert!(doc(None)["runs"][0].get("originalUriBaseIds").is_none());
-    }
-
-    #[test]
-    fn fingerprints_are_stable() {
-        assert_eq!(fingerprint(""), "cbf29ce484222325");
-        assert_ne!(fingerprint("a"), fingerprint("b"));
     }
 }

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::reporter;
 use crate::analyze::{self, Config, Findings};
-use crate::args::{Format, Gate, View};
+use crate::analyze::{Gate, View};
+use crate::args::Format;
 use crate::suppressions::Rule;
 
 use crate::fixture as dump;
@@ -669,4 +670,113 @@ fn folded_growth_is_the_growth_of_each_listed_callsite() {
     let lines = folded_lines(&text);
     assert_eq!(lines.len(), 4);
     assert_eq!(lines.iter().map(|l| l.1).sum::<u64>(), want);
+}
+
+/// Every SARIF result's (rule, fingerprint) of a rendering.
+fn sarif_fingerprints(sarif: &str) -> std::collections::BTreeSet<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(sarif).unwrap();
+    v["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap().to_string(),
+                r["partialFingerprints"]["cudaleakCallsite/v1"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Regression: double-free, invalid-free, failed-allocation, teardown, growth and diff results
+/// hashed the stack as displayed, so `--frames` (and `--native`, `--show-internal`) changed them.
+#[test]
+fn sarif_fingerprints_do_not_depend_on_any_display_option() {
+    let variants = [
+        View {
+            frames: Some(1),
+            ..view()
+        },
+        View {
+            native: true,
+            ..view()
+        },
+        View {
+            show_internal: true,
+            ..view()
+        },
+        View {
+            color: true,
+            source_root: Some("/work/".into()),
+            ..view()
+        },
+        View {
+            top: Some(1),
+            ..view()
+        },
+    ];
+    let sets: [&[&str]; 4] = [
+        &["error_path.json", "double_free.json", "unsymbolized.json"],
+        &["framework.json", "quiet.json"],
+        &["python_torch.json", "failed_alloc.json"],
+        &["managed.json", "leak_loop.json"],
+    ];
+    let report = |names: &[&str], v: &View| {
+        let cfg = cfg_with(v.clone(), vec![], 0);
+        sarif_fingerprints(&render(Format::Sarif, &findings(names, &cfg), v))
+    };
+    let growth = |v: &View| {
+        let cfg = cfg_with(v.clone(), vec![], 0);
+        let mut out = Vec::new();
+        reporter(Format::Sarif)
+            .growth(&growth_findings(&cfg), v, &mut out)
+            .unwrap();
+        sarif_fingerprints(&String::from_utf8(out).unwrap())
+    };
+    let diff = |v: &View| {
+        let old = dump("snapshots/cudaleak.3001.snapshot-1.json");
+        let new = dump("snapshots/cudaleak.3001.snapshot-2.json");
+        let d = analyze::diff(&old, Path::new("o"), &new, Path::new("n"), v);
+        let mut out = Vec::new();
+        reporter(Format::Sarif).diff(&d, v, &mut out).unwrap();
+        sarif_fingerprints(&String::from_utf8(out).unwrap())
+    };
+    let mut kinds = std::collections::BTreeSet::new();
+    for v in &variants {
+        let cut = v.top.is_some();
+        let same = |base: std::collections::BTreeSet<(String, String)>,
+                    got: std::collections::BTreeSet<(String, String)>,
+                    what: &str| {
+            if cut {
+                assert!(
+                    got.is_subset(&base),
+                    "{what} {v:?}: {got:?} not in {base:?}"
+                );
+            } else {
+                assert_eq!(got, base, "{what} {v:?}");
+            }
+        };
+        for names in sets {
+            let base = report(names, &view());
+            kinds.extend(base.iter().map(|(r, _)| r.clone()));
+            same(base, report(names, v), &names.join(" "));
+        }
+        same(growth(&view()), growth(v), "growth");
+        same(diff(&view()), diff(v), "diff");
+    }
+    // Every kind of result was compared.
+    for rule in [
+        "cudaleak/leak",
+        "cudaleak/double-free",
+        "cudaleak/invalid-free",
+        "cudaleak/failed-allocation",
+        "cudaleak/managed-memory",
+        "cudaleak/cached-memory",
+        "cudaleak/teardown",
+    ] {
+        assert!(kinds.contains(rule), "no {rule} result in the fixtures");
+    }
 }

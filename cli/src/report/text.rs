@@ -6,16 +6,16 @@
 use std::io::{self, Write};
 
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, clean, error_text, folded_text,
-    frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
-    plural, point_label, process_label, quiet_line, rate_text, series_text, signed_human,
-    steps_text, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
-    TEARDOWN_TEXT,
+    cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
+    error_text, exit_line, folded_text, frame_text_short, growth_summary_line, human_bytes,
+    human_bytes_exact, human_duration, placement, plural, point_label, process_label, quiet_line,
+    rate_text, series_text, signed_human, steps_text, summary_line, suppressed_per_rule, Reporter,
+    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
+use crate::analyze::View;
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
 };
-use crate::args::View;
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
 use cudaleak_format::EventType;
 
@@ -41,14 +41,15 @@ impl Out<'_> {
         if !self.color {
             return s.to_string();
         }
-        let code = match style {
-            Style::Red => "1;31",
-            Style::Yellow => "1;33",
-            Style::Bold => "1",
-            Style::Dim => "2",
-            Style::Green => "1;32",
+        use anstyle::AnsiColor;
+        let style = match style {
+            Style::Red => AnsiColor::Red.on_default().bold(),
+            Style::Yellow => AnsiColor::Yellow.on_default().bold(),
+            Style::Bold => anstyle::Style::new().bold(),
+            Style::Dim => anstyle::Style::new().dimmed(),
+            Style::Green => AnsiColor::Green.on_default().bold(),
         };
-        format!("\x1b[{code}m{s}\x1b[0m")
+        format!("{style}{s}{style:#}")
     }
 
     /// A stack's innermost visible frame, for one-line listings.
@@ -89,7 +90,7 @@ impl Out<'_> {
 fn leak_header(g: &LeakGroup) -> String {
     format!(
         "{} in {} via {} {}",
-        human_bytes(g.bytes),
+        human_bytes_exact(g.bytes),
         plural(g.allocations, "allocation", "allocations"),
         clean(&g.api),
         placement(g.kind, g.device)
@@ -503,14 +504,8 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
             human_bytes(f.gate.max_leaked_bytes)
         )?;
     }
-    let reasons = gate_reasons(f);
-    if !reasons.is_empty() && f.verdict.exit_code != 0 {
-        writeln!(
-            o.w,
-            "Gate failed ({}): exit status {}.",
-            reasons.join(" and "),
-            f.verdict.exit_code
-        )?;
+    if let Some(line) = exit_line(f) {
+        writeln!(o.w, "{line}.")?;
     }
     let line = summary_line(f);
     let style = if t.leaked.allocations > 0 {
@@ -582,15 +577,23 @@ impl Reporter for Text {
                     plural(c.allocations, "block", "blocks")
                 )
             };
-            writeln!(
-                o.w,
-                "{head} {}, {:+} blocks via {} ({} → {})",
-                signed_human(r.delta_bytes()),
-                r.delta_blocks(),
-                clean(&r.api),
-                blocks(r.old),
-                blocks(r.new)
-            )?;
+            if r.trend() == 0 {
+                writeln!(
+                    o.w,
+                    "{head} {} via {} in both dumps",
+                    blocks(r.new),
+                    clean(&r.api)
+                )?;
+            } else {
+                writeln!(
+                    o.w,
+                    "{head} {} via {} ({} → {})",
+                    change_text(r.delta_bytes(), r.delta_blocks()),
+                    clean(&r.api),
+                    blocks(r.old),
+                    blocks(r.new)
+                )?;
+            }
             o.stack(&r.stack, "    ")?;
             writeln!(o.w)?;
         }
@@ -658,9 +661,8 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
         let head = o.paint(&format!("Suspect {shown} of {}:", s.suspects), Style::Red);
         writeln!(
             o.w,
-            "{head} {} ({:+} blocks) via {}, {}, {}",
-            signed_human(r.growth_bytes()),
-            r.growth_blocks(),
+            "{head} {} via {}, {}, {}",
+            change_text_paren(r.growth_bytes(), r.growth_blocks()),
             clean(&r.api),
             rate_text(r.bytes_per_hour),
             steps_text(r)
