@@ -13,8 +13,8 @@ use std::io::{self, Write};
 
 use super::flame::{self, Weighted};
 use super::Reporter;
-use crate::analyze::{DiffFindings, Findings};
 use crate::analyze::View;
+use crate::analyze::{DiffFindings, Findings};
 use crate::growth::GrowthFindings;
 
 pub struct Folded;

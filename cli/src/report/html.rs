@@ -25,10 +25,10 @@ use super::{
     process_label, rate_text, short_function, signed_human, steps_text, summary_line, Reporter,
     FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
+use crate::analyze::View;
 use crate::analyze::{
     BadFreeGroup, Counts, DiffFindings, Findings, FrameView, LeakGroup, StackView,
 };
-use crate::analyze::View;
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
 use cudaleak_format::EventType;
 

@@ -418,7 +418,9 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                         "; held by {} [{}]{}",
                         h.name,
                         h.id,
-                        h.grows.as_deref().map_or(String::new(), |g| format!(": {g}"))
+                        h.grows
+                            .as_deref()
+                            .map_or(String::new(), |g| format!(": {g}"))
                     ))
                 ),
                 &[&r.stack],
