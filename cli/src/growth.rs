@@ -15,7 +15,7 @@ use crate::callsite::Callsite;
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
 pub const RULE_TEXT: &str = "up to its peak (its last maximum, in the second half of the \
-series), live bytes rose from the first dump, also over the second half of that stretch, fell in \
+series), live bytes rose from the first dump, and to a new high in the second half of that stretch, fell in \
 at most a quarter of its intervals, and (with three or more dumps) rose in at least two; memory \
 released after the peak, as at interpreter shutdown, does not clear a suspect";
 
@@ -459,7 +459,8 @@ fn steps(bytes: &[u64]) -> (u64, u64) {
 /// (an interpreter freeing its globals before the exit dump) does not hide a leak of the run.
 /// A suspect's peak (1) lies in the second half of the series (index ≥ ⌊(n−1)/2⌋), else it
 /// followed a phase and was released; up to the peak its live bytes (2) also rose over the
-/// second half of that stretch, so a warm-up that levelled off is not a suspect, (3) fell in at
+/// second half of that stretch — to a high above everything in its first half — so a warm-up
+/// that levelled off, or a block that only blinks in and out, is not a suspect, (3) fell in at
 /// most a quarter of the intervals, so memory that follows the workload is not one either, and
 /// (4) with three or more dumps, rose in at least two intervals: one jump is not a trend. With
 /// two dumps this is simply "more at the end".
@@ -475,13 +476,21 @@ pub fn judge(bytes: &[u64]) -> Option<(usize, Result<(), NotSuspect>)> {
             return Err(NotSuspect::Released);
         }
         let run = &bytes[..=peak];
-        if run[peak] <= run[(run.len() - 1) / 2] {
-            return Err(NotSuspect::LevelledOff);
-        }
+        // A new high in the second half of the stretch: above everything before its middle, so
+        // a block that merely blinks in and out (a tensor in flight when a snapshot was taken,
+        // seen on the H200) does not count as rising.
         let (grew, shrank) = steps(run);
         let intervals = run.len() as u64 - 1;
         if shrank * 4 > intervals {
             return Err(NotSuspect::Fluctuates);
+        }
+        let first_half_high = run[..=(run.len() - 1) / 2]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        if run[peak] <= first_half_high {
+            return Err(NotSuspect::LevelledOff);
         }
         if intervals >= 2 && grew < 2 {
             return Err(NotSuspect::OneStep);
@@ -543,6 +552,18 @@ mod tests {
             })
         );
         assert!(rest.iter().all(|r| r.held_by.is_none()), "{rest:#?}");
+    }
+
+    #[test]
+    fn a_block_that_blinks_in_and_out_is_not_a_suspect() {
+        // Seen on the H200 under --exact-pools: a step's input tensor, alive at two of eleven
+        // snapshots, rose twice and fell once.
+        let kib = 1024;
+        let blink = [0, 0, 0, 256 * kib, 0, 0, 0, 256 * kib, 256 * kib, 0, 0];
+        assert_eq!(judge(&blink), Some((8, Err(NotSuspect::LevelledOff))));
+        // The tensor kept per step in the same run stays a suspect.
+        let kept = [0, 0, 0, 0, 43, 88, 133, 177, 222, 261, 0].map(|m| m * kib * kib);
+        assert_eq!(judge(&kept), Some((9, Ok(()))));
     }
 
     #[test]

@@ -36,6 +36,8 @@ getproc cuMemAllocManaged 6000 0
 getproc cuMemHostAlloc 2020 0
 getproc cuMemFreeHost 2000 0
 getproc cuMemAllocAsync 11020 0
+getproc cuDevicePrimaryCtxRetain 7000 0
+getproc cuCtxSetCurrent 4000 0
 getproc cuMemAllocFromPoolAsync 11020 0
 getproc cuMemFreeAsync 11020 0
 getproc cuMemAllocAsync 11020 2
