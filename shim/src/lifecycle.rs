@@ -224,9 +224,23 @@ fn start_worker(s: &'static state::State) {
     WAKE_W.store(wake_w, Ordering::Release);
     DONE_R.store(done_r, Ordering::Release);
     DONE_W.store(done_w, Ordering::Release);
+    // The worker must never run a handler: one that ran on it would wait for the dump the
+    // worker itself is meant to write (seen as a flaky test: SIGHUP right after the first
+    // allocation, no dump after the 10 s wait). So it starts with every signal blocked, inherited
+    // from this thread's mask for the moment of the spawn, rather than blocking them itself once
+    // it runs.
+    // SAFETY: sigfillset and pthread_sigmask on this thread, its old mask restored below.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+    }
     let spawned = std::thread::Builder::new()
         .name("cudaleak".into())
         .spawn(move || worker(s));
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if spawned.is_ok() {
         WORKER.store(WORKER_RUNNING, Ordering::Release);
         if SNAPSHOT_PENDING.swap(false, Ordering::AcqRel) {
@@ -237,13 +251,8 @@ fn start_worker(s: &'static state::State) {
 
 /// The worker: periodic snapshots, SIGUSR1 snapshots, dumps for terminating signals.
 fn worker(s: &'static state::State) {
-    // Process-directed signals must go to the program's threads, whose handlers wait for us.
-    // SAFETY: a full set, applied to this thread only.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
+    // Process-directed signals go to the program's threads, whose handlers wait for us: this
+    // thread started with all of them blocked (`start_worker`).
     let interval = s.config.snapshot_interval;
     let mut next = interval.map(|i| Instant::now() + i);
     loop {
