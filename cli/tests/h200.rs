@@ -120,3 +120,39 @@ fn with_the_caching_allocator_the_suspect_is_the_pool_and_says_so() {
     let note = s[0]["held_by_note"].as_str().unwrap();
     assert!(note.contains("--exact-pools"), "{note}");
 }
+
+/// The text of `cudaleak report --growth ARGS… DIR`'s first suspect, up to the blank line.
+fn first_suspect_text(args: &[&str], name: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .env_remove("CUDALEAK_SHIM")
+        .args(["report", "--growth", "--color", "never"])
+        .args(args)
+        .arg(dir(name))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let start = text.find("Suspect 1 of").expect("a suspect");
+    let end = text[start..].find("\n\n").map_or(text.len(), |e| start + e);
+    text[start..end].to_string()
+}
+
+#[test]
+fn a_pool_s_suspect_shows_the_top_of_its_stack_and_frames_shows_the_rest() {
+    // The autograd thread's 24 frames that found the cache full say nothing about the kept
+    // tensor: three, then a count.
+    let short = first_suspect_text(&[], "torch_keep-default");
+    let frames = |t: &str| {
+        t.lines()
+            .filter(|l| l.trim_start().starts_with('#'))
+            .count()
+    };
+    assert_eq!(frames(&short), 3, "{short}");
+    assert!(short.contains("more frames (--frames)"), "{short}");
+    let all = first_suspect_text(&["--frames", "64"], "torch_keep-default");
+    assert!(frames(&all) > 3, "{all}");
+    assert!(!all.contains("more frames (--frames)"), "{all}");
+    // The tensors' own suspect under --exact-pools is not cut.
+    let exact = first_suspect_text(&[], "torch_keep-exact");
+    assert!(exact.contains("torch_keep.py:27"), "{exact}");
+    assert!(!exact.contains("more frames (--frames)"), "{exact}");
+}

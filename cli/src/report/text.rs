@@ -67,6 +67,32 @@ impl Out<'_> {
         Ok(())
     }
 
+    /// The first `cap` lines of [`Out::stack`]; what is left is counted on one line.
+    fn stack_top(&mut self, s: &StackView, indent: &str, cap: usize) -> io::Result<()> {
+        if s.frames.len() <= cap {
+            return self.stack(s, indent);
+        }
+        for (i, f) in s.frames.iter().take(cap).enumerate() {
+            self.folded(s, i, indent)?;
+            writeln!(self.w, "{indent}#{i} {}", frame_text_short(f, self.root))?;
+        }
+        let folded: usize = s
+            .folded
+            .iter()
+            .filter(|r| r.at >= cap)
+            .map(|r| r.frames)
+            .sum();
+        let left = s.frames.len() - cap + s.omitted + folded;
+        let more = self.paint(
+            &format!(
+                "... {} (--frames)",
+                plural(left as u64, "more frame", "more frames")
+            ),
+            Style::Dim,
+        );
+        writeln!(self.w, "{indent}{more}")
+    }
+
     fn stack(&mut self, s: &StackView, indent: &str) -> io::Result<()> {
         for (i, f) in s.frames.iter().enumerate() {
             self.folded(s, i, indent)?;
@@ -535,8 +561,11 @@ impl Reporter for Text {
             color: view.color,
             root: view.source_root.as_deref(),
         };
+        // Without --frames, a pool's suspect shows only the top of its stack (the allocation
+        // that found the pool full says little about what keeps the memory).
+        let pool_frames = view.frames.is_none().then_some(POOL_SUSPECT_FRAMES);
         for s in &g.series {
-            growth_series(&mut o, s)?;
+            growth_series(&mut o, s, pool_frames)?;
         }
         growth_footer(&mut o, g)
     }
@@ -625,7 +654,10 @@ impl Reporter for Text {
     }
 }
 
-fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
+/// Frames shown of a growth suspect held by a pool (a cache rule with `grows`) without --frames.
+const POOL_SUSPECT_FRAMES: usize = 3;
+
+fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io::Result<()> {
     writeln!(
         o.w,
         "{}",
@@ -675,7 +707,10 @@ fn growth_series(o: &mut Out<'_>, s: &Series) -> io::Result<()> {
                 .map_or(String::new(), |g| format!(": {g}"));
             writeln!(o.w, "    held by {} [{}]{what}", h.name, h.id)?;
         }
-        o.stack(&r.stack, "    ")?;
+        match pool_frames.filter(|_| r.held_by.as_ref().is_some_and(|h| h.grows.is_some())) {
+            Some(cap) => o.stack_top(&r.stack, "    ", cap)?,
+            None => o.stack(&r.stack, "    ")?,
+        }
         writeln!(o.w)?;
     }
     if s.suspects_not_shown > 0 {
