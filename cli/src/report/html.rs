@@ -20,15 +20,13 @@ use std::io::{self, Write};
 
 use super::flame::{self, Class, Node, Weighted};
 use super::{
-    cached_by_rule, cached_gate_text, clean, error_text, folded_text, frame_text_short,
-    gate_reasons, growth_summary_line, human_bytes, human_duration, placement, plural, point_label,
-    process_label, rate_text, short_function, signed_human, steps_text, summary_line, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
+    cached_by_rule, cached_gate_text, clean, counts_text, error_text, folded_text,
+    frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
+    plural, point_label, process_label, rate_text, short_function, signed_human, steps_text,
+    summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
 use crate::analyze::View;
-use crate::analyze::{
-    BadFreeGroup, Counts, DiffFindings, Findings, FrameView, LeakGroup, StackView,
-};
+use crate::analyze::{BadFreeGroup, DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
 use cudaleak_format::EventType;
 
@@ -372,14 +370,6 @@ fn frame_html(f: &FrameView, root: Option<&str>) -> String {
         (None, _, _) => {}
     }
     s
-}
-
-fn counts_text(c: Counts) -> String {
-    format!(
-        "{} in {}",
-        human_bytes(c.bytes),
-        plural(c.allocations, "allocation", "allocations")
-    )
 }
 
 fn leak_head(g: &LeakGroup) -> String {

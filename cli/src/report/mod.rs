@@ -171,6 +171,15 @@ pub fn growth_summary_line(g: &GrowthFindings) -> String {
     )
 }
 
+/// `4.00 MiB in 2 allocations`.
+pub fn counts_text(c: Counts) -> String {
+    format!(
+        "{} in {}",
+        human_bytes(c.bytes),
+        plural(c.allocations, "allocation", "allocations")
+    )
+}
+
 /// `1 allocation`, `2 allocations`.
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })

@@ -7,10 +7,10 @@ use std::io::{self, Write};
 
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
-    error_text, exit_line, folded_text, frame_text_short, growth_summary_line, human_bytes,
-    human_bytes_exact, human_duration, placement, plural, point_label, process_label, quiet_line,
-    rate_text, series_text, signed_human, steps_text, summary_line, suppressed_per_rule, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    counts_text, error_text, exit_line, folded_text, frame_text_short, growth_summary_line,
+    human_bytes, human_bytes_exact, human_duration, placement, plural, point_label, process_label,
+    quiet_line, rate_text, series_text, signed_human, steps_text, summary_line,
+    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -129,14 +129,6 @@ fn times(n: u64) -> String {
     } else {
         String::new()
     }
-}
-
-fn counts_text(c: Counts) -> String {
-    format!(
-        "{} in {}",
-        human_bytes(c.bytes),
-        plural(c.allocations, "allocation", "allocations")
-    )
 }
 
 fn bad_free_header(g: &BadFreeGroup) -> String {
