@@ -20,10 +20,10 @@ use std::io::{self, Write};
 
 use super::flame::{self, Class, Node, Weighted};
 use super::{
-    cached_by_rule, cached_gate_text, clean, counts_text, error_text, folded_text,
-    frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration, placement,
-    plural, point_label, process_label, rate_text, short_function, signed_human, steps_text,
-    summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
+    cached_by_rule, cached_gate_text, clean, counts_text, diff_summary_line, error_text,
+    folded_text, frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration,
+    placement, plural, point_label, process_label, rate_text, short_function, signed_human,
+    steps_text, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
 use crate::analyze::View;
 use crate::analyze::{BadFreeGroup, DiffFindings, Findings, FrameView, LeakGroup, StackView};
@@ -1387,16 +1387,7 @@ fn growth_sections(p: &mut Page, g: &GrowthFindings) {
 
 fn diff_page(d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
     let mut p = Page::new(view);
-    let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
-    let summary = format!(
-        "SUMMARY: live {} → {} ({}); {} grew, {} shrank, {} unchanged",
-        human_bytes(d.old.live.bytes),
-        human_bytes(d.new.live.bytes),
-        signed_human(delta),
-        plural(d.grew, "callsite", "callsites"),
-        d.shrank,
-        d.unchanged
-    );
+    let summary = diff_summary_line(d);
     p.head(&format!(
         "cudaleak diff: {}",
         summary.trim_start_matches("SUMMARY: ")

@@ -7,10 +7,10 @@ use std::io::{self, Write};
 
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
-    counts_text, error_text, exit_line, folded_text, frame_text_short, growth_summary_line,
-    human_bytes, human_bytes_exact, human_duration, placement, plural, point_label, process_label,
-    quiet_line, rate_text, series_text, signed_human, steps_text, summary_line,
-    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    counts_text, diff_summary_line, error_text, exit_line, folded_text, frame_text_short,
+    growth_summary_line, human_bytes, human_bytes_exact, human_duration, placement, plural,
+    point_label, process_label, quiet_line, rate_text, series_text, signed_human, steps_text,
+    summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -626,23 +626,7 @@ impl Reporter for Text {
             )?;
             writeln!(o.w)?;
         }
-        let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
-        writeln!(
-            o.w,
-            "{}",
-            o.paint(
-                &format!(
-                    "SUMMARY: live {} → {} ({}); {} grew, {} shrank, {} unchanged",
-                    human_bytes(d.old.live.bytes),
-                    human_bytes(d.new.live.bytes),
-                    signed_human(delta),
-                    plural(d.grew, "callsite", "callsites"),
-                    d.shrank,
-                    d.unchanged
-                ),
-                Style::Bold
-            )
-        )
+        writeln!(o.w, "{}", o.paint(&diff_summary_line(d), Style::Bold))
     }
 }
 
