@@ -2,7 +2,8 @@
 # scripts/gpu-bench.sh — GPU overhead of the shim against bare runs of the same binaries, with
 # compute-sanitizer's leak check beside them, in one run (run it through the device tool).
 #
-#   CUDALEAK_BIN_DIR=DIR [SANITIZER_REPS=N] [WORKLOADS="NAME…"] [AB=0] scripts/gpu-bench.sh [REPS]
+#   CUDALEAK_BIN_DIR=DIR [SANITIZER_REPS=N] [WORKLOADS="NAME…"] [AB=0] [AB_MODES="NAME…"]
+#       scripts/gpu-bench.sh [REPS]
 #
 # DIR holds libcudaleak.so (default target/release). Builds tests/bench/gpu/*.cu with nvcc
 # (CUDA_HOME or /usr/local/cuda; the default static runtime), runs each workload REPS times
@@ -11,7 +12,8 @@
 # as a Markdown table, with the min–max of the bare and cudaleak runs (GPU timings are noisy;
 # the spread says how far a ratio can be trusted). compute-sanitizer, being slow, runs only in
 # the first SANITIZER_REPS rounds (default: all). WORKLOADS runs only the named workloads; AB=0
-# skips the in-process A/B. Writes the table and logs under $OUT when OUT is set. Asserts nothing.
+# skips the in-process A/B, AB_MODES runs only the named A/B modes. Writes the table and logs
+# under $OUT when OUT is set. Asserts nothing.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -106,17 +108,32 @@ done
 
 # In one process, rounds alternating with recording on and off (cudaleak_set_recording): the
 # recording's own cost, free of the drift between separate runs. Three runs of each, medians.
+# AB_MODES runs only the named ones.
+mlp="$repo/tests/bench/gpu/mlp.py"
+exact="env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"
+ab_modes=(
+    "batch|$work/ab batch 40"
+    "sync|$work/ab sync 40"
+    "kernel|$work/ab kernel 40"
+    # PyTorch under --exact-pools' allocator: every tensor a recorded cudaMallocAsync with its
+    # Python frames; rounds of 100 (large model) or 200 steps (small model: CPU-bound Python and
+    # dispatch, the worst case; its rounds vary by several per cent on a shared host).
+    "pytorch_mlp_exact|$exact python3 $mlp 100 4096 ab 40"
+    "pytorch_small_exact|$exact python3 $mlp 200 256 ab 40"
+)
 {
     echo
-    echo "In-process A/B under the shim (tests/bench/gpu/ab.cu: 40 rounds alternating recording on/off; ratio of median rounds; three runs):"
+    echo "In-process A/B under the shim (tests/bench/gpu/ab.cu, tests/bench/gpu/mlp.py ab: 40 rounds alternating recording on/off; ratio of median rounds; three runs):"
     echo
     echo "| workload | round, recording off | round, recording on | ratio (three runs) |"
     echo "|---|---:|---:|---|"
 } | tee -a "$logs/gpu-bench.md"
-for mode in batch sync kernel; do
+for spec in "${ab_modes[@]}"; do
+    IFS='|' read -r mode cmd <<<"$spec"
+    [[ -z "${AB_MODES:-}" || " $AB_MODES " == *" $mode "* ]] || continue
     ratios="" ons="" offs=""
     for r in 1 2 3; do
-        out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 "$work/ab" "$mode" 40 2>>"$logs/ab.$mode.log")"
+        out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 $cmd 2>>"$logs/ab.$mode.log")"
         echo "$out" >>"$logs/ab.$mode.log"
         ratios+=" $(sed -n 's/^ratio //p' <<<"$out")"
         ons+=" $(sed -n 's/^round_on_s //p' <<<"$out")"
@@ -124,3 +141,24 @@ for mode in batch sync kernel; do
     done
     echo "| $mode | $(spread <<<"$offs") s | $(spread <<<"$ons") s | $(median <<<"$ratios") (${ratios# }) |" | tee -a "$logs/gpu-bench.md"
 done
+
+# One PyTorch tensor's allocation and free under --exact-pools' allocator, from 20 Python frames:
+# what the shim adds to each, in nanoseconds (tests/bench/gpu/torch_alloc.py). Three runs.
+[[ -z "${AB_MODES:-}" || " $AB_MODES " == *" torch_alloc "* ]] || exit 0
+{
+    echo
+    echo "PyTorch tensor allocation + free (tests/bench/gpu/torch_alloc.py: 20 Python frames, 20 rounds of 20 000 alternating recording on/off; median rounds; three runs):"
+    echo
+    echo "| per pair, recording off | per pair, recording on | added by the shim (three runs) |"
+    echo "|---:|---:|---|"
+} | tee -a "$logs/gpu-bench.md"
+adds="" ons="" offs=""
+for r in 1 2 3; do
+    out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 \
+           $exact python3 "$repo/tests/bench/gpu/torch_alloc.py" 20 2>>"$logs/torch_alloc.log")"
+    echo "$out" >>"$logs/torch_alloc.log"
+    adds+=" $(sed -n 's/^added_ns //p' <<<"$out")"
+    ons+=" $(sed -n 's/^pair_on_ns //p' <<<"$out")"
+    offs+=" $(sed -n 's/^pair_off_ns //p' <<<"$out")"
+done
+echo "| $(spread <<<"$offs") ns | $(spread <<<"$ons") ns | $(median <<<"$adds") ns (${adds# }) |" | tee -a "$logs/gpu-bench.md"

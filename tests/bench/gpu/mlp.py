@@ -1,20 +1,37 @@
-"""mlp: a PyTorch MLP training loop (default caching allocator). Prints the timed loop's seconds.
-GPU benchmark (scripts/gpu-bench.sh)."""
+"""mlp: a PyTorch MLP training loop. Prints the timed loop's seconds.
+GPU benchmark (scripts/gpu-bench.sh).
+
+    python3 mlp.py [STEPS] [WIDTH]            one timed loop of STEPS steps
+    python3 mlp.py STEPS WIDTH ab [ROUNDS]    under the shim: ROUNDS rounds of STEPS steps,
+                                              alternating recording on and off
+
+WIDTH (default 4096) is the hidden layer's width; a small one (256, batch 64) makes each step a
+few kernels of microseconds, so the step's time is Python and dispatch on the CPU and the
+allocations' cost shows instead of hiding behind the GPU. The A/B mode times the recording's own
+cost inside one process (cudaleak_set_recording, as tests/bench/gpu/ab.cu does), free of the
+drift between separate runs that hides a 2 % difference in a CPU-bound loop; it prints the median
+rounds and their ratio."""
+import ctypes
+import statistics
 import sys
 import time
 
 import torch
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+width = int(sys.argv[2]) if len(sys.argv) > 2 else 4096
+ab = len(sys.argv) > 3 and sys.argv[3] == "ab"
+rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 40
+batch = 512 if width >= 1024 else 64
 torch.manual_seed(0)
 model = torch.nn.Sequential(
-    torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
-    torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-    torch.nn.Linear(4096, 10),
+    torch.nn.Linear(1024, width), torch.nn.ReLU(),
+    torch.nn.Linear(width, width), torch.nn.ReLU(),
+    torch.nn.Linear(width, 10),
 ).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(512, 1024, device="cuda")
-y = torch.randint(0, 10, (512,), device="cuda")
+x = torch.randn(batch, 1024, device="cuda")
+y = torch.randint(0, 10, (batch,), device="cuda")
 
 
 def step():
@@ -25,12 +42,34 @@ def step():
     return loss
 
 
+def timed(n):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        loss = step()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, loss
+
+
 for _ in range(20):  # warm-up: kernels chosen, caching allocator filled
     step()
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(steps):
-    loss = step()
-torch.cuda.synchronize()
-s = time.perf_counter() - t0
-print(f"loop_s {s:.6f}\nms_per_step {s * 1e3 / steps:.3f}\nloss {loss.item():.4f}")
+
+if not ab:
+    s, loss = timed(steps)
+    print(f"loop_s {s:.6f}\nms_per_step {s * 1e3 / steps:.3f}\nloss {loss.item():.4f}")
+    sys.exit(0)
+
+try:
+    set_recording = ctypes.CDLL(None).cudaleak_set_recording
+except AttributeError:
+    sys.exit("mlp: ab needs the shim (LD_PRELOAD=libcudaleak.so)")
+on, off = [], []
+for r in range(-2, rounds):  # two untimed warm-up rounds
+    recording = r % 2 == 0
+    set_recording(int(recording))
+    s, _ = timed(steps)
+    if r >= 0:
+        (on if recording else off).append(s)
+set_recording(1)
+a, b = statistics.median(on), statistics.median(off)
+print(f"round_on_s {a:.6f}\nround_off_s {b:.6f}\nratio {a / b:.4f}")
