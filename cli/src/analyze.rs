@@ -301,12 +301,7 @@ impl ProcessFindings {
     }
     /// The process made no CUDA allocation and no failed call: nothing to report on it.
     pub fn is_quiet(&self) -> bool {
-        let s = &self.summary;
-        s.allocations == 0
-            && s.failed_allocations == 0
-            && s.invalid_frees == 0
-            && s.untracked_frees == 0
-            && s.live_allocations == 0
+        self.summary.is_empty()
             && self.failed.is_empty()
             && self.bad_frees.is_empty()
             && self.teardown.is_empty()

@@ -131,6 +131,20 @@ pub struct Summary {
     pub dropped_events: u64,
 }
 
+impl Summary {
+    /// No CUDA call was recorded: no allocation (made or failed), no free (good or bad), nothing
+    /// live. The summary of a process that never used CUDA memory: a shell, a compiler, a tool
+    /// a CUDA program runs.
+    pub fn is_empty(&self) -> bool {
+        self.allocations == 0
+            && self.frees == 0
+            && self.untracked_frees == 0
+            && self.failed_allocations == 0
+            && self.invalid_frees == 0
+            && self.live_allocations == 0
+    }
+}
+
 /// About the shim that wrote the dump: for judging its cost, not the program's memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

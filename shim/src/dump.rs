@@ -344,8 +344,8 @@ fn publish(tmp: &Path, path: &Path) -> io::Result<PathBuf> {
 /// `74.10 KiB`: the formatter the CLI's reports use, so the exit line and the report agree.
 pub use cudaleak_format::human_bytes;
 
-/// Writes a dump and, at the end of the process, prints the one-line summary. Failure costs
-/// one stderr line; the program carries on either way.
+/// Writes a dump and, at the end of a process that used CUDA memory, prints the one-line
+/// summary. Failure costs one stderr line; the program carries on either way.
 pub fn write(s: &State, moment: Moment) {
     let mut ending = s.dumping.lock();
     if *ending {
@@ -369,7 +369,17 @@ pub fn write(s: &State, moment: Moment) {
         Moment::Signal(sig) => format!("at {}", signal_name(sig)),
         Moment::Snapshot => String::new(),
     };
-    let line = match write_atomically(&path, |w| dump.write(w)) {
+    // A process that never touched CUDA memory (a shell, a compiler, `nvidia-smi` run by the
+    // program: every child inherits LD_PRELOAD) keeps its stderr as it was, even if its dump
+    // could not be written; the dump is written, for `cudaleak run` to count it.
+    let untouched = dump.summary.is_empty()
+        && dump.events.is_empty()
+        && dump.process.recording_stopped.is_none();
+    let written = write_atomically(&path, |w| dump.write(w));
+    if untouched {
+        return;
+    }
+    let line = match written {
         Ok(_) if s.config.quiet || moment == Moment::Snapshot => return,
         Ok(written) => {
             let n = dump.summary.live_allocations;

@@ -1,12 +1,14 @@
 /* failed_alloc: allocations over the null driver's limit (the test sets NULLCUDA_MEM_LIMIT to
  * 1 MiB) fail with out-of-memory; the program ignores the errors and carries on. The return
- * code and errno the program sees are printed, so the test can check they pass through.
+ * code and errno the program sees are printed, so the test can check they pass through. With the
+ * argument `fail-only` no allocation succeeds.
  * build: -lcudart -lcuda */
 #include "nullcuda.h"
 #include "nullcudart.h"
 #include "scenario.h"
 
 #include <errno.h>
+#include <string.h>
 
 static void *ok_block;
 
@@ -29,11 +31,12 @@ SITE void succeed(void) {
     KEEP(ok_block);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     CHECK(cudaFree(0));
     fail_runtime();
     fail_driver();
     printf("last error=%d\n", cudaGetLastError());
-    succeed();
+    if (argc < 2 || strcmp(argv[1], "fail-only") != 0)
+        succeed();
     return 0;
 }

@@ -124,6 +124,35 @@ fn quiet_prints_nothing_but_still_dumps() {
 }
 
 #[test]
+fn a_process_that_used_no_cuda_memory_prints_nothing_but_still_dumps() {
+    // Every child of a program run under the shim inherits it: a shell, a compiler, a tool
+    // whose stderr its caller may parse.
+    let run = Scenario::new("quiet_children").arg("helper").run_shim();
+    run.assert_exit(0).assert_stdout("");
+    assert_eq!(run.stderr, "");
+    assert!(run.dump().summary.is_empty());
+}
+
+#[test]
+fn a_process_whose_only_call_failed_still_prints_its_line() {
+    let run = Scenario::new("failed_alloc")
+        .arg("fail-only")
+        .env("NULLCUDA_MEM_LIMIT", "1048576")
+        .run_shim();
+    run.assert_exit(0);
+    let dump = run.dump();
+    assert_eq!(dump.summary.allocations, 0);
+    assert_eq!(dump.summary.failed_allocations, 2);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains("still live at exit -> ")),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
 fn exit_status_7_stays_7_and_the_dump_is_written() {
     let run = Scenario::new("leak_exit").arg("7").run_shim();
     run.assert_exit(7).assert_stdout("hello from leak_exit\n");

@@ -1,5 +1,5 @@
 //! `cudaleak run`'s report of a process tree: children that made no CUDA allocation get no
-//! section, one line counts them (their dumps are still written); `--exact-pools` gives the
+//! section, one line counts them (their dumps are still written, their stderr left alone); `--exact-pools` gives the
 //! program the frameworks' allocator variables, merged into the user's own.
 
 use cudaleak_tests::{cudaleak_run, read_dump};
@@ -24,6 +24,19 @@ fn children_that_made_no_cuda_allocation_get_one_line_not_a_section() {
     assert!(
         out.ends_with("SUMMARY: 0 B leaked in 0 allocations from 0 callsites (1 process)\n"),
         "{out}"
+    );
+    // Only the parent, which used CUDA memory, printed the shim's exit line: the children's
+    // stderr is as it would be without the shim.
+    let exit_lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("still live at exit"))
+        .collect();
+    assert_eq!(exit_lines.len(), 1, "{}", run.stderr);
+    assert!(
+        exit_lines[0].starts_with("cudaleak: 0 allocations (0 B) still live at exit -> "),
+        "{}",
+        run.stderr
     );
     // Every process still wrote its dump.
     let dumps = run.dumps();

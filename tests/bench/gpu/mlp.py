@@ -8,15 +8,15 @@ GPU benchmark (scripts/gpu-bench.sh).
 WIDTH (default 4096) is the hidden layer's width; a small one (256, batch 64) makes each step a
 few kernels of microseconds, so the step's time is Python and dispatch on the CPU and the
 allocations' cost shows instead of hiding behind the GPU. The A/B mode times the recording's own
-cost inside one process (cudaleak_set_recording, as tests/bench/gpu/ab.cu does), free of the
+cost inside one process (ab_rounds.py: cudaleak_set_recording, as ab.cu does), free of the
 drift between separate runs that hides a 2 % difference in a CPU-bound loop; it prints the median
 rounds and their ratio."""
-import ctypes
-import statistics
 import sys
 import time
 
 import torch
+
+import ab_rounds
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 width = int(sys.argv[2]) if len(sys.argv) > 2 else 4096
@@ -59,17 +59,5 @@ if not ab:
     print(f"loop_s {s:.6f}\nms_per_step {s * 1e3 / steps:.3f}\nloss {loss.item():.4f}")
     sys.exit(0)
 
-try:
-    set_recording = ctypes.CDLL(None).cudaleak_set_recording
-except AttributeError:
-    sys.exit("mlp: ab needs the shim (LD_PRELOAD=libcudaleak.so)")
-on, off = [], []
-for r in range(-2, rounds):  # two untimed warm-up rounds
-    recording = r % 2 == 0
-    set_recording(int(recording))
-    s, _ = timed(steps)
-    if r >= 0:
-        (on if recording else off).append(s)
-set_recording(1)
-a, b = statistics.median(on), statistics.median(off)
-print(f"round_on_s {a:.6f}\nround_off_s {b:.6f}\nratio {a / b:.4f}")
+on, off = ab_rounds.alternate(rounds, lambda: timed(steps)[0])
+print(f"round_on_s {on:.6f}\nround_off_s {off:.6f}\nratio {on / off:.4f}")

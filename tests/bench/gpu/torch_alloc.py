@@ -5,23 +5,19 @@
 
 Each round makes and drops N one-KiB tensors (one cudaMallocAsync and one cudaFreeAsync each
 under --exact-pools' allocator) from DEPTH nested Python calls (default 20); rounds alternate
-recording on and off (cudaleak_set_recording). Prints the median round's nanoseconds per
+recording on and off (ab_rounds.py). Prints the median round's nanoseconds per
 allocation-and-free pair with recording on and off, and their difference: what the shim adds.
 GPU benchmark (scripts/gpu-bench.sh)."""
-import ctypes
-import statistics
 import sys
 import time
 
 import torch
 
+import ab_rounds
+
 depth = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 20
-try:
-    set_recording = ctypes.CDLL(None).cudaleak_set_recording
-except AttributeError:
-    sys.exit("torch_alloc: needs the shim (LD_PRELOAD=libcudaleak.so)")
 
 
 def loop():
@@ -35,13 +31,5 @@ def nested(d):
     return loop() if d <= 1 else nested(d - 1)
 
 
-on, off = [], []
-for r in range(-2, rounds):  # two untimed warm-up rounds
-    recording = r % 2 == 0
-    set_recording(int(recording))
-    s = nested(depth)
-    if r >= 0:
-        (on if recording else off).append(s * 1e9 / n)
-set_recording(1)
-a, b = statistics.median(on), statistics.median(off)
-print(f"pair_on_ns {a:.0f}\npair_off_ns {b:.0f}\nadded_ns {a - b:.0f}")
+on, off = ab_rounds.alternate(rounds, lambda: nested(depth) * 1e9 / n)
+print(f"pair_on_ns {on:.0f}\npair_off_ns {off:.0f}\nadded_ns {on - off:.0f}")
