@@ -9,6 +9,10 @@
 #if PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_code.h"
 #include "internal/pycore_frame.h"
+#if PY_VERSION_HEX >= 0x030e0000
+#include "internal/pycore_interpframe_structs.h"
+#include "internal/pycore_stackref.h"
+#endif
 #else
 #include <frameobject.h>
 #endif
@@ -37,8 +41,12 @@ int main(void) {
     P("frame.owner", offsetof(_PyInterpreterFrame, owner));
 #if PY_VERSION_HEX < 0x030c0000
     P("frame.is_entry", offsetof(_PyInterpreterFrame, is_entry));
-#else
+#elif PY_VERSION_HEX < 0x030e0000
     P("owner.cstack", FRAME_OWNED_BY_CSTACK);
+#else
+    /* 3.14 renamed the entry frame's owner; FRAME_OWNED_BY_CSTACK (4) is assigned nowhere. */
+    P("owner.cstack", FRAME_OWNED_BY_INTERPRETER);
+    P("frame.code_tag_bits", Py_TAG_REFCNT);
 #endif
     P("owner.generator", FRAME_OWNED_BY_GENERATOR);
     P("code.name", offsetof(PyCodeObject, co_qualname));

@@ -3,7 +3,8 @@
 //! code objects, `bytes` and `str` objects. Plain data; nothing here reads memory.
 //!
 //! Sources: the headers of each version (`Include/cpython/pystate.h`, `cpython/code.h`,
-//! `cpython/frameobject.h` (3.9, 3.10), `internal/pycore_frame.h` (3.11+), `cpython/unicodeobject.h`).
+//! `cpython/frameobject.h` (3.9, 3.10), `internal/pycore_frame.h` (3.11+),
+//! `internal/pycore_interpframe_structs.h` and `pycore_stackref.h` (3.14), `cpython/unicodeobject.h`).
 //! Every number is checked by this file's test, which compiles `shim/tests/python_layout_probe.c`
 //! (`offsetof`) against the headers of each version installed, and by `tests/tests/python.rs`,
 //! which runs scripts under each installed interpreter (docs/python.md says which were).
@@ -13,7 +14,8 @@
 /// How the current frame is found from the thread state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FirstFrame {
-    /// `tstate->frame` (3.9, 3.10: a `PyFrameObject`).
+    /// `tstate->frame` (3.9, 3.10: a `PyFrameObject`), `tstate->current_frame` (3.13+: a
+    /// `_PyInterpreterFrame`).
     Direct(usize),
     /// `tstate->cframe->current_frame` (3.11, 3.12: a `_PyInterpreterFrame`).
     ThroughCFrame { cframe: usize, current_frame: usize },
@@ -47,6 +49,9 @@ pub enum LineFormat {
 pub struct FrameLayout {
     pub back: usize,
     pub code: usize,
+    /// Tag bits of the code reference, cleared before it is followed: 3.14's `f_executable` is
+    /// a `_PyStackRef` whose low bit (`Py_TAG_REFCNT`) marks a deferred reference.
+    pub code_tag_bits: usize,
     pub instr: Instr,
     /// `char owner` (3.11+).
     pub owner: Option<usize>,
@@ -54,8 +59,10 @@ pub struct FrameLayout {
     pub is_entry: Option<usize>,
     /// `FRAME_OWNED_BY_GENERATOR` (never incomplete).
     pub owned_by_generator: u8,
-    /// `FRAME_OWNED_BY_CSTACK` (3.12+): the entry frame each `_PyEval_EvalFrameDefault` call
-    /// pushes below the Python frames it runs; not a Python frame.
+    /// The owner of the entry frame each `_PyEval_EvalFrameDefault` call pushes below the
+    /// Python frames it runs: `FRAME_OWNED_BY_CSTACK` (3.12, 3.13), `FRAME_OWNED_BY_INTERPRETER`
+    /// (3.14, where `FRAME_OWNED_BY_CSTACK` is 4 and assigned nowhere). A frame of this owner or
+    /// a higher one is not a Python frame (as 3.14's `_PyFrame_IsIncomplete` decides).
     pub owned_by_cstack: Option<u8>,
 }
 
@@ -104,6 +111,7 @@ const V3_9: Layout = Layout {
     frame: FrameLayout {
         back: 24,
         code: 32,
+        code_tag_bits: 0,
         instr: Instr::LastiBytes(104),
         owner: None,
         is_entry: None,
@@ -147,6 +155,7 @@ const V3_11: Layout = Layout {
     frame: FrameLayout {
         back: 48,
         code: 32,
+        code_tag_bits: 0,
         instr: Instr::Pointer(56),
         owner: Some(69),
         is_entry: Some(68),
@@ -177,6 +186,7 @@ const V3_12: Layout = Layout {
     frame: FrameLayout {
         back: 8,
         code: 0,
+        code_tag_bits: 0,
         instr: Instr::Pointer(56),
         owner: Some(70),
         is_entry: None,
@@ -205,7 +215,22 @@ const V3_13: Layout = Layout {
     ..V3_12
 };
 
-pub const ALL: [Layout; 5] = [V3_9, V3_10, V3_11, V3_12, V3_13];
+const V3_14: Layout = Layout {
+    version: (3, 14),
+    frame: FrameLayout {
+        code_tag_bits: 1,
+        owner: Some(74),
+        ..V3_13.frame
+    },
+    code: CodeLayout {
+        code_adaptive: Some(208),
+        firsttraceable: Some(192),
+        ..V3_13.code
+    },
+    ..V3_13
+};
+
+pub const ALL: [Layout; 6] = [V3_9, V3_10, V3_11, V3_12, V3_13, V3_14];
 
 /// The layout of CPython `major.minor`, if known.
 pub fn for_version(major: u32, minor: u32) -> Option<&'static Layout> {
@@ -275,6 +300,9 @@ fn named_offsets(l: &Layout) -> Vec<(&'static str, usize)> {
     if l.frame.owner.is_some() {
         v.push(("owner.generator", usize::from(l.frame.owned_by_generator)));
     }
+    if l.frame.code_tag_bits != 0 {
+        v.push(("frame.code_tag_bits", l.frame.code_tag_bits));
+    }
     v
 }
 
@@ -289,8 +317,8 @@ mod tests {
         assert_eq!(parse_version(b"3.9.18\0"), Some((3, 9)));
         assert_eq!(parse_version(b"x"), None);
         assert_eq!(from_hex_version(0x030c03f0), (3, 12));
-        assert_eq!(for_version(3, 13).map(|l| l.version), Some((3, 13)));
-        assert!(for_version(3, 14).is_none());
+        assert_eq!(for_version(3, 14).map(|l| l.version), Some((3, 14)));
+        assert!(for_version(3, 15).is_none());
         assert!(for_version(3, 8).is_none());
     }
 
@@ -348,6 +376,11 @@ mod tests {
             let built = std::process::Command::new(cc)
                 .arg(format!("-I{}", include.display()))
                 .arg(format!("-I{}", include.join("internal").display()))
+                // Debian's pyconfig.h includes <MULTIARCH/pythonX.Y/pyconfig.h> from here.
+                .arg(format!(
+                    "-I{}",
+                    include.parent().unwrap_or(&include).display()
+                ))
                 .arg(probe)
                 .arg("-o")
                 .arg(&exe)

@@ -311,7 +311,11 @@ unsafe fn walk(
             budget -= 1;
             let next = read::<usize>(frame + l.frame.back);
             let owner = l.frame.owner.map(|o| read::<u8>(frame + o));
-            if owner.is_some() && owner == l.frame.owned_by_cstack {
+            let not_python = match (owner, l.frame.owned_by_cstack) {
+                (Some(owner), Some(entry)) => owner >= entry,
+                _ => false,
+            };
+            if not_python {
                 // The entry frame of an evaluation-loop run: the frames before it were that run's.
                 if n > 0 {
                     out[n - 1] |= 1;
@@ -323,7 +327,7 @@ unsafe fn walk(
                 Some(o) => read::<u8>(frame + o) != 0,
                 None => l.frame.owner.is_none(), // 3.9, 3.10: one run per frame
             };
-            let code = read::<usize>(frame + l.frame.code);
+            let code = read::<usize>(frame + l.frame.code) & !l.frame.code_tag_bits;
             if !plausible(code, 8) || read::<usize>(code + layout::OB_TYPE) != rt.code_type {
                 break;
             }
