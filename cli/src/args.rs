@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Directory that receives one fresh subdirectory of dumps per run
     #[arg(long, value_name = "DIR", default_value = "cudaleak-out")]
     pub out: PathBuf,
+    /// Take snapshots while the program runs (CUDALEAK_SNAPSHOT_INTERVAL=auto unless set: a
+    /// second apart, then farther apart as it runs on) and report the callsites whose live
+    /// bytes kept growing, as `report --growth` does: memory a program keeps every step and
+    /// frees only at exit. The gate also counts the leaks at exit
+    #[arg(long, conflicts_with = "gen_suppressions")]
+    pub growth: bool,
     #[command(flatten)]
     pub report: ReportOptions,
     /// The program to run and its arguments (`--` before them is optional unless PROGRAM

@@ -134,36 +134,87 @@ fn write_report(
     Ok(findings.exit_status())
 }
 
-/// `cudaleak report --growth`: every dump of each process, one at a time, reduced at once.
-fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
-    let files = load::expand_series(&a.paths)?;
+/// Every dump of each process in `files`, one at a time, reduced at once. With
+/// `cfg.hide_quiet` (`run`) a process that made no CUDA call is left out: it has one dump and
+/// nothing to grow.
+fn growth_of(files: &[PathBuf], cfg: &Config) -> Result<Result<GrowthFindings, String>, Failure> {
     let mut builder = growth::Builder::new(cfg);
-    for f in &files {
+    for f in files {
         let dump = load::read(f)?;
+        if cfg.hide_quiet && dump.summary.is_empty() && dump.events.is_empty() {
+            continue;
+        }
         builder.add(&dump, f);
     }
-    let findings = builder.finish().map_err(|e| Failure(e.0))?;
+    Ok(builder.finish().map_err(|e| e.0))
+}
+
+/// Writes the growth report; the HTML page shows `exit` (the exit report) beside the series.
+fn write_growth(
+    findings: &GrowthFindings,
+    exit: Option<&Findings>,
+    opts: &ReportOptions,
+    cfg: &Config,
+) -> Result<(), Failure> {
+    let (out, auto_color) = open_output(opts.out.output.as_deref())?;
+    let view = View {
+        color: opts.view(auto_color).color,
+        source_root: source_root(),
+        ..cfg.view.clone()
+    };
+    match exit {
+        Some(f) if opts.out.format == Format::Html => emit(out, |w| {
+            html::page(Some(f), Some(findings), Gatekeeper::Growth, &view, w)
+        }),
+        _ => {
+            let reporter = report::reporter(opts.out.format);
+            emit(out, |w| reporter.growth(findings, &view, w))
+        }
+    }
+}
+
+/// `cudaleak report --growth`.
+fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
+    let files = load::expand_series(&a.paths)?;
+    let findings = growth_of(&files, cfg)?.map_err(Failure)?;
     // The HTML page shows the exit report beside the series (the exit status stays --growth's).
     let exit = match a.report.out.format {
         Format::Html => Some(analyze_paths(&load::expand_again(&a.paths, false)?, cfg)?),
         _ => None,
     };
-    let (out, auto_color) = open_output(a.report.out.output.as_deref())?;
-    let view = View {
-        color: a.report.view(auto_color).color,
-        source_root: source_root(),
-        ..cfg.view.clone()
-    };
-    match &exit {
-        Some(f) => emit(out, |w| {
-            html::page(Some(f), Some(&findings), Gatekeeper::Growth, &view, w)
-        })?,
-        None => {
-            let reporter = report::reporter(a.report.out.format);
-            emit(out, |w| reporter.growth(&findings, &view, w))?;
-        }
-    }
+    write_growth(&findings, exit.as_ref(), &a.report, cfg)?;
     Ok(findings.exit_code)
+}
+
+/// `run --growth`'s report: the growth report of the run's series, whose gate also counts the
+/// exit report's (a block leaked once, early, does not grow). A run too short for two dumps of
+/// any process gets the exit report, with a note.
+fn run_growth(
+    exit: Findings,
+    dir: &Path,
+    opts: &ReportOptions,
+    cfg: &Config,
+) -> Result<u8, Failure> {
+    let series = load::expand_again(&[dir.to_path_buf()], true)?;
+    let findings = match growth_of(&series, cfg)? {
+        Ok(f) => f,
+        Err(why) => {
+            say!("{why}\nthe program ended before a second snapshot: the exit report follows");
+            return write_report(&exit, &[dir.to_path_buf()], opts, cfg);
+        }
+    };
+    write_growth(&findings, Some(&exit), opts, cfg)?;
+    if findings.exit_code != 0 {
+        return Ok(findings.exit_code);
+    }
+    if exit.verdict.exit_code != 0 {
+        say!(
+            "nothing grew like a leak, but the exit report fails the gate: `cudaleak report {}` \
+             lists what was still leaked at exit",
+            dir.display()
+        );
+    }
+    Ok(exit.verdict.exit_code)
 }
 
 /// `cudaleak report`.
@@ -194,7 +245,7 @@ pub fn run(a: &RunArgs) -> u8 {
             hide_quiet: true,
             ..config(&a.report, a.report.view(false))?
         };
-        let extra_env = if a.exact_pools {
+        let mut extra_env = if a.exact_pools {
             let (env, notes) = run::exact_pools_env(|k| std::env::var_os(k));
             for n in notes {
                 say!("{n}");
@@ -203,6 +254,9 @@ pub fn run(a: &RunArgs) -> u8 {
         } else {
             Vec::new()
         };
+        if a.growth {
+            extra_env.extend(run::growth_env(|k| std::env::var_os(k)));
+        }
         let exe = std::env::current_exe().ok();
         let (shim, _) = run::find_shim(
             a.shim.as_deref(),
@@ -237,7 +291,11 @@ pub fn run(a: &RunArgs) -> u8 {
         }
         let report = analyze_paths(&files, &cfg).and_then(|mut f| {
             f.program = program;
-            write_report(&f, std::slice::from_ref(&dir), &a.report, &cfg)
+            if a.growth {
+                run_growth(f, &dir, &a.report, &cfg)
+            } else {
+                write_report(&f, std::slice::from_ref(&dir), &a.report, &cfg)
+            }
         });
         match (program, report) {
             (None, r) => r,

@@ -200,6 +200,13 @@ pub fn exact_pools_env(
     (env, notes)
 }
 
+/// The variable `--growth` gives the child: snapshots on the shim's `auto` schedule, unless the
+/// user set an interval of their own (kept).
+pub fn growth_env(get: impl Fn(&str) -> Option<OsString>) -> Option<(&'static str, OsString)> {
+    const K: &str = "CUDALEAK_SNAPSHOT_INTERVAL";
+    get(K).is_none().then(|| (K, "auto".into()))
+}
+
 /// Creates `<out>/run-<unix seconds>-<pid>[-n]`, a directory no earlier run used.
 pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
@@ -479,6 +486,15 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].contains("PYTORCH_ALLOC_CONF said backend:native"));
         assert!(notes[1].contains("XLA_PYTHON_CLIENT_ALLOCATOR was \"bfc\""));
+    }
+
+    #[test]
+    fn growth_asks_for_auto_snapshots_unless_the_user_set_an_interval() {
+        assert_eq!(
+            growth_env(|_| None),
+            Some(("CUDALEAK_SNAPSHOT_INTERVAL", OsString::from("auto")))
+        );
+        assert_eq!(growth_env(|_| Some("60".into())), None);
     }
 
     #[test]

@@ -22,8 +22,8 @@ pub struct Config {
     pub quiet: bool,
     /// CUDALEAK_DISABLE=1: forward every call, record nothing, write no dump.
     pub disabled: bool,
-    /// CUDALEAK_SNAPSHOT_INTERVAL=SECONDS: write a snapshot dump this often.
-    pub snapshot_interval: Option<Duration>,
+    /// CUDALEAK_SNAPSHOT_INTERVAL=SECONDS|auto: when to write snapshot dumps.
+    pub snapshot_interval: Option<Schedule>,
     /// CUDALEAK_UNWIND=precise: walk the stack at every allocation (default `fast`: reuse a
     /// walk when the stack is provably the same).
     pub unwind: Unwind,
@@ -31,6 +31,33 @@ pub struct Config {
     pub signals: bool,
     /// Problems with the variables, reported once on stderr.
     pub warnings: Vec<String>,
+}
+
+/// When the worker writes snapshot dumps, counted from the first recorded allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every this long.
+    Every(Duration),
+    /// `auto`: a second apart for the first [`AUTO_DENSE`] snapshots (a short program still gets
+    /// a series), then twice as far apart each time, up to [`AUTO_MAX`] (a long one does not
+    /// fill a disk: 24 in the first 10 minutes, then 12 an hour).
+    Auto,
+}
+
+pub const AUTO_DENSE: u64 = 16;
+pub const AUTO_MAX: Duration = Duration::from_secs(300);
+
+impl Schedule {
+    /// The wait before the snapshot that follows `taken` timed snapshots.
+    pub fn interval(self, taken: u64) -> Duration {
+        match self {
+            Schedule::Every(d) => d,
+            Schedule::Auto => {
+                let doublings = taken.saturating_sub(AUTO_DENSE - 1).min(16) as u32;
+                Duration::from_secs(1u64 << doublings).min(AUTO_MAX)
+            }
+        }
+    }
 }
 
 impl Config {
@@ -69,13 +96,14 @@ impl Config {
         };
         let snapshot_interval = match get("CUDALEAK_SNAPSHOT_INTERVAL") {
             None => None,
+            Some(v) if v.to_str().map(str::trim) == Some("auto") => Some(Schedule::Auto),
             Some(v) => match v.to_str().and_then(|s| s.trim().parse::<f64>().ok()) {
                 Some(secs) if secs > 0.0 && secs.is_finite() && secs <= 1e9 => {
-                    Some(Duration::from_secs_f64(secs.max(0.01)))
+                    Some(Schedule::Every(Duration::from_secs_f64(secs.max(0.01))))
                 }
                 _ => {
                     warnings.push(format!(
-                        "CUDALEAK_SNAPSHOT_INTERVAL={} is not a positive number of seconds; no periodic snapshots",
+                        "CUDALEAK_SNAPSHOT_INTERVAL={} is neither a positive number of seconds nor auto; no periodic snapshots",
                         v.to_string_lossy()
                     ));
                     None
@@ -203,11 +231,36 @@ mod tests {
             ("CUDALEAK_SNAPSHOT_INTERVAL", "2.5"),
             ("CUDALEAK_SIGNAL", "0"),
         ]);
-        assert_eq!(c.snapshot_interval, Some(Duration::from_millis(2500)));
+        assert_eq!(
+            c.snapshot_interval,
+            Some(Schedule::Every(Duration::from_millis(2500)))
+        );
         assert!(!c.signals);
         let c = config(&[("CUDALEAK_SNAPSHOT_INTERVAL", "-1")]);
         assert_eq!(c.snapshot_interval, None);
         assert_eq!(c.warnings.len(), 1);
+        let c = config(&[("CUDALEAK_SNAPSHOT_INTERVAL", "auto")]);
+        assert_eq!(c.snapshot_interval, Some(Schedule::Auto));
+        assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn the_auto_schedule_is_dense_then_doubles_up_to_five_minutes() {
+        let waits: Vec<u64> = (0..30)
+            .map(|k| Schedule::Auto.interval(k).as_secs())
+            .collect();
+        assert_eq!(waits[..16], [1; 16]);
+        assert_eq!(waits[16..26], [2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(Schedule::Auto.interval(u64::MAX).as_secs(), 300);
+        // 24 snapshots in the first 10 minutes.
+        let mut t = 0;
+        let n = (0..).take_while(|&k| {
+            t += Schedule::Auto.interval(k).as_secs();
+            t <= 600
+        });
+        assert_eq!(n.count(), 24);
+        let every = Schedule::Every(Duration::from_millis(250));
+        assert_eq!(every.interval(7), Duration::from_millis(250));
     }
 
     #[test]

@@ -253,8 +253,9 @@ fn start_worker(s: &'static state::State) {
 fn worker(s: &'static state::State) {
     // Process-directed signals go to the program's threads, whose handlers wait for us: this
     // thread started with all of them blocked (`start_worker`).
-    let interval = s.config.snapshot_interval;
-    let mut next = interval.map(|i| Instant::now() + i);
+    let schedule = s.config.snapshot_interval;
+    let mut timed = 0u64;
+    let mut next = schedule.map(|i| Instant::now() + i.interval(timed));
     loop {
         let timeout = next.map_or(-1, |t| {
             t.saturating_duration_since(Instant::now())
@@ -270,8 +271,8 @@ fn worker(s: &'static state::State) {
         let n = unsafe { libc::poll(&mut pfd, 1, timeout) };
         if n > 0 && pfd.revents & (libc::POLLNVAL | libc::POLLERR | libc::POLLHUP) != 0 {
             // The program closed our descriptors: keep the periodic snapshots only.
-            match interval {
-                Some(i) => std::thread::sleep(i),
+            match schedule {
+                Some(i) => std::thread::sleep(i.interval(timed)),
                 None => return,
             }
         }
@@ -286,10 +287,11 @@ fn worker(s: &'static state::State) {
                 fatal |= b == REQUEST_FATAL;
             }
         }
-        if let (Some(t), Some(i)) = (next, interval) {
+        if let (Some(t), Some(i)) = (next, schedule) {
             if Instant::now() >= t {
                 snapshot = true;
-                next = Some(Instant::now() + i);
+                timed += 1;
+                next = Some(Instant::now() + i.interval(timed));
             }
         }
         if fatal {

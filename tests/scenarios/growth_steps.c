@@ -2,11 +2,13 @@
  * timeline). load_model allocates 1 MiB once; each of argv[1] steps (default 24) keeps one
  * 64 KiB block from train_step and one 16 KiB block from cache_fill, allocates and frees a
  * 256 KiB scratch block, and sleeps argv[2] ms (default 25). Nothing is freed at exit: the exit
- * dump holds the model and every kept block. Tests run it with CUDALEAK_SNAPSHOT_INTERVAL.
+ * dump holds the model and every kept block. With argv[3] `flat` each step frees its two blocks
+ * again: only the model is left at exit, and nothing grows. Tests run it with snapshots.
  * build: -lcudart */
 #include "nullcudart.h"
 #include "scenario.h"
 
+#include <string.h>
 #include <time.h>
 
 #define MAX_STEPS 1000
@@ -40,11 +42,16 @@ int main(int argc, char **argv) {
     int sleep_ms = argc > 2 ? atoi(argv[2]) : 25;
     if (steps < 1 || steps > MAX_STEPS)
         steps = 24;
+    int flat = argc > 3 && strcmp(argv[3], "flat") == 0;
     struct timespec pause = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
     load_model();
     for (int i = 0; i < steps; i++) {
         train_step(i);
         cache_fill(i);
+        if (flat) {
+            CHECK(cudaFree(kept[i][0]));
+            CHECK(cudaFree(kept[i][1]));
+        }
         scratch();
         nanosleep(&pause, NULL);
     }
