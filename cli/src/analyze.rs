@@ -274,6 +274,92 @@ pub struct ProcessFindings {
     pub teardown_failed_allocations: u64,
     pub teardown_bad_frees: u64,
     pub stats: Stats,
+    /// Pools that kept taking memory until the dump (see [`pools_still_growing`]).
+    pub pools_growing: Vec<PoolGrowth>,
+}
+
+/// A pool (a cache rule with a `grows` note) whose blocks live in the dump were taken all
+/// through the run rather than at its start: what a program that keeps a tensor every step
+/// leaves in one exit dump, where the tensors themselves are already gone or hidden in the
+/// pool's segments. A hint, not a verdict: `run --growth` finds what keeps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolGrowth {
+    /// Index into [`Findings::caches`].
+    pub rule: usize,
+    /// Bytes the pool's blocks hold, and those of them taken in the second half of the run.
+    pub held: u64,
+    pub second_half: u64,
+    /// Of the run's ten tenths, in how many the pool took a block that is still there.
+    pub tenths: u32,
+}
+
+/// The least a pool must show to count as still growing: blocks, tenths of the run that took
+/// some, the share of its bytes taken in the second half, and a run long enough for the coarse
+/// clock (a few ms) and a program's warm-up to be told apart from growth.
+const GROWING_MIN_BLOCKS: u64 = 8;
+const GROWING_MIN_TENTHS: u32 = 4;
+const GROWING_MIN_SECOND_HALF: f64 = 0.25;
+const GROWING_MIN_SPAN_MS: u64 = 2_000;
+
+/// The run is measured from its oldest live block (for a framework, its model or first
+/// segment) to the dump. A correct training loop fills its pool in its first steps (one or two
+/// tenths: the H200 runs of PyTorch, BERT and torchrun); a loop that keeps a tensor every step
+/// keeps adding segments (`torch_keep`: 6 tenths, 71 % in the second half).
+fn pools_still_growing(
+    dump: &format::Dump,
+    stacks: &mut Stacks<'_>,
+    caches: &[CacheRule],
+) -> Vec<PoolGrowth> {
+    let end = dump
+        .process
+        .end_unix_ms
+        .saturating_sub(dump.process.start_unix_ms);
+    let Some(start) = dump.live.iter().map(|r| r.time_ms).min() else {
+        return Vec::new();
+    };
+    let span = end.saturating_sub(start);
+    if span < GROWING_MIN_SPAN_MS {
+        return Vec::new();
+    }
+    #[derive(Default, Clone, Copy)]
+    struct Acc {
+        blocks: u64,
+        held: u64,
+        second_half: u64,
+        tenths: u16,
+    }
+    let mut per_rule = vec![Acc::default(); caches.len()];
+    for r in &dump.live {
+        let Some(rule) = stacks.get(r.stack, &r.api).held_by else {
+            continue;
+        };
+        if caches.get(rule).is_none_or(|c| c.grows.is_none()) {
+            continue;
+        }
+        let at = r.time_ms.saturating_sub(start).min(span);
+        let a = &mut per_rule[rule];
+        a.blocks += 1;
+        a.held = a.held.saturating_add(r.held());
+        if at * 2 > span {
+            a.second_half = a.second_half.saturating_add(r.held());
+        }
+        a.tenths |= 1 << (at * 10 / span).min(9);
+    }
+    per_rule
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| {
+            a.blocks >= GROWING_MIN_BLOCKS
+                && a.tenths.count_ones() >= GROWING_MIN_TENTHS
+                && a.second_half as f64 >= a.held as f64 * GROWING_MIN_SECOND_HALF
+        })
+        .map(|(rule, a)| PoolGrowth {
+            rule,
+            held: a.held,
+            second_half: a.second_half,
+            tenths: a.tenths.count_ones(),
+        })
+        .collect()
 }
 
 impl ProcessFindings {
@@ -996,6 +1082,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let cached_total = sum_groups(&cached);
 
     let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
+    let pools_growing = pools_still_growing(dump, &mut stacks, &cfg.caches);
     let count = |t: EventType| {
         dump.events
             .iter()
@@ -1029,6 +1116,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         teardown_failed_allocations: teardown_count(false),
         teardown_bad_frees: teardown_count(true),
         stats,
+        pools_growing,
     }
 }
 
@@ -1996,6 +2084,63 @@ mod tests {
         assert_eq!(p.leaks[0].held_by, None);
         assert_eq!(f.verdict.exit_code, 23);
         assert!(f.verdict.fails_on_leaks && !f.verdict.fails_on_cached);
+    }
+
+    /// framework.json with `n` 2 MiB caching-allocator segments (stack 0) and as many cuBLAS
+    /// workspaces (stack 1, a handle: no `grows` note), taken at `at(i)` ms, in a run of
+    /// `span_ms`.
+    fn pool_taken_at(n: u64, span_ms: u64, at: impl Fn(u64) -> u64) -> format::Dump {
+        let mut d = fixture("framework.json");
+        let template = d.live[0].clone();
+        d.live.clear();
+        for i in 0..n {
+            for stack in [0, 1] {
+                d.live.push(LiveRecord {
+                    size: 2 << 20,
+                    time_ms: at(i),
+                    seq: 2 * i + stack as u64,
+                    stack,
+                    ..template.clone()
+                });
+            }
+        }
+        d.summary.live_allocations = d.live.len() as u64;
+        d.summary.live_bytes = d.live.iter().map(LiveRecord::held).sum();
+        d.process.end_unix_ms = d.process.start_unix_ms + span_ms;
+        d.validate().unwrap();
+        d
+    }
+
+    #[test]
+    fn a_pool_that_took_blocks_all_through_the_run_is_still_growing() {
+        let c = cfg();
+        let native = c.caches.iter().position(|r| r.id == "pytorch-native");
+        // Ten segments, one every second of a 10 s run: every tenth, half in the second half.
+        let p = analyze_process(&pool_taken_at(10, 10_000, |i| i * 1000), Path::new("d"), &c);
+        assert_eq!(
+            p.pools_growing,
+            [PoolGrowth {
+                rule: native.unwrap(),
+                held: 20 << 20,
+                second_half: 8 << 20,
+                tenths: 10,
+            }]
+        );
+        // The same segments taken in the run's first second: warm-up, not growth.
+        let p = analyze_process(&pool_taken_at(10, 10_000, |i| i * 100), Path::new("d"), &c);
+        assert!(p.pools_growing.is_empty());
+        // Too few blocks, or a run too short to tell.
+        let p = analyze_process(&pool_taken_at(7, 10_000, |i| i * 1400), Path::new("d"), &c);
+        assert!(p.pools_growing.is_empty());
+        let p = analyze_process(&pool_taken_at(10, 1_900, |i| i * 190), Path::new("d"), &c);
+        assert!(p.pools_growing.is_empty());
+        // Only the last tenth: too few tenths although most bytes are late.
+        let p = analyze_process(
+            &pool_taken_at(10, 10_000, |i| if i == 0 { 0 } else { 9_500 }),
+            Path::new("d"),
+            &c,
+        );
+        assert!(p.pools_growing.is_empty());
     }
 
     #[test]

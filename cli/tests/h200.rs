@@ -66,7 +66,50 @@ fn correct_framework_programs_pass_the_gate_with_what_their_caches_hold() {
         ids.sort();
         assert_eq!(ids, caches, "{name}");
         assert!(v["summary"]["cached_bytes"].as_u64().unwrap() > 0, "{name}");
+        // They fill their pools at the start: none is still growing at exit.
+        for p in v["processes"].as_array().unwrap() {
+            assert_eq!(p["pools_growing"], serde_json::json!([]), "{name}");
+        }
     }
+}
+
+/// The exit dump alone of the loop that keeps a tensor per step (default allocator): no leak,
+/// but the pool's segments were taken all through the run, and the report says so.
+#[test]
+fn a_pool_that_grows_to_the_end_is_noted_in_the_exit_report() {
+    let exit = format!("{}/cudaleak.2878.json", dir("torch_keep-default"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .args(["report", "--format", "json", &exit])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let growing = v["processes"][0]["pools_growing"].as_array().unwrap();
+    assert_eq!(growing.len(), 1, "{growing:?}");
+    assert_eq!(growing[0]["cache"], "pytorch-native");
+    assert_eq!(growing[0]["tenths"], 6);
+    let (held, late) = (
+        growing[0]["held_bytes"].as_u64().unwrap(),
+        growing[0]["second_half_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!(held, 324 << 20);
+    assert_eq!(late, 230 << 20);
+    let text = Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .args(["report", &exit])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains(
+            "    note: still growing at exit: 230.00 MiB of its 324.00 MiB was taken in the \
+             second half of the run, in 6 of its 10 tenths."
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("`cudaleak run --growth` finds what grows"),
+        "{text}"
+    );
 }
 
 /// The suspects of a growth report, with the first frame that has a file.

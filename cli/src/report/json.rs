@@ -231,6 +231,16 @@ struct Process<'a> {
     cached_groups_not_shown: u64,
     teardown: u64,
     stats: Stats<'a>,
+    pools_growing: Vec<PoolGrowing<'a>>,
+}
+
+/// A pool still taking memory at the end of the run (`analyze::PoolGrowth`).
+#[derive(Serialize)]
+struct PoolGrowing<'a> {
+    cache: &'a str,
+    held_bytes: u64,
+    second_half_bytes: u64,
+    tenths: u32,
 }
 
 #[derive(Serialize)]
@@ -480,6 +490,18 @@ fn document(f: &Findings) -> Doc<'_> {
                     .map(|g| group(f, pid, g))
                     .collect(),
             },
+            pools_growing: p
+                .pools_growing
+                .iter()
+                .filter_map(|g| {
+                    Some(PoolGrowing {
+                        cache: &f.caches.get(g.rule)?.id,
+                        held_bytes: g.held,
+                        second_half_bytes: g.second_half,
+                        tenths: g.tenths,
+                    })
+                })
+                .collect(),
         });
         doc.leaks.extend(p.leaks.iter().map(|g| group(f, pid, g)));
         doc.managed

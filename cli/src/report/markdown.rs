@@ -8,8 +8,8 @@ use std::io::{self, Write};
 use super::signed_human;
 use super::{
     cached_gate_text, cached_totals, error_text, exit_line, folded_text, frame_text_under,
-    human_bytes, placement, plural, process_label, quiet_line, summary_line, suppressed_per_rule,
-    Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    human_bytes, placement, plural, pool_growth_text, process_label, quiet_line, summary_line,
+    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::View;
@@ -252,6 +252,17 @@ impl Reporter for Markdown {
                     group_row(w, &by, g, root)?;
                 }
                 not_shown(w, p.cached_not_shown(), "more group", "more groups")?;
+                for g in &p.pools_growing {
+                    if let Some(r) = f.caches.get(g.rule) {
+                        writeln!(w)?;
+                        writeln!(
+                            w,
+                            "**`{}`** {}",
+                            escape(&r.id),
+                            escape(&pool_growth_text(g))
+                        )?;
+                    }
+                }
             }
             if !p.managed.is_empty() {
                 writeln!(w)?;

@@ -473,6 +473,19 @@ pub fn cached_gate_text(f: &Findings) -> &'static str {
     }
 }
 
+/// What a pool still growing at exit means (text and Markdown say it the same way).
+pub fn pool_growth_text(g: &crate::analyze::PoolGrowth) -> String {
+    format!(
+        "still growing at exit: {} of its {} was taken in the second half of the run, in {} of \
+         its 10 tenths. A pool that grows to the end holds what the program keeps (a tensor \
+         every step); `cudaleak run --growth` finds what grows (with --exact-pools, the line \
+         that keeps it).",
+        human_bytes(g.second_half),
+        human_bytes(g.held),
+        g.tenths
+    )
+}
+
 /// The help attached to teardown notes.
 pub const TEARDOWN_NOTE_HELP: &str = "At exit the CUDA runtime and driver tear down; calls made \
 then fail with cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED (4), or after exit began with \

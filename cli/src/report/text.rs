@@ -9,8 +9,9 @@ use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
     counts_text, diff_summary_line, error_text, exit_line, folded_text, frame_text_short,
     growth_summary_line, human_bytes, human_bytes_exact, human_duration, placement, plural,
-    point_label, process_label, quiet_line, rate_text, series_text, signed_human, steps_text,
-    summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    point_label, pool_growth_text, process_label, quiet_line, rate_text, series_text, signed_human,
+    steps_text, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
+    TEARDOWN_TEXT,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -328,6 +329,10 @@ fn process_section(
                 counts_text(total)
             )?;
             writeln!(o.w, "    release: {}", clean(&r.release))?;
+            if let Some(g) = p.pools_growing.iter().find(|g| g.rule == rule) {
+                let head = o.paint("note:", Style::Bold);
+                writeln!(o.w, "    {head} {}", pool_growth_text(g))?;
+            }
             for g in groups {
                 writeln!(o.w, "    {} at {}", leak_header(g), o.where_text(&g.stack))?;
             }
