@@ -128,18 +128,27 @@ ab_modes=(
     echo "| workload | round, recording off | round, recording on | ratio (three runs) |"
     echo "|---|---:|---:|---|"
 } | tee -a "$logs/gpu-bench.md"
+# ab3 LOG ON_KEY OFF_KEY RESULT_KEY CMD…: three runs of CMD under the shim, its output appended
+# to LOG; sets ons, offs and results to the values of its ON_KEY, OFF_KEY and RESULT_KEY lines.
+ab3() {
+    local log="$1" on_key="$2" off_key="$3" result_key="$4" out r
+    shift 4
+    ons="" offs="" results=""
+    for r in 1 2 3; do
+        out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 "$@" 2>>"$log")"
+        echo "$out" >>"$log"
+        ons+=" $(sed -n "s/^$on_key //p" <<<"$out")"
+        offs+=" $(sed -n "s/^$off_key //p" <<<"$out")"
+        results+=" $(sed -n "s/^$result_key //p" <<<"$out")"
+    done
+}
+
 for spec in "${ab_modes[@]}"; do
     IFS='|' read -r mode cmd <<<"$spec"
     [[ -z "${AB_MODES:-}" || " $AB_MODES " == *" $mode "* ]] || continue
-    ratios="" ons="" offs=""
-    for r in 1 2 3; do
-        out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 $cmd 2>>"$logs/ab.$mode.log")"
-        echo "$out" >>"$logs/ab.$mode.log"
-        ratios+=" $(sed -n 's/^ratio //p' <<<"$out")"
-        ons+=" $(sed -n 's/^round_on_s //p' <<<"$out")"
-        offs+=" $(sed -n 's/^round_off_s //p' <<<"$out")"
-    done
-    echo "| $mode | $(spread <<<"$offs") s | $(spread <<<"$ons") s | $(median <<<"$ratios") (${ratios# }) |" | tee -a "$logs/gpu-bench.md"
+    # shellcheck disable=SC2086 # cmd is words
+    ab3 "$logs/ab.$mode.log" round_on_s round_off_s ratio $cmd
+    echo "| $mode | $(spread <<<"$offs") s | $(spread <<<"$ons") s | $(median <<<"$results") (${results# }) |" | tee -a "$logs/gpu-bench.md"
 done
 
 # One PyTorch tensor's allocation and free under --exact-pools' allocator, from 20 Python frames:
@@ -152,13 +161,7 @@ done
     echo "| per pair, recording off | per pair, recording on | added by the shim (three runs) |"
     echo "|---:|---:|---|"
 } | tee -a "$logs/gpu-bench.md"
-adds="" ons="" offs=""
-for r in 1 2 3; do
-    out="$(LD_PRELOAD="$shim" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 \
-           $exact python3 "$repo/tests/bench/gpu/torch_alloc.py" 20 2>>"$logs/torch_alloc.log")"
-    echo "$out" >>"$logs/torch_alloc.log"
-    adds+=" $(sed -n 's/^added_ns //p' <<<"$out")"
-    ons+=" $(sed -n 's/^pair_on_ns //p' <<<"$out")"
-    offs+=" $(sed -n 's/^pair_off_ns //p' <<<"$out")"
-done
-echo "| $(spread <<<"$offs") ns | $(spread <<<"$ons") ns | $(median <<<"$adds") ns (${adds# }) |" | tee -a "$logs/gpu-bench.md"
+# shellcheck disable=SC2086 # exact is words
+ab3 "$logs/torch_alloc.log" pair_on_ns pair_off_ns added_ns \
+    $exact python3 "$repo/tests/bench/gpu/torch_alloc.py" 20
+echo "| $(spread <<<"$offs") ns | $(spread <<<"$ons") ns | $(median <<<"$results") ns (${results# }) |" | tee -a "$logs/gpu-bench.md"
