@@ -141,7 +141,7 @@ fn growth_of(files: &[PathBuf], cfg: &Config) -> Result<Result<GrowthFindings, S
     let mut builder = growth::Builder::new(cfg);
     for f in files {
         let dump = load::read(f)?;
-        if cfg.hide_quiet && dump.summary.is_empty() && dump.events.is_empty() {
+        if cfg.hide_quiet && dump.is_quiet() {
             continue;
         }
         builder.add(&dump, f);

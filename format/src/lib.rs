@@ -695,6 +695,14 @@ fn strip_position(e: &serde_json::Error) -> String {
 }
 
 impl<S> Dump<S> {
+    /// The dump of a process that made no CUDA call the shim records (a shell, a compiler, a
+    /// tool the program started): nothing counted, no event, recording not stopped.
+    pub fn is_quiet(&self) -> bool {
+        self.summary.is_empty()
+            && self.events.is_empty()
+            && self.process.recording_stopped.is_none()
+    }
+
     /// Checks what the types cannot: every stack index points at a stack, the summary agrees
     /// with the live list.
     pub fn validate(&self) -> Result<(), String> {

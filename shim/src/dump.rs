@@ -371,7 +371,8 @@ pub fn write(s: &State, moment: Moment) {
     };
     // A process that never touched CUDA memory (a shell, a compiler, `nvidia-smi` run by the
     // program: every child inherits LD_PRELOAD) keeps its stderr as it was, even if its dump
-    // could not be written; the dump is written, for `cudaleak run` to count it.
+    // could not be written; the dump is written, for `cudaleak run` to count it. (What
+    // `format::Dump::is_quiet` says of the dump written.)
     let untouched = dump.summary.is_empty()
         && dump.events.is_empty()
         && dump.process.recording_stopped.is_none();
