@@ -22,8 +22,9 @@ use super::flame::{self, Class, Node, Weighted};
 use super::{
     cached_by_rule, cached_gate_text, clean, counts_text, diff_summary_line, error_text,
     folded_text, frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration,
-    placement, plural, point_label, process_label, rate_text, short_function, signed_human,
-    steps_text, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
+    placement, plural, point_label, pool_growth_text, process_label, rate_text, short_function,
+    signed_human, steps_text, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    VERSION,
 };
 use crate::analyze::View;
 use crate::analyze::{BadFreeGroup, DiffFindings, Findings, FrameView, LeakGroup, StackView};
@@ -1306,6 +1307,13 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
             counts_text(total),
             esc(&r.release)
         );
+        if let Some(g) = pf.pools_growing.iter().find(|g| g.rule == rule) {
+            let _ = writeln!(
+                p.s,
+                "<p class=\"note\"><b>note:</b> {}</p>",
+                esc_text(&pool_growth_text(g))
+            );
+        }
         for g in groups.iter().take(p.groups) {
             p.group(&leak_head(g), &g.stack, false);
         }
