@@ -110,6 +110,15 @@ fn a_pool_that_grows_to_the_end_is_noted_in_the_exit_report() {
         text.contains("`cudaleak run --growth` finds what grows"),
         "{text}"
     );
+    let html = Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .args(["report", "--format", "html", &exit])
+        .output()
+        .unwrap();
+    let html = String::from_utf8(html.stdout).unwrap();
+    assert!(
+        html.contains("<p class=\"note\"><b>note:</b> still growing at exit: 230.00 MiB"),
+        "no note in the HTML page"
+    );
 }
 
 /// The suspects of a growth report, with the first frame that has a file.
