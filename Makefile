@@ -13,6 +13,9 @@
 CARGO  ?= cargo
 PREFIX ?= /usr/local
 RELEASE := $(CURDIR)/target/release
+# CPython versions `make test` takes from Debian's unstable suite when PATH has none
+# (scripts/debian-python.sh): the Python-frame tests run under each.
+DEBIAN_PYTHONS ?= 3.14 3.15
 
 .PHONY: all build samples demo test gpu-test bench install clean
 
@@ -34,11 +37,14 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) build --release
-	@# CPython 3.14 from Debian's unstable suite where this machine has none (once, into
-	@# ~/.cache/cudaleak); without it the 3.14 Python-frame tests are skipped, and this says so.
-	py314=$$(command -v python3.14 >/dev/null || scripts/debian-python.sh 3.14 "$$HOME/.cache/cudaleak/python3.14") \
-		|| echo "make test: no CPython 3.14 (scripts/debian-python.sh failed): its Python-frame tests are skipped" >&2; \
-	PATH="$${py314:+$$py314:}$$PATH" \
+	@# CPythons newer than this machine's from Debian's unstable suite, where there is none (once,
+	@# into ~/.cache/cudaleak); without one its Python-frame tests are skipped, and this says so.
+	path="$$PATH"; for v in $(DEBIAN_PYTHONS); do \
+		command -v python$$v >/dev/null && continue; \
+		bin=$$(scripts/debian-python.sh $$v "$$HOME/.cache/cudaleak/python$$v") && path="$$bin:$$path" \
+			|| echo "make test: no CPython $$v (scripts/debian-python.sh failed): its Python-frame tests are skipped" >&2; \
+	done; \
+	PATH="$$path" \
 	CUDALEAK_SHIM=$(RELEASE)/libcudaleak.so CUDALEAK_REQUIRE_SAMPLES=1 CUDALEAK_REQUIRE_BROWSER=1 \
 		$(CARGO) test --workspace --release --no-fail-fast
 

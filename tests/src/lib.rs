@@ -151,7 +151,7 @@ pub struct Python {
     pub version: (u32, u32),
 }
 
-/// `python3` (required, first), then every other CPython from 3.9 to 3.14 found as `python3.N`
+/// `python3` (required, first), then every other CPython from 3.9 to 3.15 found as `python3.N`
 /// on PATH or under pyenv's versions directory, one per minor version.
 pub fn pythons() -> Vec<Python> {
     let ask = |program: &Path| -> Option<Python> {
@@ -186,7 +186,7 @@ pub fn pythons() -> Vec<Python> {
         versions.sort();
         dirs.extend(versions);
     }
-    for minor in 9..=14 {
+    for minor in 9..=15 {
         if found.iter().any(|p| p.version == (3, minor)) {
             continue;
         }

@@ -1,5 +1,5 @@
 //! Python programs (issue 11): tests/python/leaks.py, run by each CPython found (python3 always;
-//! 3.9–3.14 where installed) under the shim, calls the null runtime's cudaMalloc through
+//! 3.9–3.15 where installed) under the shim, calls the null runtime's cudaMalloc through
 //! ctypes.CDLL (the GIL released) and ctypes.PyDLL (the GIL held). The dump and the report must
 //! name each Python function and line, group a loop's blocks per line, and keep apart two Python
 //! paths that reach the same native stack.

@@ -61,7 +61,8 @@ pub struct FrameLayout {
     pub owned_by_generator: u8,
     /// The owner of the entry frame each `_PyEval_EvalFrameDefault` call pushes below the
     /// Python frames it runs: `FRAME_OWNED_BY_CSTACK` (3.12, 3.13), `FRAME_OWNED_BY_INTERPRETER`
-    /// (3.14, where `FRAME_OWNED_BY_CSTACK` is 4 and assigned nowhere). A frame of this owner or
+    /// (3.14, where `FRAME_OWNED_BY_CSTACK` is 4 and assigned nowhere; 3.15, which dropped it).
+    /// A frame of this owner or
     /// a higher one is not a Python frame (as 3.14's `_PyFrame_IsIncomplete` decides).
     pub owned_by_cstack: Option<u8>,
 }
@@ -230,7 +231,14 @@ const V3_14: Layout = Layout {
     ..V3_13
 };
 
-pub const ALL: [Layout; 6] = [V3_9, V3_10, V3_11, V3_12, V3_13, V3_14];
+/// 3.15 moved `thread_id` and dropped `FRAME_OWNED_BY_CSTACK`; the rest is 3.14's.
+const V3_15: Layout = Layout {
+    version: (3, 15),
+    tstate_thread_id: 176,
+    ..V3_14
+};
+
+pub const ALL: [Layout; 7] = [V3_9, V3_10, V3_11, V3_12, V3_13, V3_14, V3_15];
 
 /// The layout of CPython `major.minor`, if known.
 pub fn for_version(major: u32, minor: u32) -> Option<&'static Layout> {
@@ -318,7 +326,8 @@ mod tests {
         assert_eq!(parse_version(b"x"), None);
         assert_eq!(from_hex_version(0x030c03f0), (3, 12));
         assert_eq!(for_version(3, 14).map(|l| l.version), Some((3, 14)));
-        assert!(for_version(3, 15).is_none());
+        assert_eq!(for_version(3, 15).map(|l| l.version), Some((3, 15)));
+        assert!(for_version(3, 16).is_none());
         assert!(for_version(3, 8).is_none());
     }
 
