@@ -1311,7 +1311,7 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
             let _ = writeln!(
                 p.s,
                 "<p class=\"note\"><b>note:</b> {}</p>",
-                esc_text(&pool_growth_text(g))
+                esc_text(&pool_growth_text(g, pf.process.end))
             );
         }
         for g in groups.iter().take(p.groups) {

@@ -259,7 +259,7 @@ impl Reporter for Markdown {
                             w,
                             "**`{}`** {}",
                             escape(&r.id),
-                            escape(&pool_growth_text(g))
+                            escape(&pool_growth_text(g, p.process.end))
                         )?;
                     }
                 }

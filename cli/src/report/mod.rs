@@ -473,10 +473,16 @@ pub fn cached_gate_text(f: &Findings) -> &'static str {
     }
 }
 
-/// What a pool still growing at exit means (text and Markdown say it the same way).
-pub fn pool_growth_text(g: &crate::analyze::PoolGrowth) -> String {
+/// What a pool still growing when the dump was written means (text, Markdown and HTML say it
+/// the same way).
+pub fn pool_growth_text(g: &crate::analyze::PoolGrowth, end: format::End) -> String {
+    let when = match end {
+        format::End::Exit => "at exit",
+        format::End::Signal => "when the program was killed",
+        format::End::Snapshot => "at this snapshot",
+    };
     format!(
-        "still growing at exit: {} of its {} was taken in the second half of the run, in {} of \
+        "still growing {when}: {} of its {} was taken in the second half of the run, in {} of \
          its 10 tenths. A pool that grows to the end holds what the program keeps (a tensor \
          every step); `cudaleak run --growth` finds what grows (with --exact-pools, the line \
          that keeps it).",
@@ -598,6 +604,28 @@ pub fn summary_line(f: &Findings) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_growing_pool_is_described_at_the_moment_of_its_dump() {
+        let g = crate::analyze::PoolGrowth {
+            rule: 0,
+            held: 8 << 20,
+            second_half: 3 << 20,
+            tenths: 5,
+        };
+        let exit = pool_growth_text(&g, format::End::Exit);
+        assert!(
+            exit.starts_with(
+                "still growing at exit: 3.00 MiB of its 8.00 MiB was taken in the second half \
+                 of the run, in 5 of its 10 tenths."
+            ),
+            "{exit}"
+        );
+        assert!(pool_growth_text(&g, format::End::Snapshot)
+            .starts_with("still growing at this snapshot: "));
+        assert!(pool_growth_text(&g, format::End::Signal)
+            .starts_with("still growing when the program was killed: "));
+    }
 
     #[test]
     fn sizes_use_binary_units_with_two_decimals() {

@@ -331,7 +331,7 @@ fn process_section(
             writeln!(o.w, "    release: {}", clean(&r.release))?;
             if let Some(g) = p.pools_growing.iter().find(|g| g.rule == rule) {
                 let head = o.paint("note:", Style::Bold);
-                writeln!(o.w, "    {head} {}", pool_growth_text(g))?;
+                writeln!(o.w, "    {head} {}", pool_growth_text(g, p.process.end))?;
             }
             for g in groups {
                 writeln!(o.w, "    {} at {}", leak_header(g), o.where_text(&g.stack))?;
