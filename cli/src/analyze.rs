@@ -309,7 +309,16 @@ fn pools_still_growing(
     dump: &format::Dump,
     stacks: &mut Stacks<'_>,
     caches: &[CacheRule],
+    per_rule: &[Counts],
 ) -> Vec<PoolGrowth> {
+    // Most dumps hold no pool with enough blocks: no second pass over their records.
+    let eligible = caches
+        .iter()
+        .zip(per_rule)
+        .any(|(c, n)| c.grows.is_some() && n.allocations >= GROWING_MIN_BLOCKS);
+    if !eligible {
+        return Vec::new();
+    }
     let end = dump
         .process
         .end_unix_ms
@@ -1082,7 +1091,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let cached_total = sum_groups(&cached);
 
     let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
-    let pools_growing = pools_still_growing(dump, &mut stacks, &cfg.caches);
+    let pools_growing = pools_still_growing(dump, &mut stacks, &cfg.caches, &cached_per_rule);
     let count = |t: EventType| {
         dump.events
             .iter()
