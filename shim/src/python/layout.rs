@@ -4,7 +4,8 @@
 //!
 //! Sources: the headers of each version (`Include/cpython/pystate.h`, `cpython/code.h`,
 //! `cpython/frameobject.h` (3.9, 3.10), `internal/pycore_frame.h` (3.11+),
-//! `internal/pycore_interpframe_structs.h` and `pycore_stackref.h` (3.14), `cpython/unicodeobject.h`).
+//! `internal/pycore_interpframe_structs.h` and `pycore_stackref.h` (3.14+),
+//! `cpython/unicodeobject.h`).
 //! Every number is checked by this file's test, which compiles `shim/tests/python_layout_probe.c`
 //! (`offsetof`) against the headers of each version installed, and by `tests/tests/python.rs`,
 //! which runs scripts under each installed interpreter (docs/python.md says which were).
@@ -49,8 +50,8 @@ pub enum LineFormat {
 pub struct FrameLayout {
     pub back: usize,
     pub code: usize,
-    /// Tag bits of the code reference, cleared before it is followed: 3.14's `f_executable` is
-    /// a `_PyStackRef` whose low bit (`Py_TAG_REFCNT`) marks a deferred reference.
+    /// Tag bits of the code reference, cleared before it is followed: from 3.14 `f_executable`
+    /// is a `_PyStackRef` whose low bit (`Py_TAG_REFCNT`) marks a deferred reference.
     pub code_tag_bits: usize,
     pub instr: Instr,
     /// `char owner` (3.11+).
@@ -62,8 +63,8 @@ pub struct FrameLayout {
     /// The owner of the entry frame each `_PyEval_EvalFrameDefault` call pushes below the
     /// Python frames it runs: `FRAME_OWNED_BY_CSTACK` (3.12, 3.13), `FRAME_OWNED_BY_INTERPRETER`
     /// (3.14, where `FRAME_OWNED_BY_CSTACK` is 4 and assigned nowhere; 3.15, which dropped it).
-    /// A frame of this owner or
-    /// a higher one is not a Python frame (as 3.14's `_PyFrame_IsIncomplete` decides).
+    /// A frame of this owner or a higher one is not a Python frame (as 3.14's
+    /// `_PyFrame_IsIncomplete` decides).
     pub owned_by_cstack: Option<u8>,
 }
 
