@@ -187,8 +187,9 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
 }
 
 /// `run --growth`'s report: the growth report of the run's series, whose gate also counts the
-/// exit report's (a block leaked once, early, does not grow). A run too short for two dumps of
-/// any process gets the exit report, with a note.
+/// exit report's (a block leaked once, early, does not grow). A run with no process that wrote
+/// two dumps (too short for a snapshot, or snapshots turned off) gets the exit report, with a
+/// note.
 fn run_growth(
     exit: Findings,
     dir: &Path,
@@ -199,7 +200,7 @@ fn run_growth(
     let findings = match growth_of(&series, cfg)? {
         Ok(f) => f,
         Err(why) => {
-            say!("{why}\nthe program ended before a second snapshot: the exit report follows");
+            say!("{why}\nno process wrote two dumps: the exit report follows");
             return write_report(&exit, &[dir.to_path_buf()], opts, cfg);
         }
     };

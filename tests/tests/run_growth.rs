@@ -54,7 +54,7 @@ fn a_run_too_short_for_a_snapshot_gets_the_exit_report() {
     assert_eq!(snapshots(&run), 0, "{:?}", run.dumps());
     assert!(
         run.stderr
-            .contains("the program ended before a second snapshot: the exit report follows"),
+            .contains("no process wrote two dumps: the exit report follows"),
         "{}",
         run.stderr
     );
