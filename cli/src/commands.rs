@@ -256,7 +256,15 @@ pub fn run(a: &RunArgs) -> u8 {
             Vec::new()
         };
         if a.growth {
-            extra_env.extend(run::growth_env(|k| std::env::var_os(k)));
+            match run::growth_env(|k| std::env::var_os(k)) {
+                Some(v) => extra_env.push(v),
+                None => say!(
+                    "--growth: snapshots as CUDALEAK_SNAPSHOT_INTERVAL={} says (yours, kept)",
+                    std::env::var_os("CUDALEAK_SNAPSHOT_INTERVAL")
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                ),
+            }
         }
         let exe = std::env::current_exe().ok();
         let (shim, _) = run::find_shim(

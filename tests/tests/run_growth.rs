@@ -73,4 +73,11 @@ fn an_interval_of_the_user_s_is_kept() {
     run.assert_exit(23);
     assert!(snapshots(&run) >= 3, "{:?}", run.dumps());
     assert!(run.stdout.contains("#0 train_step at "), "{}", run.stdout);
+    assert!(
+        run.stderr.contains(
+            "cudaleak: --growth: snapshots as CUDALEAK_SNAPSHOT_INTERVAL=0.2 says (yours, kept)"
+        ),
+        "{}",
+        run.stderr
+    );
 }
