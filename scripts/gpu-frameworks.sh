@@ -6,9 +6,11 @@
 # growth in the default mode), in the default mode and under --exact-pools; plus the host-safety
 # checks (Ctrl-C in Python, a dead stderr reader). Run through the device tool:
 #
-#   CUDALEAK_BIN_DIR=DIR [MODES="default exact"] [BARE=0] scripts/gpu-frameworks.sh
+#   CUDALEAK_BIN_DIR=DIR [MODES="default exact"] [BARE=0] [GROWTH=1] scripts/gpu-frameworks.sh
 #
-# BARE=0 skips the bare runs (their exit status and time).
+# BARE=0 skips the bare runs (their exit status and time). GROWTH=1 also runs every correct
+# program under `cudaleak run --growth`, which must pass too (no growth suspect: the false
+# positives of the growth gate on real programs).
 #
 # DIR holds cudaleak and libcudaleak.so. Prints one line per run (program, mode, exit status
 # bare and under cudaleak, seconds) and each report; with $OUT set, writes $OUT/frameworks.log
@@ -44,15 +46,14 @@ run() {
         "$name" "$mode" "$bare" "$under" $(((t1 - t0) / 1000000)) $(((t2 - t1) / 1000000))
 }
 
-# growth NAME MODE -- CMD...: a snapshot a second under `cudaleak run`, then `report --growth`.
+# growth NAME MODE -- CMD...: `cudaleak run --growth`, as a user runs it (snapshots on the
+# shim's auto schedule, a second apart at first, then the growth report of the run).
 growth() {
     local name="$1" mode="$2"; shift 3
     local flags=()
     [[ "$mode" == exact ]] && flags=(--exact-pools)
     echo "== $name ($mode) growth"
-    CUDALEAK_SNAPSHOT_INTERVAL=1 "$cudaleak" run "${flags[@]}" --exit-code 0 \
-        --out "$work/out/$name-$mode" -- "$@" | grep -E "^$name:|^SUMMARY"
-    "$cudaleak" report --growth "$(ls -d "$work/out/$name-$mode"/run-* | tail -1)"
+    "$cudaleak" run --growth "${flags[@]}" --out "$work/out/$name-$mode-growth" -- "$@"
     printf 'RESULT %-14s %-7s growth exit=%s\n' "$name" "$mode" "$?"
 }
 
@@ -66,6 +67,16 @@ for mode in ${MODES:-default exact}; do
     run ddp_gloo_leak "$mode" -- torchrun --nproc_per_node 2 "$fw/ddp_gloo.py" leak
     run torch_graphs_amp "$mode" -- python3 "$fw/torch_graphs_amp.py"
     run gpt2_generate "$mode" -- python3 "$fw/gpt2_generate.py"
+    if [[ "${GROWTH:-0}" == 1 ]]; then
+        growth torch_train "$mode" -- python3 "$fw/torch_train.py"
+        growth bert_train "$mode" -- python3 "$fw/bert_train.py"
+        growth jax_train "$mode" -- python3 "$fw/jax_train.py"
+        growth cupy_ok "$mode" -- python3 "$fw/cupy_ok.py"
+        growth numba_ok "$mode" -- python3 "$fw/numba_ok.py"
+        growth ddp_gloo "$mode" -- torchrun --nproc_per_node 2 "$fw/ddp_gloo.py"
+        growth torch_graphs_amp "$mode" -- python3 "$fw/torch_graphs_amp.py"
+        growth gpt2_generate "$mode" -- python3 "$fw/gpt2_generate.py"
+    fi
     # Memory kept per step: only a snapshot series shows it.
     growth torch_keep "$mode" -- python3 "$fw/torch_keep.py" 6
     growth cupy_keep "$mode" -- python3 "$fw/cupy_keep.py" 5
