@@ -58,6 +58,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
     let mut by_frames: HashMap<Stack, usize> = HashMap::new();
     let mut stack_index = |id: StackId| -> usize {
         *index.entry(id).or_insert_with(|| {
+            crate::lifecycle::dump_progress();
             let stack = Stack {
                 frames: frames_of(s, &mut symbolizer, id),
             };
@@ -163,17 +164,20 @@ impl Prepared {
                     ..
                 },
                 &(stack, api),
-            )| LiveRecord {
-                address: Hex(addr),
-                size: b.size,
-                bytes_held: (held != b.size).then_some(held),
-                api: api.name(),
-                kind: b.api.op().kind(),
-                device: (b.device >= 0).then_some(i32::from(b.device)),
-                thread: u64::from(b.thread),
-                seq: b.seq,
-                time_ms: u64::from(b.time_ms),
-                stack: stack as usize,
+            )| {
+                crate::lifecycle::dump_progress();
+                LiveRecord {
+                    address: Hex(addr),
+                    size: b.size,
+                    bytes_held: (held != b.size).then_some(held),
+                    api: api.name(),
+                    kind: b.api.op().kind(),
+                    device: (b.device >= 0).then_some(i32::from(b.device)),
+                    thread: u64::from(b.thread),
+                    seq: b.seq,
+                    time_ms: u64::from(b.time_ms),
+                    stack: stack as usize,
+                }
             },
         );
         format::write_streamed(&parts, live, w)

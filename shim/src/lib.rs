@@ -11,9 +11,11 @@
 // code only the dynamic linker reaches looks dead.
 #![cfg_attr(test, allow(dead_code))]
 
+mod alloc;
 mod api;
 mod clock;
 mod config;
+mod critical;
 mod dump;
 mod graphs;
 mod guard;

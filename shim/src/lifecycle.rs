@@ -7,41 +7,60 @@
 //! the default SIGINT only where it finds it). Signal handlers, the worker and the late exit
 //! handler that marks teardown are installed at the first recorded allocation ([`arm`]).
 //!
-//! Signal handlers never dump themselves (a dump allocates and locks): they wake the worker
-//! thread through a pipe and wait on another for it to finish, using only async-signal-safe
-//! calls. Programs that never use CUDA get no handler, no thread and no file descriptors.
+//! Signal handlers never dump themselves (a dump allocates and locks): they post a request in a
+//! futex word the worker sleeps on and wait on another for it to finish, using only
+//! async-signal-safe calls. The worker's dump never waits for the interrupted thread: a thread
+//! holding a lock of the shim defers the signal until it lets go ([`crate::critical`]), the dump
+//! allocates from the shim's own heap, not `malloc` ([`crate::alloc`]), and names no frames (no
+//! loader lock). The shim keeps no file descriptor open: a program that closes every descriptor
+//! and reuses the numbers cannot have its data read or written by us. Programs that never use
+//! CUDA get no handler and no thread.
 
 use std::ffi::c_int;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::Instant;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
-use crate::{guard, real, stack, state, stdio};
+use crate::{critical, guard, real, stack, state, stdio};
 
 /// Signals that end a program by default and after which a dump is written.
 const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
-/// How long a terminating signal waits for its dump before the program ends anyway.
-const SIGNAL_DUMP_TIMEOUT_MS: c_int = 10_000;
+/// How long a terminating signal waits for a dump that makes no progress before the program ends
+/// without it. A dump in progress reports progress as it goes ([`dump_progress`]), so a large one
+/// is waited for; one stuck (a bug: nothing it waits for can be held by the interrupted thread)
+/// costs this long, not a supervisor's whole grace period.
+const STALLED_DUMP_MS: u64 = 2_000;
+/// The longest a terminating signal waits for its dump, progressing or not.
+const SIGNAL_DUMP_LIMIT_MS: u64 = 60_000;
 
 const WORKER_NONE: u8 = 0;
 const WORKER_STARTING: u8 = 1;
 const WORKER_RUNNING: u8 = 2;
 static WORKER: AtomicU8 = AtomicU8::new(WORKER_NONE);
-/// The worker's wake-up pipe (write end, read end) and the signal handler's "done" pipe.
-static WAKE_W: AtomicI32 = AtomicI32::new(-1);
-static WAKE_R: AtomicI32 = AtomicI32::new(-1);
-static DONE_W: AtomicI32 = AtomicI32::new(-1);
-static DONE_R: AtomicI32 = AtomicI32::new(-1);
+/// 1 once the worker thread has started up (see `start_worker`).
+static WORKER_READY: AtomicU32 = AtomicU32::new(0);
+/// Requests for the worker (bits), the futex word it sleeps on.
+static REQUESTS: AtomicU32 = AtomicU32::new(0);
+/// Set to 1 by the worker when the signal's dump is written (or given up), the futex word the
+/// signal handler sleeps on.
+static DONE: AtomicU32 = AtomicU32::new(0);
+/// Bumped as a dump is written, so a waiting handler can tell slow from stuck.
+static PROGRESS: AtomicU64 = AtomicU64::new(0);
 /// The terminating signal whose dump the worker is asked for.
 static FATAL_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static HANDLING_FATAL: AtomicBool = AtomicBool::new(false);
 /// SIGUSR1 arrived before the worker existed.
 static SNAPSHOT_PENDING: AtomicBool = AtomicBool::new(false);
 
-const REQUEST_SNAPSHOT: u8 = b's';
-const REQUEST_FATAL: u8 = b'f';
+const REQUEST_SNAPSHOT: u32 = 1;
+const REQUEST_FATAL: u32 = 2;
+
+/// Called by a dump as it writes: the signal path's evidence that the worker is not stuck.
+pub fn dump_progress() {
+    PROGRESS.fetch_add(1, Ordering::Relaxed);
+}
 
 #[cfg(not(test))]
 #[used]
@@ -115,6 +134,8 @@ extern "C" fn on_signal(sig: c_int) {
         if !wake(REQUEST_SNAPSHOT) {
             SNAPSHOT_PENDING.store(true, Ordering::Relaxed);
         }
+    } else if critical::defer(sig) {
+        // This thread holds a lock the dump needs: the signal is raised again when it lets go.
     } else {
         if !HANDLING_FATAL.swap(true, Ordering::AcqRel) {
             FATAL_SIGNAL.store(sig, Ordering::Release);
@@ -134,28 +155,68 @@ extern "C" fn on_signal(sig: c_int) {
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Sends a request byte to the worker. False when there is no worker to hear it.
-fn wake(request: u8) -> bool {
-    let fd = WAKE_W.load(Ordering::Acquire);
-    if fd < 0 || WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
+/// Posts a request to the worker. False when there is no worker to hear it.
+fn wake(request: u32) -> bool {
+    if WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
         return false;
     }
-    // SAFETY: write on a non-blocking pipe is async-signal-safe.
-    unsafe { libc::write(fd, (&request as *const u8).cast(), 1) == 1 }
+    REQUESTS.fetch_or(request, Ordering::AcqRel);
+    futex_wake(&REQUESTS);
+    true
 }
 
+/// Waits for the worker's signal dump while it makes progress: at most [`STALLED_DUMP_MS`]
+/// without any, at most [`SIGNAL_DUMP_LIMIT_MS`] in all.
 fn wait_done() {
-    let fd = DONE_R.load(Ordering::Acquire);
-    if fd < 0 {
-        return;
+    let mut seen = PROGRESS.load(Ordering::Relaxed);
+    let (mut still, mut total) = (0u64, 0u64);
+    const SLICE_MS: u64 = 20;
+    while DONE.load(Ordering::Acquire) == 0 {
+        if still >= STALLED_DUMP_MS || total >= SIGNAL_DUMP_LIMIT_MS {
+            return;
+        }
+        futex_wait(&DONE, 0, Some(SLICE_MS));
+        total += SLICE_MS;
+        let now = PROGRESS.load(Ordering::Relaxed);
+        if now == seen {
+            still += SLICE_MS;
+        } else {
+            (seen, still) = (now, 0);
+        }
     }
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll is async-signal-safe; pfd is a valid single-element array.
-    unsafe { libc::poll(&mut pfd, 1, SIGNAL_DUMP_TIMEOUT_MS) };
+}
+
+/// Sleeps while `word` holds `expected`, at most `ms` milliseconds (None: no limit). Returns
+/// early on a wake-up, a signal, or a word that has already changed. Async-signal-safe.
+fn futex_wait(word: &AtomicU32, expected: u32, ms: Option<u64>) {
+    let ts = ms.map(|ms| libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    });
+    // SAFETY: FUTEX_WAIT reads the word (a valid, aligned u32); ts is null or a valid timespec
+    // (a relative timeout).
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            ts.as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec),
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE only wakes threads sleeping on this word. Async-signal-safe.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        );
+    }
 }
 
 /// Called at each recorded allocation. The first one arms the shim: the late exit handler, the
@@ -198,35 +259,10 @@ pub fn exiting() -> bool {
     EXITING.load(Ordering::Acquire)
 }
 
-fn pipe() -> Option<(c_int, c_int)> {
-    let mut fds = [-1; 2];
-    // SAFETY: fds is a valid two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return None;
-    }
-    // A program started with fd 0, 1 or 2 closed must not find our pipe there.
-    let (r, w) = (stdio::above_stdio(fds[0]), stdio::above_stdio(fds[1]));
-    if r < 0 || w < 0 {
-        for fd in [r, w].into_iter().filter(|&fd| fd >= 0) {
-            // SAFETY: closing a descriptor we created and nobody else knows.
-            unsafe { libc::close(fd) };
-        }
-        return None;
-    }
-    Some((r, w))
-}
-
 fn start_worker(s: &'static state::State) {
-    let (Some((wake_r, wake_w)), Some((done_r, done_w))) = (pipe(), pipe()) else {
-        return; // WORKER stays STARTING: no second try, no worker.
-    };
-    WAKE_R.store(wake_r, Ordering::Release);
-    WAKE_W.store(wake_w, Ordering::Release);
-    DONE_R.store(done_r, Ordering::Release);
-    DONE_W.store(done_w, Ordering::Release);
     // The worker must never run a handler: one that ran on it would wait for the dump the
     // worker itself is meant to write (seen as a flaky test: SIGHUP right after the first
-    // allocation, no dump after the 10 s wait). So it starts with every signal blocked, inherited
+    // allocation, no dump after the wait). So it starts with every signal blocked, inherited
     // from this thread's mask for the moment of the spawn, rather than blocking them itself once
     // it runs.
     // SAFETY: sigfillset and pthread_sigmask on this thread, its old mask restored below.
@@ -241,52 +277,43 @@ fn start_worker(s: &'static state::State) {
         .spawn(move || worker(s));
     // SAFETY: restores the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    // A new thread's start-up allocates through the C library (its thread-local destructors are
+    // registered with calloc): the worker counts as running only once that is over, so a signal
+    // can never leave it waiting for an arena lock the interrupted thread holds.
+    while spawned.is_ok() && WORKER_READY.load(Ordering::Acquire) == 0 {
+        futex_wait(&WORKER_READY, 0, Some(10));
+    }
     if spawned.is_ok() {
         WORKER.store(WORKER_RUNNING, Ordering::Release);
         if SNAPSHOT_PENDING.swap(false, Ordering::AcqRel) {
             wake(REQUEST_SNAPSHOT);
         }
     }
+    // Else WORKER stays STARTING: no second try, no worker; signals end the program at once.
 }
 
 /// The worker: periodic snapshots, SIGUSR1 snapshots, dumps for terminating signals.
 fn worker(s: &'static state::State) {
     // Process-directed signals go to the program's threads, whose handlers wait for us: this
     // thread started with all of them blocked (`start_worker`).
+    // The thread-local state the dump's code uses, set up now, while no signal is waiting on us.
+    let _ = std::thread::current();
+    WORKER_READY.store(1, Ordering::Release);
+    futex_wake(&WORKER_READY);
     let schedule = s.config.snapshot_interval;
     let mut timed = 0u64;
     let mut next = schedule.map(|i| Instant::now() + i.interval(timed));
     loop {
-        let timeout = next.map_or(-1, |t| {
-            t.saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(i32::MAX as u128) as c_int
-        });
-        let mut pfd = libc::pollfd {
-            fd: WAKE_R.load(Ordering::Acquire),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: pfd is a valid single-element array.
-        let n = unsafe { libc::poll(&mut pfd, 1, timeout) };
-        if n > 0 && pfd.revents & (libc::POLLNVAL | libc::POLLERR | libc::POLLHUP) != 0 {
-            // The program closed our descriptors: keep the periodic snapshots only.
-            match schedule {
-                Some(i) => std::thread::sleep(i.interval(timed)),
-                None => return,
-            }
+        if REQUESTS.load(Ordering::Acquire) == 0 {
+            let timeout = next.map(|t| {
+                t.saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(u128::from(u32::MAX)) as u64
+            });
+            futex_wait(&REQUESTS, 0, timeout);
         }
-        let mut snapshot = false;
-        let mut fatal = false;
-        if n > 0 && pfd.revents & libc::POLLIN != 0 {
-            let mut buf = [0u8; 64];
-            // SAFETY: buf is valid for 64 bytes; the pipe is non-blocking.
-            let got = unsafe { libc::read(pfd.fd, buf.as_mut_ptr().cast(), buf.len()) };
-            for &b in &buf[..got.max(0) as usize] {
-                snapshot |= b == REQUEST_SNAPSHOT;
-                fatal |= b == REQUEST_FATAL;
-            }
-        }
+        let requests = REQUESTS.swap(0, Ordering::AcqRel);
+        let mut snapshot = requests & REQUEST_SNAPSHOT != 0;
         if let (Some(t), Some(i)) = (next, schedule) {
             if Instant::now() >= t {
                 snapshot = true;
@@ -294,13 +321,12 @@ fn worker(s: &'static state::State) {
                 next = Some(Instant::now() + i.interval(timed));
             }
         }
-        if fatal {
+        if requests & REQUEST_FATAL != 0 {
             let sig = FATAL_SIGNAL.load(Ordering::Acquire);
             let _ =
                 std::panic::catch_unwind(AssertUnwindSafe(|| dump::write(s, Moment::Signal(sig))));
-            let done = [1u8];
-            // SAFETY: done is valid for one byte.
-            unsafe { libc::write(DONE_W.load(Ordering::Acquire), done.as_ptr().cast(), 1) };
+            DONE.store(1, Ordering::Release);
+            futex_wake(&DONE);
             return;
         }
         if snapshot {
@@ -316,9 +342,12 @@ extern "C" fn before_fork() {
     if let Some(s) = state::get() {
         s.lock_all();
     }
+    crate::alloc::lock_for_fork();
 }
 
 extern "C" fn after_fork_parent() {
+    // SAFETY: before_fork took the heap's lock on this thread.
+    unsafe { crate::alloc::unlock_after_fork() };
     if let Some(s) = state::get() {
         // SAFETY: before_fork took every lock on this thread.
         unsafe { s.unlock_all() };
@@ -326,20 +355,18 @@ extern "C" fn after_fork_parent() {
 }
 
 extern "C" fn after_fork_child() {
+    // SAFETY: before_fork took the heap's lock; the child is a copy of the forking thread.
+    unsafe { crate::alloc::unlock_after_fork() };
     if let Some(s) = state::get() {
         // SAFETY: before_fork took every lock; the child is a copy of the forking thread.
         unsafe { s.unlock_all() };
         s.reset_for_child();
     }
     guard::forget_thread_id();
-    // The worker thread did not survive the fork; its descriptors are the parent's.
-    for fd in [&WAKE_R, &WAKE_W, &DONE_R, &DONE_W] {
-        let old = fd.swap(-1, Ordering::AcqRel);
-        if old >= 0 {
-            // SAFETY: closing the child's copy of a descriptor we created.
-            unsafe { libc::close(old) };
-        }
-    }
+    // The worker thread did not survive the fork.
+    REQUESTS.store(0, Ordering::Release);
+    DONE.store(0, Ordering::Release);
+    WORKER_READY.store(0, Ordering::Release);
     WORKER.store(WORKER_NONE, Ordering::Release);
     HANDLING_FATAL.store(false, Ordering::Release);
     ARMED.store(false, Ordering::Release);

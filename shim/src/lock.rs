@@ -7,7 +7,11 @@
 //! our mutexes in the child then walks that table. This lock keeps all of its state in its own
 //! word, so a forked child only has to release it (see `lifecycle`'s fork handlers).
 //!
-//! Must never allocate, panic or touch any global state.
+//! Holding one of these locks is a critical section ([`crate::critical`]): a terminating signal
+//! that arrives meanwhile waits until the thread has let go of its last lock, so the signal path
+//! never waits for a lock the interrupted thread holds.
+//!
+//! Must never allocate, panic or touch any global state (the heap itself is behind this lock).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -36,6 +40,7 @@ unsafe impl lock_api::RawMutex for RawLock {
 
     #[inline]
     fn lock(&self) {
+        crate::critical::enter();
         if self
             .state
             .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
@@ -47,9 +52,15 @@ unsafe impl lock_api::RawMutex for RawLock {
 
     #[inline]
     fn try_lock(&self) -> bool {
-        self.state
+        crate::critical::enter();
+        let taken = self
+            .state
             .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        if !taken {
+            crate::critical::leave();
+        }
+        taken
     }
 
     #[inline]
@@ -57,6 +68,7 @@ unsafe impl lock_api::RawMutex for RawLock {
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
             futex_wake(&self.state);
         }
+        crate::critical::leave();
     }
 }
 
