@@ -7,27 +7,29 @@
 //! of them, the worker would have waited for a thread that waits for the worker (seen: a 10 s
 //! stall and no dump for SIGTERM during a `cuMemFree` loop, or during the exit dump).
 //!
-//! Only const-initialised `Cell`s of this thread, read and written by the thread itself and by
-//! its signal handler (which runs on it, between two of its instructions): no allocation, no
-//! lock, no atomic read-modify-write; compiler fences keep the order the handler relies on.
+//! One const-initialised word of this thread, read and written by the thread itself and by its
+//! signal handler (which runs on it, between two of its instructions): no allocation, no lock;
+//! compiler fences keep the order the handler relies on.
 //! Must never allocate or panic: [`crate::lock`] and the heap call it.
 
-use std::cell::Cell;
 use std::ffi::c_int;
-use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicU64, Ordering};
 
 thread_local! {
-    /// Locks of the shim this thread holds or is waiting for.
-    static HELD: Cell<u32> = const { Cell::new(0) };
-    /// A terminating signal that arrived while `HELD` was not 0.
-    static DEFERRED: Cell<c_int> = const { Cell::new(0) };
+    /// Low 32 bits: locks of the shim this thread holds or is waiting for. High 32 bits: a
+    /// terminating signal that arrived while it held one. One word, so that taking and releasing
+    /// a lock costs one thread-local access each, and changed only by single read-modify-write
+    /// instructions, which a signal cannot cut in half.
+    static STATE: AtomicU64 = const { AtomicU64::new(0) };
 }
+
+const HELD: u64 = 0xffff_ffff;
 
 /// Before taking a lock: counted before the lock is ours, so a signal arriving between the
 /// acquiring instruction and the count cannot find the lock held and the count at 0.
 #[inline]
 pub fn enter() {
-    HELD.with(|h| h.set(h.get() + 1));
+    STATE.with(|s| s.fetch_add(1, Ordering::Relaxed));
     compiler_fence(Ordering::SeqCst);
 }
 
@@ -36,19 +38,17 @@ pub fn enter() {
 #[inline]
 pub fn leave() {
     compiler_fence(Ordering::SeqCst);
-    let left = HELD.with(|h| {
-        let n = h.get().saturating_sub(1);
-        h.set(n);
-        n
-    });
-    compiler_fence(Ordering::SeqCst);
-    if left == 0 {
-        let sig = DEFERRED.with(|d| d.replace(0));
-        if sig != 0 {
-            // SAFETY: raise has no preconditions; the handler runs before it returns.
-            unsafe { libc::raise(sig) };
+    STATE.with(|s| {
+        let before = s.fetch_sub(1, Ordering::Relaxed);
+        if before & HELD == 1 && before >> 32 != 0 {
+            // A signal arriving from here on finds the count at 0 and is handled at once.
+            let sig = (s.swap(0, Ordering::Relaxed) >> 32) as c_int;
+            if sig != 0 {
+                // SAFETY: raise has no preconditions; the handler runs before it returns.
+                unsafe { libc::raise(sig) };
+            }
         }
-    }
+    });
 }
 
 /// In a signal handler: if this thread is inside a critical section, remembers `sig` for
@@ -56,18 +56,29 @@ pub fn leave() {
 #[inline]
 pub fn defer(sig: c_int) -> bool {
     compiler_fence(Ordering::SeqCst);
-    if HELD.with(Cell::get) == 0 {
-        return false;
-    }
-    DEFERRED.with(|d| d.set(sig));
-    compiler_fence(Ordering::SeqCst);
-    true
+    STATE.with(|s| {
+        let now = s.load(Ordering::Relaxed);
+        if now & HELD == 0 {
+            return false;
+        }
+        // The thread is stopped in this handler: nothing else changes the word meanwhile.
+        s.store(
+            (now & HELD) | (u64::from(sig as u32) << 32),
+            Ordering::Relaxed,
+        );
+        true
+    })
 }
 
 /// Whether this thread holds (or waits for) a lock of the shim.
 #[cfg(test)]
 pub fn inside() -> bool {
-    HELD.with(Cell::get) > 0
+    STATE.with(|s| s.load(Ordering::Relaxed) & HELD != 0)
+}
+
+#[cfg(test)]
+fn deferred() -> c_int {
+    STATE.with(|s| (s.load(Ordering::Relaxed) >> 32) as c_int)
 }
 
 #[cfg(test)]
@@ -89,18 +100,10 @@ mod tests {
             assert!(defer(libc::SIGWINCH));
             leave();
             assert!(inside());
-            assert_eq!(
-                DEFERRED.with(Cell::get),
-                libc::SIGWINCH,
-                "kept while a lock is held"
-            );
+            assert_eq!(deferred(), libc::SIGWINCH, "kept while a lock is held");
             leave();
             assert!(!inside());
-            assert_eq!(
-                DEFERRED.with(Cell::get),
-                0,
-                "raised and cleared by the last leave"
-            );
+            assert_eq!(deferred(), 0, "raised and cleared by the last leave");
         })
         .join()
         .unwrap();
