@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
-use crate::{guard, real, stack, state, stdio};
+use crate::{guard, process, real, stack, state, stdio};
 
 /// Signals that end a program by default and after which a dump is written.
 const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
@@ -51,14 +51,17 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 extern "C" fn constructor() {
     let _ = std::panic::catch_unwind(|| {
         stdio::init();
-        let config = Config::from_env();
-        for w in &config.warnings {
-            stdio::say(&format!("cudaleak: {w}\n"));
-        }
         if real::dlsym_fn().is_none() {
             stdio::say("cudaleak: cannot find the C library's dlsym; passing everything through, recording nothing\n");
             return;
         }
+        // Another copy of the shim records this process: this one stays out of the way. Its
+        // warnings, like the configuration's, wait for the first recorded call (`process`).
+        if !process::decide() {
+            return;
+        }
+        let config = Config::from_env();
+        process::init();
         stack::init_own_range();
         let disabled = config.disabled;
         state::init(config);
@@ -80,6 +83,7 @@ extern "C" fn constructor() {
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
+        process::settle_slow();
         if let Some(s) = state::get() {
             dump::write(s, Moment::Exit);
         }
@@ -137,7 +141,8 @@ extern "C" fn on_signal(sig: c_int) {
 /// Sends a request byte to the worker. False when there is no worker to hear it.
 fn wake(request: u8) -> bool {
     let fd = WAKE_W.load(Ordering::Acquire);
-    if fd < 0 || WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
+    // In a child made without fork(), not yet adopted, the pipe is still the parent's.
+    if !process::current() || fd < 0 || WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
         return false;
     }
     // SAFETY: write on a non-blocking pipe is async-signal-safe.
@@ -313,6 +318,7 @@ fn worker(s: &'static state::State) {
 // lock of the state is taken before the fork and released on both sides after it.
 
 extern "C" fn before_fork() {
+    process::settle_slow();
     if let Some(s) = state::get() {
         s.lock_all();
     }
@@ -329,7 +335,7 @@ extern "C" fn after_fork_child() {
     if let Some(s) = state::get() {
         // SAFETY: before_fork took every lock; the child is a copy of the forking thread.
         unsafe { s.unlock_all() };
-        s.reset_for_child();
+        s.reset_for_child(process::owner());
     }
     guard::forget_thread_id();
     // The worker thread did not survive the fork; its descriptors are the parent's.
@@ -344,4 +350,26 @@ extern "C" fn after_fork_child() {
     HANDLING_FATAL.store(false, Ordering::Release);
     ARMED.store(false, Ordering::Release);
     EXITING.store(false, Ordering::Release);
+    process::claim();
+}
+
+/// A child made without fork() (`_Fork`, `syscall(SYS_fork)`, a raw `clone`), met at its first
+/// call into the shim or at exit (`process::settle`): no fork handler ran, so this does what
+/// they do. A lock that a thread of the parent held at the fork is still held here, by a thread
+/// this process does not have. No thread of the child can be inside the shim's state now (every
+/// way in passes `process::settle`, which lets none through until this is done), so each such
+/// lock word is reset; what it guarded may be half-updated, so it is dropped unread and the
+/// child records nothing (its dump says why).
+pub fn adopt_raw_child() {
+    if let Some(s) = state::get() {
+        if s.reclaim_locks() {
+            state::stop(
+                "forked without fork() (a raw clone or _Fork) while another thread was recording; \
+                 the child recorded nothing",
+            );
+        }
+        // As before_fork would have left them, for after_fork_child to release.
+        s.lock_all();
+    }
+    after_fork_child();
 }

@@ -126,6 +126,24 @@ fn futex_wake(word: &AtomicU32) {
     }
 }
 
+/// In a child process made without fork() (no fork handler took and released the locks), where
+/// no thread can be inside the shim: makes `m` usable again if a thread of the parent held it at
+/// the fork. That thread does not exist here, so the lock would stay held for good; what it
+/// guarded may be half-updated (a map in the middle of growing), so it is replaced by
+/// `T::default()` and the old value is leaked, never dropped (dropping it could free memory
+/// twice). Returns whether the lock was held.
+pub fn reclaim<T: Default>(m: &Mutex<T>) -> bool {
+    if m.try_lock().is_some() {
+        return false;
+    }
+    // SAFETY: its holder, a thread of the parent, does not exist in this process and will never
+    // release it; the word is ours to reset (`unlock` stores UNLOCKED, and wakes no one: no
+    // thread of this process waits on it).
+    unsafe { m.force_unlock() };
+    std::mem::forget(std::mem::take(&mut *m.lock()));
+    true
+}
+
 /// `T` alone on its cache lines (two: adjacent-line prefetch pairs them), so threads writing
 /// it do not slow down threads reading whatever would otherwise sit beside it.
 #[derive(Default)]
@@ -156,6 +174,16 @@ mod tests {
             }
         });
         assert_eq!(*m.lock(), 160_000);
+    }
+
+    #[test]
+    fn reclaiming_a_lock_held_for_good_leaves_it_free_and_empty() {
+        let m: Mutex<Vec<u32>> = Mutex::new(vec![1, 2]);
+        assert!(!reclaim(&m), "a free lock is left as it is");
+        assert_eq!(*m.lock(), [1, 2]);
+        std::mem::forget(m.lock());
+        assert!(reclaim(&m));
+        assert!(m.lock().is_empty());
     }
 
     #[test]

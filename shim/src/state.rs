@@ -64,10 +64,11 @@ pub fn init(config: Config) -> &'static State {
     state
 }
 
-/// The state, while the shim is recording.
+/// The state, while the shim is recording (in a child made without fork(), once the child has
+/// adopted it: `process::settle`).
 #[inline]
 pub fn recording() -> Option<&'static State> {
-    if RECORDING.load(Ordering::Acquire) == ON {
+    if RECORDING.load(Ordering::Acquire) == ON && crate::process::settle() {
         STATE.get()
     } else {
         None
@@ -137,15 +138,27 @@ impl State {
         }
     }
 
-    /// In a forked child: an empty table, a new start, the parent remembered.
-    pub fn reset_for_child(&self) {
+    /// In a child made without fork(), where no thread can be inside the state: makes every
+    /// lock usable again (see `lock::reclaim`). True if any was held at the fork, by a thread
+    /// of the parent: then what it guarded was dropped unread, and may be missing.
+    pub fn reclaim_locks(&self) -> bool {
+        let dumping = crate::lock::reclaim(&self.dumping);
+        let table = self.table.reclaim_locks();
+        let stacks = self.stacks.reclaim_locks();
+        let mixed = self.mixed.reclaim_locks();
+        let python = self.python.reclaim_lock();
+        let graphs = self.graphs.reclaim_lock();
+        dumping | table | stacks | mixed | python | graphs
+    }
+
+    /// In a forked child of `parent`: an empty table, a new start, the parent remembered.
+    pub fn reset_for_child(&self, parent: u32) {
         *self.dumping.lock() = false;
         self.table.clear();
         self.snapshots.store(0, Ordering::Relaxed);
         self.start_unix_ms
             .store(crate::clock::unix_ms(), Ordering::Relaxed);
-        self.forked_from
-            .store(std::os::unix::process::parent_id(), Ordering::Relaxed);
+        self.forked_from.store(parent, Ordering::Relaxed);
     }
 
     /// One sequence for allocations, frees and events, so their order can be told apart (kept

@@ -571,6 +571,16 @@ impl Table {
         unsafe { self.events.force_unlock() };
     }
 
+    /// `lock::reclaim` for every lock (a child made without fork()); true if any was held.
+    pub fn reclaim_locks(&self) -> bool {
+        let mut held = false;
+        for shard in self.shards.iter() {
+            held |= crate::lock::reclaim(shard);
+        }
+        held |= crate::lock::reclaim(&self.mappings);
+        held | crate::lock::reclaim(&self.events)
+    }
+
     /// Empties everything: a forked child starts with nothing of its parent's.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
