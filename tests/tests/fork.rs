@@ -60,7 +60,12 @@ fn forked_child_writes_its_own_dump_with_an_empty_start() {
 /// The dumps of a raw_fork run: the parent's, then the child's.
 fn parent_and_child(run: &cudaleak_tests::Run) -> (cudaleak_format::Dump, cudaleak_format::Dump) {
     let files = files_in(run.dir.path());
-    assert_eq!(files.len(), 2, "one dump per process: {files:?}\n{}", run.stderr);
+    assert_eq!(
+        files.len(),
+        2,
+        "one dump per process: {files:?}\n{}",
+        run.stderr
+    );
     let mut dumps: Vec<_> = files.iter().map(|p| read_dump(p)).collect();
     dumps.sort_by_key(|d| d.process.pid != run.pid);
     let child = dumps.pop().expect("two dumps");
@@ -117,6 +122,9 @@ fn a_child_made_without_fork_that_never_calls_cuda_dumps_nothing_of_its_parent()
         // Only the parent's exit line: the child used no CUDA memory.
         let lines: Vec<&str> = run.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{how}: {}", run.stderr);
-        assert!(lines[0].contains(&format!("cudaleak.{}.json", run.pid)), "{lines:?}");
+        assert!(
+            lines[0].contains(&format!("cudaleak.{}.json", run.pid)),
+            "{lines:?}"
+        );
     }
 }
