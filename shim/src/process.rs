@@ -3,15 +3,19 @@
 //!
 //! **One recorder per process.** Copies of the shim loaded into one process (two paths in
 //! LD_PRELOAD, `LD_PRELOAD=/other/copy.so cudaleak run …`, a copy a library dlopens) would each
-//! record the program's calls and each write a dump: one leak reported twice. The constructor
-//! finds the loaded objects that define `cudaleak_shim_v1` (or, older than it,
-//! `cudaleak_set_recording`) in the loader's list; the first in load order, whose exported
-//! wrappers the program binds to first, records. Every other copy is passive: it builds no
-//! state, registers no handler, writes no dump, and its hooks pass every call straight through
-//! (its "real" function may be the recorder's wrapper, or the recorder's real function may be
-//! its wrapper: one record either way). Identity is the loader's object, never a symbol's
-//! address: the address of an exported function, taken inside a shared library, is whatever the
-//! first definition in the process is, so every copy would see the recorder's.
+//! record the program's calls and each write a dump: one leak reported twice. Every copy carries
+//! an ELF note ([`MARK_NOTE`]); the constructor lists the loaded objects that carry it, in the
+//! loader's order (`dl_iterate_phdr`: the order objects were loaded in, which is also the order
+//! the global scope binds symbols in), and the first one records. Every other copy is passive:
+//! it builds no state, registers no handler, writes no dump, hands out none of its wrappers, and
+//! its hooks pass every call straight through (its "real" function may be the recorder's
+//! wrapper, or the recorder's real function its wrapper: one record either way). Each copy
+//! decides alone, from the same list, so copies of different versions agree as long as they
+//! carry the note; a version that changes the agreement takes a new note type and keeps
+//! answering this one. Identity is never a symbol's address (inside a shared library, the
+//! address of an exported function is the first definition in the process, so every copy would
+//! see the recorder's) nor a `dlsym` on another object (one loaded as a dependency has no search
+//! list yet; opening it to make one runs its constructors early).
 //!
 //! **A child made without fork().** `_Fork()`, `syscall(SYS_fork)` and a `clone` without
 //! CLONE_VM run no atfork handler, so the child would carry on with its parent's table as its
@@ -24,18 +28,43 @@
 //! Must never: allocate, lock or make a system call in [`settle`] or [`current`] (the hot path
 //! and the signal handler).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::config::Config;
-use crate::{lifecycle, real, state, stdio};
+use crate::{lifecycle, state, stdio};
+
+/// The note every copy of the shim carries: owner `cudaleak`, type [`MARK_TYPE`], and as its
+/// description the version of the agreement (1). In a section of its own, which the linker puts
+/// in a PT_NOTE segment that `dl_iterate_phdr` shows.
+#[repr(C, align(4))]
+struct MarkNote {
+    namesz: u32,
+    descsz: u32,
+    kind: u32,
+    name: [u8; 12],
+    desc: u32,
+}
+
+const MARK_NAME: &[u8] = b"cudaleak\0";
+const MARK_TYPE: u32 = 0x0c1d_1ea4;
+
+#[cfg_attr(not(test), used)]
+#[unsafe(link_section = ".note.cudaleak")]
+static MARK_NOTE: MarkNote = MarkNote {
+    namesz: MARK_NAME.len() as u32,
+    descsz: 4,
+    kind: MARK_TYPE,
+    name: *b"cudaleak\0\0\0\0",
+    desc: 1,
+};
 
 const UNDECIDED: u8 = 0;
 const RECORDER: u8 = 1;
 const PASSIVE: u8 = 2;
 static ROLE: AtomicU8 = AtomicU8::new(UNDECIDED);
-/// The other copies the constructor found, for the line [`touched`] prints.
+/// The other copies the recorder's constructor found.
 static COPIES: OnceLock<Copies> = OnceLock::new();
 
 /// The marker's values: zero is what a child made by any kind of fork reads.
@@ -53,40 +82,151 @@ static ANNOUNCED: AtomicBool = AtomicBool::new(false);
 
 struct Copies {
     own: String,
-    /// Where the other copies are loaded.
-    bases: Vec<usize>,
-    /// Copies that pass every call through to this one.
-    passive: Vec<String>,
-    /// Copies older than the agreement, loaded after this one: they record on their own.
-    older: Vec<String>,
+    /// The other copies: their paths, and the address ranges they are loaded at.
+    others: Vec<(String, usize, usize)>,
+}
+
+/// Up to this many copies are told apart; more are an accident of a larger kind.
+const MAX_COPIES: usize = 16;
+
+/// One loaded object that carries the mark.
+#[derive(Clone, Copy)]
+struct Found {
+    name: *const c_char,
+    lo: usize,
+    hi: usize,
+    own: bool,
+}
+
+struct Walk {
+    own: usize,
+    n: usize,
+    found: [Found; MAX_COPIES],
 }
 
 /// Decides, once, whether this copy records. Called first thing by the constructor.
 pub fn decide() -> bool {
-    let own = decide as *const () as *const c_void;
-    let copies = real::shim_copies(own, &[c"cudaleak_shim_v1", c"cudaleak_set_recording"]);
-    // An older copy before this one records (it knows of no agreement); so does the first copy
-    // that knows of it.
-    let records = copies.first().is_none_or(|c| c.own);
+    let mut walk = Walk {
+        own: decide as *const () as usize,
+        n: 0,
+        found: [Found {
+            name: std::ptr::null(),
+            lo: 0,
+            hi: 0,
+            own: false,
+        }; MAX_COPIES],
+    };
+    // SAFETY: the callback only reads what the loader passes and writes `walk`, which outlives
+    // the call.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut walk as *mut Walk).cast()) };
+    let found = &walk.found[..walk.n];
+    // Not found at all (no PT_NOTE seen): record, as a lone copy would.
+    let records = found.first().is_none_or(|f| f.own);
     ROLE.store(if records { RECORDER } else { PASSIVE }, Ordering::Release);
     if records {
-        let others = copies.iter().filter(|c| !c.own);
-        let (passive, older) = others.partition::<Vec<_>, _>(|c| c.marker == 0);
+        // SAFETY: each name is the loader's l_name of an object that is still loaded (this
+        // constructor runs while it is being loaded or before main), NUL-terminated.
+        let path = |f: &Found| unsafe {
+            if f.name.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(f.name).to_string_lossy().into_owned()
+            }
+        };
         let _ = COPIES.set(Copies {
-            own: copies.first().map(|c| c.path.clone()).unwrap_or_default(),
-            bases: copies.iter().filter(|c| !c.own).map(|c| c.base).collect(),
-            passive: passive.into_iter().map(|c| c.path.clone()).collect(),
-            older: older.into_iter().map(|c| c.path.clone()).collect(),
+            own: found.first().map(path).unwrap_or_default(),
+            others: found
+                .iter()
+                .filter(|f| !f.own)
+                .map(|f| (path(f), f.lo, f.hi))
+                .collect(),
         });
     }
     records
 }
 
+/// `dl_iterate_phdr`'s callback: notes the object if it carries the mark. Runs under the
+/// loader's lock: no allocation, no call into the loader.
+unsafe extern "C" fn visit(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
+    // SAFETY: data is the Walk `decide` passed; the loader passes a valid dl_phdr_info whose
+    // dlpi_phdr array has dlpi_phnum entries, valid for the duration of the callback, and each
+    // PT_NOTE segment lies in the object's mapped memory.
+    unsafe {
+        let walk = &mut *(data as *mut Walk);
+        let info = &*info;
+        if walk.n == MAX_COPIES || info.dlpi_phdr.is_null() {
+            return 0;
+        }
+        let base = info.dlpi_addr as usize;
+        let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+        let marked = phdrs.iter().any(|p| {
+            p.p_type == libc::PT_NOTE
+                && carries_mark(
+                    std::slice::from_raw_parts(
+                        (base + p.p_vaddr as usize) as *const u8,
+                        p.p_memsz as usize,
+                    ),
+                    p.p_align.max(4) as usize,
+                )
+        });
+        if !marked {
+            return 0;
+        }
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for p in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
+            lo = lo.min(base + p.p_vaddr as usize);
+            hi = hi.max(base + (p.p_vaddr + p.p_memsz) as usize);
+        }
+        walk.found[walk.n] = Found {
+            name: info.dlpi_name,
+            lo,
+            hi,
+            own: (lo..hi).contains(&walk.own),
+        };
+        walk.n += 1;
+    }
+    0
+}
+
+/// Whether a PT_NOTE segment's notes (laid out for the segment's `align`, 4 or 8) include the
+/// mark.
+fn carries_mark(mut notes: &[u8], align: usize) -> bool {
+    let pad = |n: usize| n.div_ceil(align) * align;
+    let word = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    while notes.len() >= 12 {
+        let (namesz, descsz, kind) = (
+            word(notes, 0) as usize,
+            word(notes, 4) as usize,
+            word(notes, 8),
+        );
+        let name_end = 12 + namesz;
+        // As glibc's ELF_NOTE_NEXT_OFFSET: the header and name padded together, then the
+        // description.
+        let next = pad(pad(name_end) + descsz);
+        if name_end > notes.len() {
+            return false;
+        }
+        if kind == MARK_TYPE && &notes[12..name_end] == MARK_NAME {
+            return true;
+        }
+        if next > notes.len() {
+            return false;
+        }
+        notes = &notes[next..];
+    }
+    false
+}
+
 /// Whether `p` lies in another copy of the shim (in the recording copy, which knows them).
 pub fn in_other_copy(p: *const c_void) -> bool {
-    COPIES.get().is_some_and(|c| {
-        !c.bases.is_empty() && real::object_base(p).is_some_and(|b| c.bases.contains(&b))
-    })
+    let p = p as usize;
+    COPIES
+        .get()
+        .is_some_and(|c| c.others.iter().any(|&(_, lo, hi)| (lo..hi).contains(&p)))
 }
 
 /// Whether another copy of the shim records this process, and this one only passes calls on.
@@ -215,57 +355,83 @@ fn announce(config: &Config) {
 }
 
 fn copies_line(c: &Copies) -> String {
-    let mut text = String::new();
-    let n = c.passive.len();
-    if n > 0 {
-        let others = if n == 1 {
-            "the other passes"
-        } else {
-            "the others pass"
-        };
-        text.push_str(&format!(
-            "cudaleak: {} copies of the shim are loaded; this one records ({}), {others} every call through ({})\n",
-            n + 1,
-            c.own,
-            c.passive.join(", ")
-        ));
+    let n = c.others.len();
+    if n == 0 {
+        return String::new();
     }
-    for path in &c.older {
-        text.push_str(&format!(
-            "cudaleak: an older copy of the shim is loaded too ({path}) and records on its own: its dump repeats what this one ({}) records\n",
-            c.own
-        ));
-    }
-    text
+    let paths: Vec<&str> = c.others.iter().map(|(p, _, _)| p.as_str()).collect();
+    format!(
+        "cudaleak: {} copies of the shim are loaded; this one records ({}), {} every call through ({})\n",
+        n + 1,
+        c.own,
+        if n == 1 { "the other passes" } else { "the others pass" },
+        paths.join(", ")
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn copies(passive: &[&str], older: &[&str]) -> Copies {
+    fn copies(others: &[&str]) -> Copies {
         Copies {
             own: "/a/libcudaleak.so".into(),
-            bases: Vec::new(),
-            passive: passive.iter().map(|s| s.to_string()).collect(),
-            older: older.iter().map(|s| s.to_string()).collect(),
+            others: others.iter().map(|s| (s.to_string(), 0, 0)).collect(),
         }
     }
 
     #[test]
     fn the_copies_line_names_every_copy() {
-        assert_eq!(copies_line(&copies(&[], &[])), "");
+        assert_eq!(copies_line(&copies(&[])), "");
         assert_eq!(
-            copies_line(&copies(&["/b/libcudaleak.so"], &[])),
+            copies_line(&copies(&["/b/libcudaleak.so"])),
             "cudaleak: 2 copies of the shim are loaded; this one records (/a/libcudaleak.so), \
              the other passes every call through (/b/libcudaleak.so)\n"
         );
         assert_eq!(
-            copies_line(&copies(&["/b/x.so", "/c/y.so"], &["/d/old.so"])),
+            copies_line(&copies(&["/b/x.so", "/c/y.so"])),
             "cudaleak: 3 copies of the shim are loaded; this one records (/a/libcudaleak.so), \
-             the others pass every call through (/b/x.so, /c/y.so)\n\
-             cudaleak: an older copy of the shim is loaded too (/d/old.so) and records on its \
-             own: its dump repeats what this one (/a/libcudaleak.so) records\n"
+             the others pass every call through (/b/x.so, /c/y.so)\n"
         );
+    }
+
+    fn note(name: &[u8], kind: u32, desc: &[u8], align: usize) -> Vec<u8> {
+        let pad = |v: &mut Vec<u8>| v.resize(v.len().div_ceil(align) * align, 0);
+        let mut v = Vec::new();
+        v.extend((name.len() as u32).to_ne_bytes());
+        v.extend((desc.len() as u32).to_ne_bytes());
+        v.extend(kind.to_ne_bytes());
+        v.extend(name);
+        pad(&mut v);
+        v.extend(desc);
+        pad(&mut v);
+        v
+    }
+
+    #[test]
+    fn the_mark_is_found_among_other_notes_and_nowhere_else() {
+        let build_id = note(b"GNU\0", 3, &[0xab; 20], 4);
+        let mark = note(MARK_NAME, MARK_TYPE, &1u32.to_ne_bytes(), 4);
+        assert!(carries_mark(&[build_id.clone(), mark.clone()].concat(), 4));
+        assert!(carries_mark(&mark, 4));
+        assert!(!carries_mark(&build_id, 4));
+        assert!(
+            !carries_mark(&note(MARK_NAME, 1, &[], 4), 4),
+            "another type"
+        );
+        assert!(!carries_mark(&note(b"cudaleek\0", MARK_TYPE, &[], 4), 4));
+        assert!(!carries_mark(&mark[..14], 4), "cut short");
+        let property = note(b"GNU\0", 5, &[0; 12], 8);
+        let mark8 = note(MARK_NAME, MARK_TYPE, &[1, 0, 0, 0], 8);
+        assert!(carries_mark(&[property, mark8].concat(), 8));
+        // What the compiler laid out is what is looked for.
+        // SAFETY: MARK_NOTE is a plain repr(C) value of that many bytes.
+        let ours = unsafe {
+            std::slice::from_raw_parts(
+                (&MARK_NOTE as *const MarkNote).cast::<u8>(),
+                std::mem::size_of::<MarkNote>(),
+            )
+        };
+        assert_eq!(ours, &mark[..]);
     }
 }

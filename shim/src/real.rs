@@ -86,7 +86,7 @@ pub fn driver_handle() -> *mut c_void {
 /// linked with -lcuda), then the driver's own handle (runtimes that dlopen it locally). Where
 /// the next definition is a passive copy's wrapper (another copy of the shim loaded after this
 /// one), the driver's own function is preferred: the program's own lookups (dlsym,
-/// cuGetProcAddress) find that one, and the wrappers handed out for it must forward to it.
+/// cuGetProcAddress) find that one, and the wrappers handed out in its place must forward to it.
 pub fn driver(name: &CStr) -> *mut c_void {
     let p = next(name);
     if !p.is_null() && !crate::process::in_other_copy(p) {
@@ -207,80 +207,4 @@ pub fn module_of(ip: usize) -> Option<(Option<&'static CStr>, usize)> {
         };
         Some((name, lm.l_addr))
     }
-}
-
-/// One object of this namespace that defines one of the names a copy of the shim exports.
-pub struct ShimCopy {
-    /// Its path as the loader names it.
-    pub path: String,
-    /// Which of the names it defines itself (an index into the `markers` asked for).
-    pub marker: usize,
-    /// Whether it is the object holding `own`: this copy.
-    pub own: bool,
-    /// Where it is loaded (see [`object_base`]).
-    pub base: usize,
-}
-
-/// The load address of the object holding `p`, if any (`dladdr`'s `dli_fbase`).
-pub fn object_base(p: *const c_void) -> Option<usize> {
-    let mut info = empty_dl_info();
-    // SAFETY: dladdr only reads the address and writes the out-parameter.
-    let found = unsafe { libc::dladdr(p, &mut info) };
-    (found != 0 && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)
-}
-
-/// The objects of the namespace holding `own` that define one of `markers` themselves (not
-/// through a dependency), in the loader's order: the order objects were loaded in, which is
-/// also the order the global scope binds symbols in (the program, LD_PRELOAD's objects left to
-/// right, their dependencies, then what was dlopened). Objects named without a `/` (the vDSO)
-/// and the program itself are skipped. Called from the constructor only: it allocates, and a
-/// lookup that fails leaves a `dlerror` message behind.
-pub fn shim_copies(own: *const c_void, markers: &[&CStr]) -> Vec<ShimCopy> {
-    let Some(dlsym) = dlsym_fn() else {
-        return Vec::new();
-    };
-    let mut info = empty_dl_info();
-    let mut map: *mut c_void = ptr::null_mut();
-    // SAFETY: dladdr1 only reads the address and writes the two out-parameters.
-    let found = unsafe { libc::dladdr1(own, &mut info, &mut map, RTLD_DL_LINKMAP) };
-    if found == 0 || map.is_null() {
-        return Vec::new();
-    }
-    let own_map = map as *mut LinkMap;
-    let mut copies = Vec::new();
-    // SAFETY: the link_map chain belongs to the loader; constructors run before main (no other
-    // thread yet) or inside dlopen, which holds the loader's lock, so no object joins or leaves
-    // the chain while we walk it. Each l_name is a NUL-terminated string owned by its entry.
-    // A link_map is not a handle dlsym can search (an object loaded as a dependency has no
-    // search list until something dlopens it: dlsym on it crashes), so each object is opened
-    // again by its own name with RTLD_NOLOAD, which loads nothing and gives a proper handle.
-    unsafe {
-        let mut lm = own_map;
-        while !(*lm).l_prev.is_null() {
-            lm = (*lm).l_prev;
-        }
-        while !lm.is_null() {
-            let name = (*lm).l_name;
-            if !name.is_null() && CStr::from_ptr(name).to_bytes().contains(&b'/') {
-                let handle = libc::dlopen(name, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-                if !handle.is_null() {
-                    let defines = markers.iter().enumerate().find_map(|(i, m)| {
-                        let p = dlsym(handle, m.as_ptr());
-                        (!p.is_null() && defined_in(p, lm)).then_some((i, p))
-                    });
-                    libc::dlclose(handle);
-                    if let Some((marker, p)) = defines {
-                        copies.push(ShimCopy {
-                            path: CStr::from_ptr(name).to_string_lossy().into_owned(),
-                            marker,
-                            own: lm == own_map,
-                            base: object_base(p).unwrap_or(0),
-                        });
-                    }
-                }
-            }
-            lm = (*lm).l_next;
-        }
-    }
-    copies
 }

@@ -1,9 +1,8 @@
-//! The shim's functions of its own: pause and resume recording, for programs that know about it
-//! (benchmarks, test harnesses), looked up with `dlsym(RTLD_DEFAULT, "cudaleak_set_recording")`
-//! so a program still runs without the shim; and the mark by which copies of the shim loaded
-//! into one process find each other (`process`).
+//! The shim's one function of its own, for programs that know about it (benchmarks, test
+//! harnesses): pause and resume recording. Looked up with `dlsym(RTLD_DEFAULT,
+//! "cudaleak_set_recording")`, so a program still runs without the shim.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::c_int;
 
 use crate::state;
 
@@ -13,14 +12,4 @@ use crate::state;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cudaleak_set_recording(on: c_int) -> c_int {
     c_int::from(state::set_paused(on == 0))
-}
-
-/// The mark of a copy of the shim, version 1 of the agreement between copies: of all the loaded
-/// objects that define this name (or, older than it, `cudaleak_set_recording`), the first in
-/// load order records and the others pass every call through (`process`). A later version that
-/// changes the agreement exports `cudaleak_shim_v2` as well, and keeps this one. Returns this
-/// copy's version, NUL-terminated.
-#[cfg_attr(not(test), unsafe(no_mangle))]
-pub extern "C" fn cudaleak_shim_v1() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
