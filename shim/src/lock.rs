@@ -133,15 +133,33 @@ fn futex_wake(word: &AtomicU32) {
 /// `T::default()` and the old value is leaked, never dropped (dropping it could free memory
 /// twice). Returns whether the lock was held.
 pub fn reclaim<T: Default>(m: &Mutex<T>) -> bool {
-    if m.try_lock().is_some() {
-        return false;
-    }
+    reset(m, false)
+}
+
+/// [`reclaim`], and what `m` guarded is replaced (and leaked) even where the lock was free: in
+/// such a child, memory the parent's threads allocated is never freed, since a free may wait for
+/// the lock of their malloc arena, which one of them may have held at the fork (glibc's `_Fork`
+/// resets none; seen as a child hanging in `free` at exit).
+pub fn abandon<T: Default>(m: &Mutex<T>) -> bool {
+    reset(m, true)
+}
+
+fn reset<T: Default>(m: &Mutex<T>, always: bool) -> bool {
+    let held = match m.try_lock() {
+        Some(mut guard) => {
+            if always {
+                std::mem::forget(std::mem::take(&mut *guard));
+            }
+            return false;
+        }
+        None => true,
+    };
     // SAFETY: its holder, a thread of the parent, does not exist in this process and will never
     // release it; the word is ours to reset (`unlock` stores UNLOCKED, and wakes no one: no
     // thread of this process waits on it).
     unsafe { m.force_unlock() };
     std::mem::forget(std::mem::take(&mut *m.lock()));
-    true
+    held
 }
 
 /// `T` alone on its cache lines (two: adjacent-line prefetch pairs them), so threads writing

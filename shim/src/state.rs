@@ -139,16 +139,19 @@ impl State {
     }
 
     /// In a child made without fork(), where no thread can be inside the state: makes every
-    /// lock usable again (see `lock::reclaim`). True if any was held at the fork, by a thread
-    /// of the parent: then what it guarded was dropped unread, and may be missing.
+    /// lock usable again (see `lock::reclaim`) and leaves the parent's table behind, unfreed
+    /// (`Table::abandon`). True if a lock was held at the fork, by a thread of the parent: then
+    /// what it guarded was dropped unread, and may be missing.
     pub fn reclaim_locks(&self) -> bool {
-        let dumping = crate::lock::reclaim(&self.dumping);
-        let table = self.table.reclaim_locks();
+        // Held by the parent's worker for a whole snapshot, often; it guards a flag that cannot
+        // be half-written, and the child's is reset anyway: no loss.
+        crate::lock::reclaim(&self.dumping);
+        let table = self.table.abandon();
         let stacks = self.stacks.reclaim_locks();
         let mixed = self.mixed.reclaim_locks();
         let python = self.python.reclaim_lock();
         let graphs = self.graphs.reclaim_lock();
-        dumping | table | stacks | mixed | python | graphs
+        table | stacks | mixed | python | graphs
     }
 
     /// In a forked child of `parent`: an empty table, a new start, the parent remembered.

@@ -571,14 +571,15 @@ impl Table {
         unsafe { self.events.force_unlock() };
     }
 
-    /// `lock::reclaim` for every lock (a child made without fork()); true if any was held.
-    pub fn reclaim_locks(&self) -> bool {
+    /// In a child made without fork(): every lock usable and everything empty, the parent's
+    /// records left behind unread and unfreed (`lock::abandon`). True if any lock was held.
+    pub fn abandon(&self) -> bool {
         let mut held = false;
         for shard in self.shards.iter() {
-            held |= crate::lock::reclaim(shard);
+            held |= crate::lock::abandon(shard);
         }
-        held |= crate::lock::reclaim(&self.mappings);
-        held | crate::lock::reclaim(&self.events)
+        held |= crate::lock::abandon(&self.mappings);
+        held | crate::lock::abandon(&self.events)
     }
 
     /// Empties everything: a forked child starts with nothing of its parent's.
@@ -682,15 +683,18 @@ mod tests {
     fn a_child_made_without_fork_gets_back_the_locks_a_gone_thread_held() {
         let t = Table::default();
         t.allocated(Space::Device, 0x1000, block(256, 1));
-        assert!(!t.reclaim_locks(), "nothing held: nothing reclaimed");
-        assert_eq!(t.snapshot().live.len(), 1);
-        // A thread of the parent was recording an event at the fork: only that list is lost.
+        assert!(!t.abandon(), "nothing held");
+        assert!(
+            t.snapshot().live.is_empty(),
+            "the parent's records are left behind"
+        );
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        // A thread of the parent was recording an event at the fork.
         std::mem::forget(t.events.lock());
-        assert!(t.reclaim_locks());
-        assert_eq!(t.snapshot().live.len(), 1);
-        // Every lock held for good: every lock usable again, what they guarded dropped unread.
+        assert!(t.abandon());
+        // Every lock held for good: every lock usable again.
         t.lock_all();
-        assert!(t.reclaim_locks());
+        assert!(t.abandon());
         assert!(t.snapshot().live.is_empty());
         t.allocated(Space::Device, 0x2000, block(512, 2));
         assert_eq!(t.snapshot().live.len(), 1);
