@@ -358,8 +358,9 @@ extern "C" fn after_fork_child() {
 /// they do. A lock that a thread of the parent held at the fork is still held here, by a thread
 /// this process does not have. No thread of the child can be inside the shim's state now (every
 /// way in passes `process::settle`, which lets none through until this is done), so each such
-/// lock word is reset; what it guarded may be half-updated, so it is dropped unread and the
-/// child records nothing (its dump says why).
+/// lock word is reset (`State::reclaim_locks`). The parent's table is left behind whole, unread
+/// and unfreed; where what the child keeps (the interned stacks) was being changed, it may be
+/// half-updated, so it is dropped unread and the child records nothing (its dump says why).
 pub fn adopt_raw_child() {
     if let Some(s) = state::get() {
         if s.reclaim_locks() {

@@ -140,18 +140,20 @@ impl State {
 
     /// In a child made without fork(), where no thread can be inside the state: makes every
     /// lock usable again (see `lock::reclaim`) and leaves the parent's table behind, unfreed
-    /// (`Table::abandon`). True if a lock was held at the fork, by a thread of the parent: then
-    /// what it guarded was dropped unread, and may be missing.
+    /// (`Table::abandon`). True if a lock of what the child keeps (interned stacks, Python code
+    /// objects, graphs) was held at the fork, by a thread of the parent: then what it guarded
+    /// was dropped unread, and ids the child's threads cached may name nothing.
     pub fn reclaim_locks(&self) -> bool {
-        // Held by the parent's worker for a whole snapshot, often; it guards a flag that cannot
-        // be half-written, and the child's is reset anyway: no loss.
+        // Neither is a loss when found held: the dump lock guards one flag, which the child
+        // resets (the parent's worker holds it for a whole snapshot), and the table is left
+        // behind whole.
         crate::lock::reclaim(&self.dumping);
-        let table = self.table.abandon();
+        self.table.abandon();
         let stacks = self.stacks.reclaim_locks();
         let mixed = self.mixed.reclaim_locks();
         let python = self.python.reclaim_lock();
         let graphs = self.graphs.reclaim_lock();
-        table | stacks | mixed | python | graphs
+        stacks | mixed | python | graphs
     }
 
     /// In a forked child of `parent`: an empty table, a new start, the parent remembered.
