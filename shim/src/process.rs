@@ -77,7 +77,8 @@ static UNWIPED: AtomicU32 = AtomicU32::new(LIVE);
 static MARK: AtomicPtr<AtomicU32> = AtomicPtr::new(&UNWIPED as *const AtomicU32 as *mut _);
 /// The pid of the process the state belongs to.
 static PID: AtomicU32 = AtomicU32::new(0);
-/// The configuration warnings and the copies have been reported (once per process).
+/// The configuration warnings and the copies have been reported: once per program, so a forked
+/// child whose parent said them already does not say them again.
 static ANNOUNCED: AtomicBool = AtomicBool::new(false);
 
 struct Copies {
@@ -282,7 +283,15 @@ pub fn settle() -> bool {
 fn adopt(mark: &AtomicU32) -> bool {
     match mark.compare_exchange(WIPED, ADOPTING, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
-            lifecycle::adopt_raw_child();
+            // Runs inside a hook: a panic must not unwind into the program, nor leave the
+            // other threads waiting for an adoption that never ends.
+            if std::panic::catch_unwind(lifecycle::adopt_raw_child).is_err() {
+                state::stop(
+                    "an internal error (panic) while a child made without fork() took over the \
+                     state",
+                );
+                mark.store(LIVE, Ordering::Release);
+            }
             true
         }
         Err(now) => now == LIVE,
@@ -326,13 +335,13 @@ pub fn owner() -> u32 {
 pub fn claim() {
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
-    ANNOUNCED.store(false, Ordering::Relaxed);
     mark().store(LIVE, Ordering::Release);
 }
 
-/// The process made a call the dump counts. The first one prints, once per process, what the
-/// shim has to say about its setup: problems with the CUDALEAK_* variables and other copies of
-/// the shim. A process that never uses CUDA (a shell the program runs) says nothing.
+/// The process made a call the dump counts. The first one prints, once per process (a forked
+/// child only if its parent had not), what the shim has to say about its setup: problems with
+/// the CUDALEAK_* variables and other copies of the shim. A process that never uses CUDA (a
+/// shell the program runs) says nothing.
 #[inline]
 pub fn touched(config: &Config) {
     if !ANNOUNCED.load(Ordering::Relaxed) && !ANNOUNCED.swap(true, Ordering::AcqRel) {

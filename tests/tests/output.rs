@@ -160,6 +160,14 @@ fn bad_configuration_is_reported_only_by_processes_that_use_cuda_once_each() {
         "{lines:?}"
     );
     assert_eq!(run.files().len(), 4, "every process still dumps");
+    // A forked child whose parent said it already does not say it again.
+    let run = Scenario::new("fork_child")
+        .env("CUDALEAK_DEPTH", "abc")
+        .run_shim();
+    run.assert_exit(0);
+    let warnings = run.stderr.matches("CUDALEAK_DEPTH=abc").count();
+    assert_eq!(warnings, 1, "{}", run.stderr);
+    assert_eq!(run.files().len(), 2);
     // Still said when the exit line is not.
     let run = Scenario::new("leak_exit")
         .env("CUDALEAK_DEPTH", "abc")
