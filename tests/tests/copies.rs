@@ -98,6 +98,22 @@ fn two_copies_in_ld_preload_write_one_dump_that_counts_each_block_once() {
 }
 
 #[test]
+fn a_copy_the_program_dlopens_later_stays_passive() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of_shim(dir.path());
+    let run = Scenario::new("dlopen_copy")
+        .env("SHIM_COPY", &copy)
+        .run_shim();
+    run.assert_exit(0).assert_stdout("loaded 2\n");
+    let dump = run.dump();
+    assert_eq!(dump.summary, summary(3, 0, 0, 0, 0, 3, 600, 600, 600));
+    // The recorder did not know of the copy when it started, and the copy says nothing.
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(lines[0].contains(" still live at exit -> "), "{lines:?}");
+}
+
+#[test]
 fn a_process_without_cuda_says_nothing_of_the_copies() {
     let dir = tempfile::tempdir().unwrap();
     let copy = copy_of_shim(dir.path());
