@@ -15,7 +15,10 @@
 //! answering this one. Identity is never a symbol's address (inside a shared library, the
 //! address of an exported function is the first definition in the process, so every copy would
 //! see the recorder's) nor a `dlsym` on another object (one loaded as a dependency has no search
-//! list yet; opening it to make one runs its constructors early).
+//! list yet; opening it to make one runs its constructors early). Not covered: a call that
+//! reaches a passive copy's wrapper without passing the recorder's (a program that looks the
+//! function up in that copy's own handle) is forwarded unrecorded, and a copy dlopened with
+//! RTLD_LOCAL before any other records while the program binds to a later global one.
 //!
 //! **A child made without fork().** `_Fork()`, `syscall(SYS_fork)` and a `clone` without
 //! CLONE_VM run no atfork handler, so the child would carry on with its parent's table as its
