@@ -88,6 +88,11 @@ impl Graphs {
         std::mem::forget(self.inner.lock());
     }
 
+    /// `lock::reclaim` for its lock (a child made without fork()); true if it was held.
+    pub fn reclaim_lock(&self) -> bool {
+        crate::lock::reclaim(&self.inner)
+    }
+
     /// # Safety
     /// Only after [`Graphs::lock`], on the thread that called it (or its forked copy).
     #[allow(unsafe_code)]

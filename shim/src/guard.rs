@@ -16,10 +16,14 @@ thread_local! {
 
 /// Held while a driver wrapper runs; calls that arrive while one is held (the driver calling
 /// its own exported functions, the unwinder, nested hooks) are forwarded without recording.
+/// A copy of the shim that another copy records for never gets one: its wrappers only forward.
 pub struct Guard(());
 
 impl Guard {
     pub fn enter() -> Option<Guard> {
+        if crate::process::passive() {
+            return None;
+        }
         DEPTH.with(|d| {
             if d.get() > 0 {
                 None

@@ -23,6 +23,7 @@ mod hash;
 mod hooks;
 mod lifecycle;
 mod lock;
+mod process;
 mod python;
 mod real;
 mod record;

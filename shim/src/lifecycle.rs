@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
-use crate::{critical, guard, real, stack, state, stdio};
+use crate::{critical, guard, process, real, stack, state, stdio};
 
 /// Signals that end a program by default and after which a dump is written.
 const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
@@ -70,14 +70,17 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 extern "C" fn constructor() {
     let _ = std::panic::catch_unwind(|| {
         stdio::init();
-        let config = Config::from_env();
-        for w in &config.warnings {
-            stdio::say(&format!("cudaleak: {w}\n"));
-        }
         if real::dlsym_fn().is_none() {
             stdio::say("cudaleak: cannot find the C library's dlsym; passing everything through, recording nothing\n");
             return;
         }
+        // Another copy of the shim records this process: this one stays out of the way. Its
+        // warnings, like the configuration's, wait for the first recorded call (`process`).
+        if !process::decide() {
+            return;
+        }
+        let config = Config::from_env();
+        process::init();
         stack::init_own_range();
         let disabled = config.disabled;
         state::init(config);
@@ -99,6 +102,7 @@ extern "C" fn constructor() {
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
+        process::settle_slow();
         if let Some(s) = state::get() {
             dump::write(s, Moment::Exit);
         }
@@ -155,9 +159,10 @@ extern "C" fn on_signal(sig: c_int) {
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Posts a request to the worker. False when there is no worker to hear it.
+/// Posts a request to the worker. False when there is no worker to hear it (also in a child
+/// made without fork(), not yet adopted: the worker is the parent's).
 fn wake(request: u32) -> bool {
-    if WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
+    if !process::current() || WORKER.load(Ordering::Acquire) != WORKER_RUNNING {
         return false;
     }
     REQUESTS.fetch_or(request, Ordering::AcqRel);
@@ -339,6 +344,7 @@ fn worker(s: &'static state::State) {
 // lock of the state is taken before the fork and released on both sides after it.
 
 extern "C" fn before_fork() {
+    process::settle_slow();
     if let Some(s) = state::get() {
         s.lock_all();
     }
@@ -360,7 +366,7 @@ extern "C" fn after_fork_child() {
     if let Some(s) = state::get() {
         // SAFETY: before_fork took every lock; the child is a copy of the forking thread.
         unsafe { s.unlock_all() };
-        s.reset_for_child();
+        s.reset_for_child(process::owner());
     }
     guard::forget_thread_id();
     // The worker thread did not survive the fork.
@@ -371,4 +377,27 @@ extern "C" fn after_fork_child() {
     HANDLING_FATAL.store(false, Ordering::Release);
     ARMED.store(false, Ordering::Release);
     EXITING.store(false, Ordering::Release);
+    process::claim();
+}
+
+/// A child made without fork() (`_Fork`, `syscall(SYS_fork)`, a raw `clone`), met at its first
+/// call into the shim or at exit (`process::settle`): no fork handler ran, so this does what
+/// they do. A lock that a thread of the parent held at the fork is still held here, by a thread
+/// this process does not have. No thread of the child can be inside the shim's state now (every
+/// way in passes `process::settle`, which lets none through until this is done), so each such
+/// lock word is reset (`State::reclaim_locks`). The parent's table is left behind whole, unread
+/// and unfreed; where what the child keeps (the interned stacks) was being changed, it may be
+/// half-updated, so it is dropped unread and the child records nothing (its dump says why).
+pub fn adopt_raw_child() {
+    if let Some(s) = state::get() {
+        if s.reclaim_locks() {
+            state::stop(
+                "forked without fork() (a raw clone or _Fork) while another thread was recording; \
+                 the child recorded nothing",
+            );
+        }
+        // As before_fork would have left them, for after_fork_child to release.
+        s.lock_all();
+    }
+    after_fork_child();
 }

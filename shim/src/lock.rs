@@ -138,6 +138,42 @@ fn futex_wake(word: &AtomicU32) {
     }
 }
 
+/// In a child process made without fork() (no fork handler took and released the locks), where
+/// no thread can be inside the shim: makes `m` usable again if a thread of the parent held it at
+/// the fork. That thread does not exist here, so the lock would stay held for good; what it
+/// guarded may be half-updated (a map in the middle of growing), so it is replaced by
+/// `T::default()` and the old value is leaked, never dropped (dropping it could free memory
+/// twice). Returns whether the lock was held.
+pub fn reclaim<T: Default>(m: &Mutex<T>) -> bool {
+    reset(m, false)
+}
+
+/// [`reclaim`], and what `m` guarded is replaced (and leaked) even where the lock was free: in
+/// such a child, memory the parent's threads allocated is never freed, since a free may wait for
+/// the lock of their malloc arena, which one of them may have held at the fork (glibc's `_Fork`
+/// resets none; seen as a child hanging in `free` at exit).
+pub fn abandon<T: Default>(m: &Mutex<T>) -> bool {
+    reset(m, true)
+}
+
+fn reset<T: Default>(m: &Mutex<T>, always: bool) -> bool {
+    let held = match m.try_lock() {
+        Some(mut guard) => {
+            if always {
+                std::mem::forget(std::mem::take(&mut *guard));
+            }
+            return false;
+        }
+        None => true,
+    };
+    // SAFETY: its holder, a thread of the parent, does not exist in this process and will never
+    // release it; the word is ours to reset (`unlock` stores UNLOCKED, and wakes no one: no
+    // thread of this process waits on it).
+    unsafe { m.force_unlock() };
+    std::mem::forget(std::mem::take(&mut *m.lock()));
+    held
+}
+
 /// `T` alone on its cache lines (two: adjacent-line prefetch pairs them), so threads writing
 /// it do not slow down threads reading whatever would otherwise sit beside it.
 #[derive(Default)]
@@ -168,6 +204,16 @@ mod tests {
             }
         });
         assert_eq!(*m.lock(), 160_000);
+    }
+
+    #[test]
+    fn reclaiming_a_lock_held_for_good_leaves_it_free_and_empty() {
+        let m: Mutex<Vec<u32>> = Mutex::new(vec![1, 2]);
+        assert!(!reclaim(&m), "a free lock is left as it is");
+        assert_eq!(*m.lock(), [1, 2]);
+        std::mem::forget(m.lock());
+        assert!(reclaim(&m));
+        assert!(m.lock().is_empty());
     }
 
     #[test]

@@ -83,17 +83,25 @@ pub fn driver_handle() -> *mut c_void {
 }
 
 /// A driver function by its exported (versioned) ELF name: the global scope first (programs
-/// linked with -lcuda), then the driver's own handle (runtimes that dlopen it locally).
+/// linked with -lcuda), then the driver's own handle (runtimes that dlopen it locally). Where
+/// the next definition is a passive copy's wrapper (another copy of the shim loaded after this
+/// one), the driver's own function is preferred: the program's own lookups (dlsym,
+/// cuGetProcAddress) find that one, and the wrappers handed out in its place must forward to it.
 pub fn driver(name: &CStr) -> *mut c_void {
     let p = next(name);
-    if !p.is_null() {
+    if !p.is_null() && !crate::process::in_other_copy(p) {
         return p;
     }
     let h = driver_handle();
     if h.is_null() {
-        return ptr::null_mut();
+        return p; // null, or the copy's wrapper: it passes calls through
     }
-    lookup(h, name)
+    let found = lookup(h, name);
+    if found.is_null() {
+        p
+    } else {
+        found
+    }
 }
 
 /// A CUDA runtime function: the global scope first, then an already-loaded libcudart by its

@@ -9,7 +9,7 @@ use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::table::{Block, EventRecord, FreeOutcome, Mapping};
-use crate::{guard, lifecycle};
+use crate::{guard, lifecycle, process};
 
 /// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
 /// recorded, `driver` the hook that records it: when they differ the call came through a
@@ -28,6 +28,14 @@ fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
     stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
         python::capture(&s.python, buf)
     })
+}
+
+/// A block was recorded: the first one arms the shim (`lifecycle`) and has it say what it has to
+/// say about its setup (`process`).
+#[inline]
+fn touched(s: &'static State) {
+    process::touched(&s.config);
+    lifecycle::allocation_recorded(s);
 }
 
 /// A live block made now, on this thread.
@@ -52,7 +60,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
         let stack = capture_stack(s, api, driver);
         s.table
             .allocated(op.space(), addr, new_block(s, api, size, stack, device));
-        lifecycle::allocation_recorded(s);
+        touched(s);
     });
 }
 
@@ -68,6 +76,7 @@ pub fn allocation_failed(driver: Api, size: u64, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         s.table.failed_allocation();
+        process::touched(&s.config);
         let stack = capture_stack(s, api, driver);
         s.table.event(EventRecord {
             kind: EventType::FailedAllocation,
@@ -103,6 +112,7 @@ pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
 
 /// Makes the event a settled free calls for, if any.
 fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, error: i32) {
+    process::touched(&s.config);
     let (kind, alloc_stack) = match outcome {
         FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
             s.next_seq();
@@ -135,7 +145,7 @@ pub fn mapped(driver: Api, addr: u64, size: u64, handle: u64) {
         let device = s.table.device_of(Space::Physical, handle).map(i32::from);
         s.table
             .mapped(addr, handle, new_block(s, api, size, stack, device));
-        lifecycle::allocation_recorded(s);
+        touched(s);
     });
 }
 
@@ -210,7 +220,7 @@ pub fn graph_launched(driver: Api, exec: u64, device: Option<i32>) {
             s.next_seq();
         }
         if !memory.allocs.is_empty() {
-            lifecycle::allocation_recorded(s);
+            touched(s);
         }
     });
 }

@@ -574,6 +574,15 @@ impl Interner {
         }
     }
 
+    /// `lock::reclaim` for every lock (a child made without fork()); true if any was held.
+    pub fn reclaim_locks(&self) -> bool {
+        let mut held = false;
+        for shard in &self.shards {
+            held |= crate::lock::reclaim(shard);
+        }
+        held
+    }
+
     /// The addresses of an interned stack.
     pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
         let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();

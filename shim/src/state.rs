@@ -64,10 +64,11 @@ pub fn init(config: Config) -> &'static State {
     state
 }
 
-/// The state, while the shim is recording.
+/// The state, while the shim is recording (in a child made without fork(), once the child has
+/// adopted it: `process::settle`).
 #[inline]
 pub fn recording() -> Option<&'static State> {
-    if RECORDING.load(Ordering::Acquire) == ON {
+    if RECORDING.load(Ordering::Acquire) == ON && crate::process::settle() {
         STATE.get()
     } else {
         None
@@ -137,15 +138,32 @@ impl State {
         }
     }
 
-    /// In a forked child: an empty table, a new start, the parent remembered.
-    pub fn reset_for_child(&self) {
+    /// In a child made without fork(), where no thread can be inside the state: makes every
+    /// lock usable again (see `lock::reclaim`) and leaves the parent's table behind, unfreed
+    /// (`Table::abandon`). True if a lock of what the child keeps (interned stacks, Python code
+    /// objects, graphs) was held at the fork, by a thread of the parent: then what it guarded
+    /// was dropped unread, and ids the child's threads cached may name nothing.
+    pub fn reclaim_locks(&self) -> bool {
+        // Neither is a loss when found held: the dump lock guards one flag, which the child
+        // resets (the parent's worker holds it for a whole snapshot), and the table is left
+        // behind whole.
+        crate::lock::reclaim(&self.dumping);
+        self.table.abandon();
+        let stacks = self.stacks.reclaim_locks();
+        let mixed = self.mixed.reclaim_locks();
+        let python = self.python.reclaim_lock();
+        let graphs = self.graphs.reclaim_lock();
+        stacks | mixed | python | graphs
+    }
+
+    /// In a forked child of `parent`: an empty table, a new start, the parent remembered.
+    pub fn reset_for_child(&self, parent: u32) {
         *self.dumping.lock() = false;
         self.table.clear();
         self.snapshots.store(0, Ordering::Relaxed);
         self.start_unix_ms
             .store(crate::clock::unix_ms(), Ordering::Relaxed);
-        self.forked_from
-            .store(std::os::unix::process::parent_id(), Ordering::Relaxed);
+        self.forked_from.store(parent, Ordering::Relaxed);
     }
 
     /// One sequence for allocations, frees and events, so their order can be told apart (kept

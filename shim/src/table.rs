@@ -571,6 +571,17 @@ impl Table {
         unsafe { self.events.force_unlock() };
     }
 
+    /// In a child made without fork(): every lock usable and everything empty, the parent's
+    /// records left behind unread and unfreed (`lock::abandon`). True if any lock was held.
+    pub fn abandon(&self) -> bool {
+        let mut held = false;
+        for shard in self.shards.iter() {
+            held |= crate::lock::abandon(shard);
+        }
+        held |= crate::lock::abandon(&self.mappings);
+        held | crate::lock::abandon(&self.events)
+    }
+
     /// Empties everything: a forked child starts with nothing of its parent's.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
@@ -666,6 +677,27 @@ mod tests {
     fn free(t: &Table, addr: u64, ok: bool) -> FreeOutcome {
         let taken = t.take(Space::Device, addr);
         t.free_finished(Space::Device, addr, taken, ok)
+    }
+
+    #[test]
+    fn a_child_made_without_fork_gets_back_the_locks_a_gone_thread_held() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        assert!(!t.abandon(), "nothing held");
+        assert!(
+            t.snapshot().live.is_empty(),
+            "the parent's records are left behind"
+        );
+        t.allocated(Space::Device, 0x1000, block(256, 1));
+        // A thread of the parent was recording an event at the fork.
+        std::mem::forget(t.events.lock());
+        assert!(t.abandon());
+        // Every lock held for good: every lock usable again.
+        t.lock_all();
+        assert!(t.abandon());
+        assert!(t.snapshot().live.is_empty());
+        t.allocated(Space::Device, 0x2000, block(512, 2));
+        assert_eq!(t.snapshot().live.len(), 1);
     }
 
     #[test]

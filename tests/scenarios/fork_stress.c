@@ -1,12 +1,17 @@
-/* fork_stress FORKS: 8 threads allocate and free through the driver without pause while the
- * main thread forks FORKS times, so forks land while other threads are inside the shim, holding
- * or waiting for its locks. Each child allocates two blocks, frees one and exits (its exit dump
- * must hold the other). The parent waits at most 20 s for each child: one that has not ended by
+/* fork_stress FORKS [raw]: 8 threads allocate and free through the driver without pause while
+ * the main thread forks FORKS times, so forks land while other threads are inside the shim,
+ * holding or waiting for its locks. Each child allocates two blocks, frees one and exits (its
+ * exit dump must hold the other). With `raw`, the children are made by _Fork(), which runs no
+ * atfork handler, and exit without a CUDA call (the null driver's own lock may be held for good
+ * in them): their exit dumps must hold nothing of their parent's. The parent waits at most 20 s for each child: one that has not ended by
  * then is killed and the program exits with 95 (a deadlock in the child). At the end the threads
  * stop, one block stays live in the parent, and it prints "forks N children_ok N".
  * build: -lcuda -lpthread */
+#define _GNU_SOURCE
 #include "nullcuda.h"
 #include "scenario.h"
+
+#include <string.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -65,6 +70,7 @@ static int wait_child(pid_t pid) {
 
 int main(int argc, char **argv) {
     int forks = argc > 1 ? atoi(argv[1]) : 50;
+    int raw = argc > 2 && strcmp(argv[2], "raw") == 0;
     pthread_t threads[THREADS];
     CHECK(cuInit(0));
     for (size_t i = 0; i < THREADS; i++)
@@ -73,11 +79,12 @@ int main(int argc, char **argv) {
     int ok = 0;
     for (int i = 0; i < forks; i++) {
         fflush(stdout);
-        pid_t pid = fork();
+        pid_t pid = raw ? _Fork() : fork();
         if (pid < 0)
             return 96;
         if (pid == 0) {
-            child_work();
+            if (!raw)
+                child_work();
             exit(0);
         }
         int rc = wait_child(pid);

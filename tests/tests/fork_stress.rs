@@ -40,6 +40,82 @@ fn forks_while_threads_unwind_give_children_that_finish_with_their_own_records()
     forks_under_contention("precise");
 }
 
+/// Children made by _Fork(): no fork handler takes the shim's locks first, so some are held for
+/// good by threads the child does not have. Each child must still finish and dump nothing of its
+/// parent's; one whose fork found a lock held says it recorded nothing.
+#[test]
+fn raw_forks_under_contention_give_children_that_finish_with_nothing_of_their_parent() {
+    let mut sp = Scenario::new("fork_stress")
+        .arg(&FORKS.to_string())
+        .arg("raw")
+        .env("CUDALEAK_SNAPSHOT_INTERVAL", "0.05")
+        .spawn_shim();
+    let (status, stdout, stderr) = finish(&mut sp);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status} (95: a child deadlocked)\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(stdout, format!("forks {FORKS} children_ok {FORKS}\n"));
+    let finals: Vec<_> = files_in(sp.dir.path())
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains(".snapshot-"))
+        .collect();
+    assert_eq!(
+        finals.len() as u64,
+        FORKS + 1,
+        "{finals:?}\nstderr:\n{stderr}"
+    );
+    let mut stopped = 0;
+    for path in &finals {
+        let dump = read_dump(path);
+        if dump.process.pid == sp.pid {
+            continue;
+        }
+        assert_eq!(dump.process.forked_from, Some(sp.pid), "{}", path.display());
+        assert!(
+            dump.summary.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            dump.summary
+        );
+        assert!(
+            dump.live.is_empty() && dump.events.is_empty(),
+            "{}",
+            path.display()
+        );
+        if let Some(why) = &dump.process.recording_stopped {
+            assert!(why.starts_with("forked without fork()"), "{why}");
+            stopped += 1;
+        }
+    }
+    eprintln!("{stopped} of {FORKS} children found a lock of the shim held at the fork");
+}
+
+/// Waits for the program (killing it after [`DEADLINE`]) and reads its output.
+fn finish(sp: &mut cudaleak_tests::Spawned) -> (ExitStatus, String, String) {
+    let mut child = sp.child.take().expect("a child");
+    drop(child.stdin.take());
+    let status = wait_or_kill(&mut child);
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = status.unwrap_or_else(|| {
+        panic!("fork_stress did not finish within {DEADLINE:?}: deadlock?\nstderr:\n{stderr}")
+    });
+    (status, stdout, stderr)
+}
+
 fn forks_under_contention(unwind: &str) {
     let mut sp = Scenario::new("fork_stress")
         .arg(&FORKS.to_string())

@@ -134,6 +134,55 @@ fn a_process_that_used_no_cuda_memory_prints_nothing_but_still_dumps() {
 }
 
 #[test]
+fn bad_configuration_is_reported_only_by_processes_that_use_cuda_once_each() {
+    // A shell pipeline inherits LD_PRELOAD and the variables: three processes, no CUDA, and not
+    // a word on stderr.
+    let run = Scenario::program(Path::new("/bin/sh"))
+        .arg("-c")
+        .arg("echo hi | cat | wc -c")
+        .env("CUDALEAK_DEPTH", "abc")
+        .run_shim();
+    run.assert_exit(0).assert_stdout("3\n");
+    assert_eq!(run.stderr, "");
+    // The CUDA program says it once (at its first allocation), its three non-CUDA children never.
+    let run = Scenario::new("quiet_children")
+        .env("CUDALEAK_DEPTH", "abc")
+        .run_shim();
+    run.assert_exit(0).assert_stdout("done\n");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stderr);
+    assert_eq!(
+        lines[0],
+        "cudaleak: CUDALEAK_DEPTH=abc is not a number from 1 to 256; using 32"
+    );
+    assert!(
+        lines[1].starts_with("cudaleak: 0 allocations (0 B) still live at exit -> "),
+        "{lines:?}"
+    );
+    assert_eq!(run.files().len(), 4, "every process still dumps");
+    // A forked child whose parent said it already does not say it again.
+    let run = Scenario::new("fork_child")
+        .env("CUDALEAK_DEPTH", "abc")
+        .run_shim();
+    run.assert_exit(0);
+    let warnings = run.stderr.matches("CUDALEAK_DEPTH=abc").count();
+    assert_eq!(warnings, 1, "{}", run.stderr);
+    assert_eq!(run.files().len(), 2);
+    // Still said when the exit line is not.
+    let run = Scenario::new("leak_exit")
+        .env("CUDALEAK_DEPTH", "abc")
+        .env("CUDALEAK_QUIET", "1")
+        .run_shim();
+    run.assert_exit(0);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "cudaleak: CUDALEAK_DEPTH=abc is not a number from 1 to 256; using 32\n{PROGRAM_STDERR}\n"
+        )
+    );
+}
+
+#[test]
 fn a_process_whose_only_call_failed_still_prints_its_line() {
     let run = Scenario::new("failed_alloc")
         .arg("fail-only")

@@ -9,7 +9,7 @@
 use std::ffi::{c_char, c_void, CStr};
 
 use super::driver;
-use crate::real;
+use crate::{process, real};
 
 /// x86-64: read the caller's return address before any prologue, so RTLD_NEXT lookups can be
 /// made on the caller's behalf, then continue in Rust.
@@ -46,7 +46,8 @@ pub unsafe extern "C" fn dlsym_from(
         // SAFETY: arguments are the caller's, passed through.
         unsafe { real_dlsym(handle, symbol) }
     };
-    if p.is_null() || symbol.is_null() {
+    // A passive copy (another one records) hands out what the loader found, never its wrappers.
+    if p.is_null() || symbol.is_null() || process::passive() {
         return p;
     }
     // SAFETY: dlsym found a definition, so symbol is a valid C string.

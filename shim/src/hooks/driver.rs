@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 use super::{keeping_errno, CuResult, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::api::Api;
 use crate::guard::Guard;
-use crate::{real, record};
+use crate::{process, real, record};
 
 type DevPtr = u64;
 type Stream = *mut c_void;
@@ -229,7 +229,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     };
     // SAFETY: arguments are the caller's, passed through unchanged.
     let rc = unsafe { real(symbol, pfn, cuda_version, flags) };
-    if rc == CUDA_SUCCESS {
+    if rc == CUDA_SUCCESS && !process::passive() {
         // SAFETY: the real call succeeded with these arguments.
         keeping_errno(|| unsafe { swap_proc(symbol, pfn, cuda_version, flags) });
     }
@@ -252,7 +252,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     };
     // SAFETY: arguments are the caller's, passed through unchanged.
     let rc = unsafe { real(symbol, pfn, cuda_version, flags, status) };
-    if rc == CUDA_SUCCESS {
+    if rc == CUDA_SUCCESS && !process::passive() {
         // SAFETY: the real call succeeded with these arguments.
         keeping_errno(|| unsafe { swap_proc(symbol, pfn, cuda_version, flags) });
     }

@@ -539,6 +539,11 @@ impl Registry {
         std::mem::forget(self.inner.lock());
     }
 
+    /// `lock::reclaim` for its lock (a child made without fork()); true if it was held.
+    pub fn reclaim_lock(&self) -> bool {
+        crate::lock::reclaim(&self.inner)
+    }
+
     /// Releases what [`Registry::lock`] took.
     ///
     /// # Safety
