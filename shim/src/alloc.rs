@@ -31,10 +31,34 @@ const SPAN_MIN: usize = 1 << 20;
 const SPAN_MAX: usize = 32 << 20;
 const PAGE: usize = 4096;
 
+/// Spans remembered per heap: enough for a heap of many GiB of small blocks (spans grow to
+/// [`SPAN_MAX`]); only a heap that had to be replaced in a child made without fork() needs them.
+const MAX_SPANS: usize = 512;
+
 /// Maps a new span when talc runs out: at least the request, at least [`SPAN_MIN`], and as much
 /// again as the heap already has (up to [`SPAN_MAX`]), so a growing heap maps few spans.
 pub struct MapOnOom {
     mapped: usize,
+    spans: [(usize, usize); MAX_SPANS],
+    count: usize,
+}
+
+impl MapOnOom {
+    const fn new() -> MapOnOom {
+        MapOnOom {
+            mapped: 0,
+            spans: [(0, 0); MAX_SPANS],
+            count: 0,
+        }
+    }
+
+    /// Whether `p` lies in a span of this heap.
+    fn contains(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        self.spans[..self.count]
+            .iter()
+            .any(|&(base, size)| p >= base && p < base + size)
+    }
 }
 
 impl OomHandler for MapOnOom {
@@ -44,20 +68,46 @@ impl OomHandler for MapOnOom {
         let grow = talc.oom_handler.mapped.clamp(SPAN_MIN, SPAN_MAX);
         let size = round_up(want.max(grow), PAGE);
         let base = map(size).ok_or(())?;
-        talc.oom_handler.mapped += size;
+        let h = &mut talc.oom_handler;
+        h.mapped += size;
+        if h.count < MAX_SPANS {
+            h.spans[h.count] = (base.as_ptr() as usize, size);
+            h.count += 1;
+        }
         // SAFETY: the span is a fresh private mapping of `size` bytes that nothing else uses.
         unsafe { talc.claim(Span::from_base_size(base.as_ptr(), size)) }.map(|_| ())
     }
 }
 
+struct Small {
+    talc: Talc<MapOnOom>,
+    /// This heap replaced one a child made without fork() could not use ([`Heap::reset_in_raw_child`]):
+    /// a block of the old one is never freed into this one.
+    replaced: bool,
+}
+
+impl Small {
+    const fn new(replaced: bool) -> Small {
+        Small {
+            talc: Talc::new(MapOnOom::new()),
+            replaced,
+        }
+    }
+
+    /// Whether `p` came from a heap this one replaced: then it is left alone (leaked).
+    fn foreign(&self, p: *mut u8) -> bool {
+        self.replaced && !self.talc.oom_handler.contains(p)
+    }
+}
+
 pub struct Heap {
-    small: Mutex<Talc<MapOnOom>>,
+    small: Mutex<Small>,
 }
 
 impl Heap {
     pub const fn new() -> Heap {
         Heap {
-            small: Mutex::new(Talc::new(MapOnOom { mapped: 0 })),
+            small: Mutex::new(Small::new(false)),
         }
     }
 
@@ -73,6 +123,22 @@ impl Heap {
     pub unsafe fn unlock(&self) {
         // SAFETY: per the contract, the lock is held by a forgotten guard.
         unsafe { self.small.force_unlock() };
+    }
+
+    /// In a child made without fork(), where no fork handler took the lock first: if a thread of
+    /// the parent held it at that instant, it stays held for good and what it guards may be
+    /// half-updated. The child then gets a new, empty heap; the old one's spans are left as they
+    /// are (its blocks are never freed, only leaked). Returns whether that happened.
+    pub fn reset_in_raw_child(&self) -> bool {
+        if self.small.try_lock().is_some() {
+            return false;
+        }
+        // The release below counts as leaving a critical section: one this thread never entered.
+        crate::critical::enter();
+        // SAFETY: its holder does not exist in this process; the word is ours to reset.
+        unsafe { self.small.force_unlock() };
+        std::mem::forget(std::mem::replace(&mut *self.small.lock(), Small::new(true)));
+        true
     }
 }
 
@@ -118,7 +184,7 @@ unsafe impl GlobalAlloc for Heap {
             return map(round_up(layout.size(), PAGE)).map_or(ptr::null_mut(), NonNull::as_ptr);
         }
         // SAFETY: per GlobalAlloc's contract (layout.size() is not 0).
-        unsafe { self.small.lock().malloc(layout) }.map_or(ptr::null_mut(), NonNull::as_ptr)
+        unsafe { self.small.lock().talc.malloc(layout) }.map_or(ptr::null_mut(), NonNull::as_ptr)
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -143,8 +209,12 @@ unsafe impl GlobalAlloc for Heap {
             unsafe { libc::munmap(p.cast(), round_up(layout.size(), PAGE)) };
             return;
         }
+        let mut small = self.small.lock();
+        if small.foreign(p) {
+            return;
+        }
         // SAFETY: per GlobalAlloc's contract, p is a live small block of this layout.
-        unsafe { self.small.lock().free(NonNull::new_unchecked(p), layout) }
+        unsafe { small.talc.free(NonNull::new_unchecked(p), layout) }
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -168,23 +238,24 @@ unsafe impl GlobalAlloc for Heap {
                 }
             }
             // SAFETY: per GlobalAlloc's contract, p is a live small block of `layout`.
-            (false, false) => unsafe {
+            (false, false) if !self.small.lock().foreign(p) => unsafe {
                 let p = NonNull::new_unchecked(p);
+                let mut small = self.small.lock();
                 match new_size.cmp(&layout.size()) {
-                    std::cmp::Ordering::Greater => self
-                        .small
-                        .lock()
+                    std::cmp::Ordering::Greater => small
+                        .talc
                         .grow(p, layout, new_size)
                         .map_or(ptr::null_mut(), NonNull::as_ptr),
                     std::cmp::Ordering::Less => {
-                        self.small.lock().shrink(p, layout, new_size);
+                        small.talc.shrink(p, layout, new_size);
                         p.as_ptr()
                     }
                     std::cmp::Ordering::Equal => p.as_ptr(),
                 }
             },
             _ => {
-                // Across the line between the two kinds: a new block, the bytes, the old freed.
+                // Across the line between the two kinds, or out of a replaced heap: a new block,
+                // the bytes, the old one freed (or, from a replaced heap, left).
                 // SAFETY: new_layout is valid; both blocks are live for the copy.
                 unsafe {
                     let q = self.alloc(new_layout);
@@ -224,6 +295,15 @@ pub unsafe fn unlock_after_fork() {
     };
 }
 
+/// In a child made without fork(): see [`Heap::reset_in_raw_child`]. Returns whether the heap
+/// had to be replaced.
+pub fn reset_in_raw_child() -> bool {
+    #[cfg(not(test))]
+    return HEAP.reset_in_raw_child();
+    #[cfg(test)]
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +330,35 @@ mod tests {
                 *p.add(new_size - 1) = 0xaa;
             }
             heap.dealloc(p, layout);
+        }
+    }
+
+    #[test]
+    fn a_heap_replaced_after_a_raw_fork_leaves_old_blocks_alone_and_serves_new_ones() {
+        let heap = Heap::new();
+        let small = Layout::from_size_align(100, 8).unwrap();
+        // SAFETY: blocks are used within their layouts; the old one is handed back after the
+        // reset, which must leave it alone rather than free it into the new heap.
+        unsafe {
+            let old = heap.alloc(small);
+            *old = 7;
+            assert!(
+                !heap.reset_in_raw_child(),
+                "a free lock: nothing to replace"
+            );
+            // A lock held by a thread that is gone (as a parent's thread in a raw child).
+            std::mem::forget(heap.small.lock());
+            assert!(heap.reset_in_raw_child());
+            heap.dealloc(old, small);
+            assert_eq!(*old, 7, "the old heap's block was not reused");
+            let grown = heap.alloc(small);
+            *grown = 9;
+            let grown = heap.realloc(grown, small, 4000);
+            assert_eq!(*grown, 9);
+            let moved = heap.realloc(old, small, 200);
+            assert_eq!(*moved, 7, "a realloc out of the old heap copies");
+            heap.dealloc(moved, Layout::from_size_align(200, 8).unwrap());
+            heap.dealloc(grown, Layout::from_size_align(4000, 8).unwrap());
         }
     }
 

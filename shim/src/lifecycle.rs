@@ -389,6 +389,8 @@ extern "C" fn after_fork_child() {
 /// and unfreed; where what the child keeps (the interned stacks) was being changed, it may be
 /// half-updated, so it is dropped unread and the child records nothing (its dump says why).
 pub fn adopt_raw_child() {
+    // First the heap, which everything after this allocates from.
+    crate::alloc::reset_in_raw_child();
     if let Some(s) = state::get() {
         if s.reclaim_locks() {
             state::stop(
@@ -399,5 +401,6 @@ pub fn adopt_raw_child() {
         // As before_fork would have left them, for after_fork_child to release.
         s.lock_all();
     }
+    crate::alloc::lock_for_fork();
     after_fork_child();
 }

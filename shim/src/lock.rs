@@ -166,6 +166,9 @@ fn reset<T: Default>(m: &Mutex<T>, always: bool) -> bool {
         }
         None => true,
     };
+    // The release counts as this thread leaving a critical section (`critical::leave`): one it
+    // never entered, so the entry is counted first.
+    crate::critical::enter();
     // SAFETY: its holder, a thread of the parent, does not exist in this process and will never
     // release it; the word is ours to reset (`unlock` stores UNLOCKED, and wakes no one: no
     // thread of this process waits on it).
