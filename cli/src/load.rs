@@ -351,17 +351,23 @@ fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
 
 /// `read` with another limit (tests use a small one).
 pub fn read_limited(path: &Path, limit: u64) -> Result<schema::Dump, LoadError> {
+    let mut dump = read_as_written(path, limit)?;
+    crate::symbols::name(&mut dump);
+    Ok(dump)
+}
+
+/// Reads and validates one dump as it was written: an unnamed dump stays unnamed
+/// (`cudaleak symbolize`).
+pub fn read_as_written(path: &Path, limit: u64) -> Result<schema::Dump, LoadError> {
     let mut input = open_limited(path, limit)?;
     let parsed = format::from_reader(&mut input, || open_limited(path, limit).ok());
     if input.get_ref().n > limit {
         return Err(err(path, LoadErrorKind::TooLarge(None)));
     }
-    let mut dump = parsed.map_err(|e| match e {
+    parsed.map_err(|e| match e {
         format::ReadError::Io(e) => err(path, LoadErrorKind::Io(e)),
         e => err(path, LoadErrorKind::Read(e)),
-    })?;
-    crate::symbols::name(&mut dump);
-    Ok(dump)
+    })
 }
 
 #[cfg(test)]
