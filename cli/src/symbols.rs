@@ -24,14 +24,14 @@ pub const EVAL_FRAME_FUNCTION: &str = "_PyEval_EvalFrameDefault";
 /// analysis reads it).
 pub trait NameText: Clone + AsRef<str> {
     fn from_name(n: &Name) -> Self;
-    fn from_str(s: &str) -> Self;
+    fn from_text(s: &str) -> Self;
 }
 
 impl NameText for String {
     fn from_name(n: &Name) -> Self {
         n.as_str().to_string()
     }
-    fn from_str(s: &str) -> Self {
+    fn from_text(s: &str) -> Self {
         s.to_string()
     }
 }
@@ -40,7 +40,7 @@ impl NameText for Name {
     fn from_name(n: &Name) -> Self {
         n.clone()
     }
-    fn from_str(s: &str) -> Self {
+    fn from_text(s: &str) -> Self {
         Name::from(s)
     }
 }
@@ -364,22 +364,29 @@ pub fn splice<S: AsRef<str>>(native: Vec<Frame<S>>, runs: Vec<Vec<Frame<S>>>) ->
 /// Names each driver record (`cuMemAlloc_v2`) by the runtime function in its stack
 /// (`cudaMalloc` of a statically linked runtime), once per API and stack.
 fn label_driver_records<S: NameText>(dump: &mut Dump<S>) {
-    let mut memo: HashMap<(String, usize), Option<&'static str>> = HashMap::new();
+    // By stack, the APIs asked about and their answers (a million records come from a few
+    // thousand stacks, each with one or two APIs): no allocation for a record asked before.
+    let mut memo: HashMap<usize, Vec<(String, Option<S>)>> = HashMap::new();
     let stacks = &dump.stacks;
     let mut label = |api: &S, stack: usize| -> Option<S> {
         let api = api.as_ref();
         if api.starts_with("cuda") {
             return None;
         }
-        let found = *memo.entry((api.to_string(), stack)).or_insert_with(|| {
-            let functions = stacks.get(stack).into_iter().flat_map(|s| {
-                s.frames
-                    .iter()
-                    .map(|f| f.function.as_ref().map(AsRef::as_ref))
-            });
-            format::api::called_as(api, functions)
-        });
-        found.map(S::from_str)
+        let asked = memo.entry(stack).or_default();
+        match asked.iter().find(|(a, _)| a == api) {
+            Some((_, found)) => found.clone(),
+            None => {
+                let functions = stacks.get(stack).into_iter().flat_map(|s| {
+                    s.frames
+                        .iter()
+                        .map(|f| f.function.as_ref().map(AsRef::as_ref))
+                });
+                let found = format::api::called_as(api, functions).map(S::from_text);
+                asked.push((api.to_string(), found.clone()));
+                found
+            }
+        }
     };
     for r in &mut dump.live {
         if let Some(n) = label(&r.api, r.stack) {
