@@ -219,8 +219,9 @@ fn run_sample(setup: &Setup, name: &str) -> (tempfile::TempDir, PathBuf) {
         .arg(&dump)
         .output()
         .expect("run cudaleak symbolize");
+    // A dump with no stack (a clean program) is named already, and says so.
     assert!(
-        named.status.success() && named.stderr.is_empty(),
+        named.status.success() && !text(&named.stderr).contains("stay unnamed"),
         "{name}: cudaleak symbolize {}: {}",
         dump.display(),
         describe(&named)
