@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use cudaleak_format::{self as format, Dump, Frame, Name};
 
+use crate::load::LoadErrorKind;
+
 /// The interpreter's frame-evaluation function: where Python frames stand in a native stack.
 pub const EVAL_FRAME_FUNCTION: &str = "_PyEval_EvalFrameDefault";
 
@@ -175,14 +177,21 @@ impl Symbolizer {
 
 /// Opens `path` for naming, if it is the file the process mapped.
 fn load(path: &Path, build_id: Option<&str>) -> ModuleState {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return ModuleState::Unusable(
-                "not found on this machine: run `cudaleak symbolize` where the program ran".into(),
-            )
+    // A dump is input like any other: a module path naming a FIFO or a device must not make
+    // the report wait or read without end, so it is opened as the dumps are.
+    let file = match crate::load::open_regular(path) {
+        Ok((f, _)) => f,
+        Err(e) => {
+            return ModuleState::Unusable(match e.kind {
+                LoadErrorKind::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    "not found on this machine: run `cudaleak symbolize` where the program ran"
+                        .into()
+                }
+                LoadErrorKind::NotAFile(what) => format!("is {what}, not a regular file"),
+                LoadErrorKind::Io(e) => format!("cannot be read: {e}"),
+                _ => "cannot be read".into(),
+            })
         }
-        Err(e) => return ModuleState::Unusable(format!("cannot be read: {e}")),
     };
     let facts = elf_facts(file);
     if let Some(want) = build_id {
@@ -253,9 +262,9 @@ fn debug_file(path: &Path, facts: &Facts) -> Option<PathBuf> {
     }
     candidates.into_iter().find(|c| {
         c.as_path() != path
-            && std::fs::File::open(c)
+            && crate::load::open_regular(c)
                 .ok()
-                .and_then(elf_facts)
+                .and_then(|(f, _)| elf_facts(f))
                 .is_some_and(|f| f.has_debug_info && f.build_id == facts.build_id)
     })
 }
@@ -589,6 +598,28 @@ mod tests {
             notes,
             ["/nonexistent/app: not found on this machine: run `cudaleak symbolize` where the program ran; its frames stay unnamed"]
         );
+    }
+
+    #[test]
+    fn a_module_path_naming_a_fifo_or_a_device_is_refused_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        for (path, what) in [
+            (fifo.to_str().unwrap(), "a FIFO (named pipe)"),
+            ("/dev/zero", "a character device"),
+        ] {
+            let mut d = unnamed_dump(None);
+            d.stacks[0].frames[0].module = Some(path.into());
+            let notes = Symbolizer::default().name(&mut d);
+            assert_eq!(
+                notes,
+                [format!(
+                    "{path}: is {what}, not a regular file; its frames stay unnamed"
+                )]
+            );
+        }
     }
 
     #[test]
