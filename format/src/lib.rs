@@ -2,8 +2,10 @@
 //! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
 //! This crate holds types, the version constant, reading (with positions in errors),
-//! consistency checks, and how a byte count is written (`size`: shared by the shim's exit line
-//! and the CLI's reports). It must never depend on the shim or the CLI, and never panic on input.
+//! consistency checks, how a byte count is written (`size`: shared by the shim's exit line
+//! and the CLI's reports), and which values `api` takes and which runtime call leads to which
+//! driver call (`api`: the shim writes driver names, the reader relabels them once a stack has
+//! names). It must never depend on the shim or the CLI, and never panic on input.
 //!
 //! There is one reader: a streaming parse, never the whole file in memory. The types are generic
 //! in how names (function, file, module, API) are held: `String` by default, as the shim builds
