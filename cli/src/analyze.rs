@@ -912,7 +912,10 @@ impl<'a> Stacks<'a> {
     fn get(&mut self, stack: usize, api: &str) -> &Prepared {
         let (dump, view, caches) = (self.dump, self.view, self.caches);
         // Indices were validated by cudaleak-format; an empty stack stands in regardless.
-        static EMPTY: format::Stack = format::Stack { frames: Vec::new() };
+        static EMPTY: format::Stack = format::Stack {
+            frames: Vec::new(),
+            python: Vec::new(),
+        };
         let s = dump.stacks.get(stack).unwrap_or(&EMPTY);
         // What is shown and which cache holds the blocks depend on the API only through this
         // count (with --show-internal nothing shown depends on it at all).
@@ -1660,7 +1663,13 @@ mod tests {
         let mut d = fixture("clean.json");
         d.summary.live_allocations = live.len() as u64;
         d.summary.live_bytes = live.iter().map(LiveRecord::held).sum();
-        d.stacks = stacks.into_iter().map(|frames| Stack { frames }).collect();
+        d.stacks = stacks
+            .into_iter()
+            .map(|frames| Stack {
+                frames,
+                python: Vec::new(),
+            })
+            .collect();
         d.live = live;
         d.validate().unwrap();
         d

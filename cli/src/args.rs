@@ -51,6 +51,30 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two dumps of one program (e.g. snapshots): which callsites grew
     Diff(DiffArgs),
+    /// Write the function, file and line names into dumps, so they can be read where the
+    /// program's binaries are not
+    #[command(
+        after_help = "The shim writes each native frame as an address in a module (with the module's \
+                      build-id); `report` and `diff` read the names from the modules' files when they \
+                      load a dump. `symbolize` does that once and writes the names into the dump, on the \
+                      machine where the program ran, so the dump reads the same anywhere. A directory \
+                      stands for every dump in it (snapshots too). A dump already named is left as it \
+                      is. A module whose file is missing or was rebuilt since the run (its build-id \
+                      differs) is named on stderr and its frames stay unnamed.\n\
+                      Exit status: 0, or 2 when an input cannot be read or an output written."
+    )]
+    Symbolize(SymbolizeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SymbolizeArgs {
+    /// Write here instead of replacing each dump in place (atomically: a temporary file renamed
+    /// over it): a file for one dump, a directory (created if missing) for several
+    #[arg(long, short = 'o', value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Dump files or directories of dumps
+    #[arg(required = true, value_name = "DUMP_OR_DIR")]
+    pub paths: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

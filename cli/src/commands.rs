@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analyze::View;
 use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs};
+use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, SymbolizeArgs};
 use crate::caches;
 use crate::growth::{self, GrowthFindings};
 use crate::load;
@@ -340,4 +340,54 @@ pub fn diff(a: &DiffArgs) -> u8 {
         })
     };
     go().unwrap_or_else(fail)
+}
+
+/// `cudaleak symbolize`: each unnamed dump named and written back (or under `-o`), each
+/// through a temporary file renamed into place; a named one left as it is (copied under `-o`).
+pub fn symbolize(a: &SymbolizeArgs) -> u8 {
+    let go = || -> Result<u8, Failure> {
+        let files = load::expand_series(&a.paths)?;
+        let into_dir = match &a.output {
+            Some(out) => files.len() > 1 || out.is_dir() || a.paths.iter().any(|p| p.is_dir()),
+            None => false,
+        };
+        if let (true, Some(dir)) = (into_dir, &a.output) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Failure(format!("{}: cannot create: {e}", dir.display())))?;
+        }
+        for f in &files {
+            let dest = match &a.output {
+                None => f.clone(),
+                Some(out) if into_dir => out.join(f.file_name().unwrap_or_default()),
+                Some(out) => out.clone(),
+            };
+            let mut dump = load::read_as_written(f, load::MAX_DUMP_BYTES)?;
+            if !dump.unnamed {
+                if dest != *f {
+                    let (mut out, _) = open_output(Some(&dest))?;
+                    let mut input = load::open_regular(f)?.0;
+                    emit_file(&dest, |w| io::copy(&mut input, w).map(drop), &mut out)?;
+                    out.finish()
+                        .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
+                }
+                say!("{}: already named, left as it is", f.display());
+                continue;
+            }
+            crate::symbols::name(&mut dump);
+            let (mut out, _) = open_output(Some(&dest))?;
+            emit_file(&dest, |w| cudaleak_format::write(&dump, w), &mut out)?;
+            out.finish()
+                .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
+        }
+        Ok(0)
+    };
+    go().unwrap_or_else(fail)
+}
+
+fn emit_file(
+    dest: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    out: &mut Output,
+) -> Result<(), Failure> {
+    write(out).map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))
 }

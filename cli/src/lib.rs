@@ -18,6 +18,7 @@ pub mod output;
 pub mod report;
 pub mod run;
 pub mod suppressions;
+pub mod symbols;
 
 /// A dump from `tests/fixtures` (or a path under it), read as the CLI reads dumps, for unit tests.
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //!
 //! The schema and its checks belong to the `cudaleak-format` crate; this module streams a file
 //! into it (never more than [`MAX_DUMP_BYTES`], never the whole file in memory besides the
-//! parsed dump), never interprets a dump's contents, and never panics on any input.
+//! parsed dump), hands an unnamed dump to `symbols` to be named, never interprets a dump's
+//! contents, and never panics on any input.
 //!
 //! Inputs are regular files only, opened without blocking: a FIFO, device or socket (which a
 //! program under test could plant as `cudaleak.<pid>.json`) would make the gate wait forever or
@@ -312,7 +313,8 @@ fn latest_run_dir(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Reads and validates one dump: at most [`MAX_DUMP_BYTES`], streamed into the format crate's
-/// reader, names interned.
+/// reader, names interned; an unnamed dump (what the shim writes) gets its names from the
+/// modules' files ([`crate::symbols`]).
 pub fn read(path: &Path) -> Result<schema::Dump, LoadError> {
     read_limited(path, MAX_DUMP_BYTES)
 }
@@ -349,6 +351,14 @@ fn open_limited(path: &Path, limit: u64) -> Result<Limited, LoadError> {
 
 /// `read` with another limit (tests use a small one).
 pub fn read_limited(path: &Path, limit: u64) -> Result<schema::Dump, LoadError> {
+    let mut dump = read_as_written(path, limit)?;
+    crate::symbols::name(&mut dump);
+    Ok(dump)
+}
+
+/// Reads and validates one dump as it was written: an unnamed dump stays unnamed
+/// (`cudaleak symbolize`).
+pub fn read_as_written(path: &Path, limit: u64) -> Result<schema::Dump, LoadError> {
     let mut input = open_limited(path, limit)?;
     let parsed = format::from_reader(&mut input, || open_limited(path, limit).ok());
     if input.get_ref().n > limit {

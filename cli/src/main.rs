@@ -26,5 +26,6 @@ fn main() -> ExitCode {
         args::Command::Run(a) => commands::run(a),
         args::Command::Report(a) => commands::report(a),
         args::Command::Diff(a) => commands::diff(a),
+        args::Command::Symbolize(a) => commands::symbolize(a),
     })
 }

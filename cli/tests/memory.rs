@@ -36,6 +36,7 @@ fn dump(n: usize) -> Dump {
                     frame(j % 500, 10 + k as u32)
                 })
                 .collect(),
+            python: Vec::new(),
         })
         .collect();
     let live: Vec<LiveRecord> = (0..n)
@@ -53,7 +54,9 @@ fn dump(n: usize) -> Dump {
         })
         .collect();
     Dump {
-        cudaleak_dump: format::SCHEMA_VERSION,
+        cudaleak_dump: 2,
+        unnamed: false,
+        modules: Vec::new(),
         process: Process {
             pid: 7001,
             ppid: 1,

@@ -1,9 +1,11 @@
-//! The cudaleak dump schema, versions 1 and 2: the one definition of what the shim writes and the
+//! The cudaleak dump schema, versions 1 to 3: the one definition of what the shim writes and the
 //! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
 //! This crate holds types, the version constant, reading (with positions in errors),
-//! consistency checks, and how a byte count is written (`size`: shared by the shim's exit line
-//! and the CLI's reports). It must never depend on the shim or the CLI, and never panic on input.
+//! consistency checks, how a byte count is written (`size`: shared by the shim's exit line
+//! and the CLI's reports), and which values `api` takes and which runtime call leads to which
+//! driver call (`api`: the shim writes driver names, the reader relabels them once a stack has
+//! names). It must never depend on the shim or the CLI, and never panic on input.
 //!
 //! There is one reader: a streaming parse, never the whole file in memory. The types are generic
 //! in how names (function, file, module, API) are held: `String` by default, as the shim builds
@@ -14,6 +16,7 @@
 use std::fmt;
 use std::io::{self, Read};
 
+pub mod api;
 mod name;
 mod size;
 pub use name::{interning, Name};
@@ -23,8 +26,10 @@ use serde::de::{self, IgnoredAny, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The newest value of the top-level `cudaleak_dump` field: version 2 is version 1 plus the
-/// optional `kind` of a frame (Python frames).
-pub const SCHEMA_VERSION: u32 = 2;
+/// optional `kind` of a frame (Python frames); version 3 adds the module table (`modules`), dumps
+/// whose native frames are not named yet (`unnamed`), and the Python runs of such a dump's stacks
+/// (`stacks[].python`), which the reader splices in once the native frames have names.
+pub const SCHEMA_VERSION: u32 = 3;
 /// The oldest version this crate still reads.
 pub const MIN_SCHEMA_VERSION: u32 = 1;
 
@@ -34,13 +39,16 @@ pub fn is_supported_version(v: u64) -> bool {
 }
 
 /// The version a dump should carry: the lowest that describes it, so that readers which know
-/// only version 1 keep reading dumps without Python frames.
-pub fn version_for(stacks: &[Stack]) -> u32 {
+/// only version 1 keep reading dumps without Python frames or a module table.
+pub fn version_for<S>(stacks: &[Stack<S>], modules: &[Module], unnamed: bool) -> u32 {
+    if unnamed || !modules.is_empty() || stacks.iter().any(|s| !s.python.is_empty()) {
+        return 3;
+    }
     let python = stacks
         .iter()
         .any(|s| s.frames.iter().any(|f| f.kind.is_some()));
     if python {
-        SCHEMA_VERSION
+        2
     } else {
         MIN_SCHEMA_VERSION
     }
@@ -53,6 +61,13 @@ pub struct Dump<S = String> {
     pub cudaleak_dump: u32,
     pub process: Process,
     pub summary: Summary,
+    /// Version 3: true when the native frames carry addresses only (`ip`, `module`, `offset`)
+    /// and their names are still to be read from the modules' files; written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unnamed: bool,
+    /// Version 3: the modules the native frames lie in, each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<Module>,
     pub stacks: Vec<Stack<S>>,
     pub live: Vec<LiveRecord<S>>,
     pub events: Vec<Event<S>>,
@@ -162,11 +177,32 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// An executable or shared library mapped in the process (version 3).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Module {
+    /// Its path, as the process mapped it (`frames[].module` names it so).
+    pub path: String,
+    /// Its load bias: what was added to the addresses in the file (`frames[].offset` is
+    /// `ip - base`).
+    pub base: Hex,
+    /// The GNU build-id of the image mapped (its `NT_GNU_BUILD_ID` note), lower-case hex; absent
+    /// when the ELF has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Stack<S = String> {
     /// Innermost frame first: `frames[0]` is the code that called the CUDA function.
     pub frames: Vec<Frame<S>>,
+    /// Version 3, in an `unnamed` dump: the Python frames, not yet placed among the native ones,
+    /// as runs of the evaluation loop (innermost first; each run is the Python frames one native
+    /// `_PyEval_EvalFrameDefault` frame executed). The reader splices them into `frames` once
+    /// the native frames have names; written only when there are some.
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    pub python: Vec<Vec<Frame<S>>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -480,6 +516,7 @@ pub fn from_reader<R: Read, R2: Read>(
     // serde grows each list by doubling; give back the slack of the many small ones.
     for s in &mut dump.stacks {
         s.frames.shrink_to_fit();
+        s.python.shrink_to_fit();
     }
     dump.stacks.shrink_to_fit();
     dump.live.shrink_to_fit();
@@ -608,6 +645,8 @@ pub struct DumpParts<'a, S = String> {
     pub cudaleak_dump: u32,
     pub process: &'a Process,
     pub summary: &'a Summary,
+    pub unnamed: bool,
+    pub modules: &'a [Module],
     pub stacks: &'a [Stack<S>],
     pub events: &'a [Event<S>],
     pub shim: Option<&'a ShimInfo>,
@@ -615,53 +654,92 @@ pub struct DumpParts<'a, S = String> {
 
 /// Writes a dump whose live records are made one at a time as they are written, so a writer
 /// with millions of them never holds them all (the shim at exit). The bytes are exactly those
-/// [`write`] writes for the same [`Dump`].
+/// [`write`] writes for the same [`Dump`] (a test holds the two to it): the parts go through
+/// serde, the live records are laid out here, field for field as `LiveRecord` derives them —
+/// serde's per-field escaping was most of a million-record dump's writing time.
 pub fn write_streamed<'r, S, L, W>(parts: &DumpParts<'_, S>, live: L, mut w: W) -> io::Result<()>
 where
     S: Serialize,
     L: IntoIterator<Item = LiveRecord<&'r str>>,
     W: io::Write,
 {
-    use serde::ser::SerializeStruct;
-    use std::cell::Cell;
-
-    struct Whole<'p, 'a, S, I> {
-        parts: &'p DumpParts<'a, S>,
-        live: Cell<Option<I>>,
+    let p = parts;
+    let mut num = itoa::Buffer::new();
+    w.write_all(b"{\"cudaleak_dump\":")?;
+    w.write_all(num.format(p.cudaleak_dump).as_bytes())?;
+    w.write_all(b",\"process\":")?;
+    serde_json::to_writer(&mut w, p.process)?;
+    w.write_all(b",\"summary\":")?;
+    serde_json::to_writer(&mut w, p.summary)?;
+    if p.unnamed {
+        w.write_all(b",\"unnamed\":true")?;
     }
-    struct Records<'c, I>(&'c Cell<Option<I>>);
-
-    impl<'r, I: Iterator<Item = LiveRecord<&'r str>>> Serialize for Records<'_, I> {
-        fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
-            s.collect_seq(self.0.take().into_iter().flatten())
+    if !p.modules.is_empty() {
+        w.write_all(b",\"modules\":")?;
+        serde_json::to_writer(&mut w, p.modules)?;
+    }
+    w.write_all(b",\"stacks\":")?;
+    serde_json::to_writer(&mut w, p.stacks)?;
+    w.write_all(b",\"live\":[")?;
+    let mut rec = Vec::with_capacity(256);
+    for (i, r) in live.into_iter().enumerate() {
+        rec.clear();
+        if i > 0 {
+            rec.push(b',');
         }
+        live_record(&mut rec, &r, &mut num)?;
+        w.write_all(&rec)?;
     }
-
-    // Field for field as `Dump` derives it; the test below holds the two to the same bytes.
-    impl<'r, S: Serialize, I: Iterator<Item = LiveRecord<&'r str>>> Serialize for Whole<'_, '_, S, I> {
-        fn serialize<Z: Serializer>(&self, s: Z) -> Result<Z::Ok, Z::Error> {
-            let p = self.parts;
-            let mut d = s.serialize_struct("Dump", 7)?;
-            d.serialize_field("cudaleak_dump", &p.cudaleak_dump)?;
-            d.serialize_field("process", p.process)?;
-            d.serialize_field("summary", p.summary)?;
-            d.serialize_field("stacks", p.stacks)?;
-            d.serialize_field("live", &Records(&self.live))?;
-            d.serialize_field("events", p.events)?;
-            match p.shim {
-                Some(shim) => d.serialize_field("shim", shim)?,
-                None => d.skip_field("shim")?,
-            }
-            d.end()
-        }
+    w.write_all(b"],\"events\":")?;
+    serde_json::to_writer(&mut w, p.events)?;
+    if let Some(shim) = p.shim {
+        w.write_all(b",\"shim\":")?;
+        serde_json::to_writer(&mut w, shim)?;
     }
+    w.write_all(b"}\n")
+}
 
-    let whole = Whole {
-        parts,
-        live: Cell::new(Some(live.into_iter())),
-    };
-    serde_json::to_writer(&mut w, &whole)?;
-    w.write_all(b"\n")
+/// One live record as serde_json writes a `LiveRecord` (compact, fields in declaration order,
+/// `bytes_held` only when present).
+fn live_record(out: &mut Vec<u8>, r: &LiveRecord<&str>, num: &mut itoa::Buffer) -> io::Result<()> {
+    let mut hex = [0u8; 18];
+    out.extend_from_slice(b"{\"address\":\"");
+    out.extend_from_slice(hex_str(r.address.0, &mut hex).as_bytes());
+    out.extend_from_slice(b"\",\"size\":");
+    out.extend_from_slice(num.format(r.size).as_bytes());
+    if let Some(h) = r.bytes_held {
+        out.extend_from_slice(b",\"bytes_held\":");
+        out.extend_from_slice(num.format(h).as_bytes());
+    }
+    out.extend_from_slice(b",\"api\":");
+    // Function names need no escaping; anything else goes through serde_json's.
+    if r.api
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        out.push(b'"');
+        out.extend_from_slice(r.api.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, r.api)?;
+    }
+    out.extend_from_slice(b",\"kind\":\"");
+    out.extend_from_slice(r.kind.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"device\":");
+    match r.device {
+        Some(d) => out.extend_from_slice(num.format(d).as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"thread\":");
+    out.extend_from_slice(num.format(r.thread).as_bytes());
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(num.format(r.seq).as_bytes());
+    out.extend_from_slice(b",\"time_ms\":");
+    out.extend_from_slice(num.format(r.time_ms).as_bytes());
+    out.extend_from_slice(b",\"stack\":");
+    out.extend_from_slice(num.format(r.stack).as_bytes());
+    out.push(b'}');
+    Ok(())
 }
 
 /// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
@@ -761,8 +839,17 @@ mod tests {
     fn a_streamed_dump_is_byte_for_byte_the_written_one() {
         for mut dump in [
             sample(),
+            unnamed_sample(),
             from_slice(include_bytes!("../tests/v1-sample.json")).unwrap(),
         ] {
+            // The fields written only sometimes, and a name that needs escaping.
+            dump.live.push(LiveRecord {
+                bytes_held: Some(0),
+                device: None,
+                api: "odd \"api\"\n".into(),
+                kind: Kind::Reserved,
+                ..dump.live[0].clone()
+            });
             for shim in [None, Some(ShimInfo::default())] {
                 dump.shim = shim;
                 let mut whole = Vec::new();
@@ -771,6 +858,8 @@ mod tests {
                     cudaleak_dump: dump.cudaleak_dump,
                     process: &dump.process,
                     summary: &dump.summary,
+                    unnamed: dump.unnamed,
+                    modules: &dump.modules,
                     stacks: &dump.stacks,
                     events: &dump.events,
                     shim: dump.shim.as_ref(),
@@ -821,6 +910,8 @@ mod tests {
                 bytes_allocated: 8192,
                 ..Summary::default()
             },
+            unnamed: false,
+            modules: Vec::new(),
             stacks: vec![Stack {
                 frames: vec![Frame {
                     kind: None,
@@ -831,6 +922,7 @@ mod tests {
                     file: Some("app.cu".into()),
                     line: Some(18),
                 }],
+                python: Vec::new(),
             }],
             live: vec![LiveRecord {
                 address: Hex(0x7f00_0000_0000),
@@ -861,6 +953,52 @@ mod tests {
                 stack_reuses: 1,
             }),
         }
+    }
+
+    /// What the shim writes since version 3: addresses, modules and unspliced Python runs.
+    fn unnamed_sample() -> Dump {
+        let mut d = sample();
+        d.unnamed = true;
+        d.modules = vec![Module {
+            path: "/bin/app".into(),
+            base: Hex(0x55aa_0000_0000),
+            build_id: Some("8d3f0c2a".into()),
+        }];
+        let f = &mut d.stacks[0].frames[0];
+        (f.function, f.file, f.line) = (None, None, None);
+        d.stacks[0].python = vec![vec![Frame {
+            kind: Some(FrameKind::Python),
+            ip: Hex(0),
+            module: None,
+            offset: Some(Hex(0x1c)),
+            function: Some("step".into()),
+            file: Some("/work/train.py".into()),
+            line: Some(8),
+        }]];
+        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed);
+        d
+    }
+
+    #[test]
+    fn an_unnamed_dump_is_version_3_and_round_trips() {
+        let d = unnamed_sample();
+        assert_eq!(d.cudaleak_dump, 3);
+        let mut out = Vec::new();
+        write(&d, &mut out).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            text.contains(r#""unnamed":true,"modules":[{"path":"/bin/app","base":"0x55aa00000000","build_id":"8d3f0c2a"}]"#),
+            "{text}"
+        );
+        assert!(text.contains(r#""frames":[{"ip":"0x55aa00001234","module":"/bin/app","offset":"0x1234","function":null,"file":null,"line":null}],"python":[[{"kind":"python""#), "{text}");
+        assert_eq!(from_slice(&out).unwrap(), d);
+        // A named dump writes neither field.
+        let mut named = Vec::new();
+        write(&sample(), &mut named).unwrap();
+        let named = String::from_utf8(named).unwrap();
+        assert!(
+            !named.contains("unnamed") && !named.contains("modules") && !named.contains("python")
+        );
     }
 
     #[test]
@@ -964,7 +1102,11 @@ mod tests {
     #[test]
     fn python_frames_round_trip_and_make_the_dump_version_2() {
         let mut d = sample();
-        assert_eq!(version_for(&d.stacks), 1, "no Python frame: version 1");
+        assert_eq!(
+            version_for(&d.stacks, &d.modules, d.unnamed),
+            1,
+            "no Python frame: version 1"
+        );
         d.stacks[0].frames.push(Frame {
             kind: Some(FrameKind::Python),
             ip: Hex(0),
@@ -974,7 +1116,7 @@ mod tests {
             file: Some("/work/train.py".into()),
             line: Some(8),
         });
-        d.cudaleak_dump = version_for(&d.stacks);
+        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed);
         assert_eq!(d.cudaleak_dump, 2);
         let mut out = Vec::new();
         write(&d, &mut out).unwrap();
@@ -1011,11 +1153,11 @@ mod tests {
     #[test]
     fn other_versions_are_refused_by_name() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["cudaleak_dump"] = 3.into();
+        v["cudaleak_dump"] = 4.into();
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(3)))
+            Err(ReadError::Version(Some(4)))
         ));
         v.as_object_mut()
             .unwrap()
@@ -1023,7 +1165,7 @@ mod tests {
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(3)))
+            Err(ReadError::Version(Some(4)))
         ));
         assert!(matches!(
             from_slice(b"{\"hello\": 1}"),

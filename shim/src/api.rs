@@ -100,6 +100,7 @@ macro_rules! apis {
         pub enum Api { $($name,)* }
 
         impl Api {
+            #[cfg(test)]
             pub const ALL: &'static [Api] = &[$(Api::$name,)*];
 
             pub fn name(self) -> &'static str {
@@ -178,65 +179,21 @@ apis! {
     cudaMemPoolImportPointer => ImportPointer,
 }
 
-impl Api {
-    /// The runtime function a driver record was reached through, named by the first frame of
-    /// its stack (innermost first) that is a runtime entry doing the same thing: a statically
-    /// linked runtime has no exported symbol to label the record as the shared one does, but a
-    /// binary that is not stripped still names `cudaMalloc` in the stack. Only driver records
-    /// are relabelled, only by an exact function name, within the first `LOOK` frames.
-    pub fn called_as<'a>(self, functions: impl IntoIterator<Item = Option<&'a str>>) -> Api {
-        const LOOK: usize = 12;
-        if self.name().starts_with("cuda") {
-            return self;
-        }
-        functions
-            .into_iter()
-            .take(LOOK)
-            .flatten()
-            .find_map(|f| {
-                Api::ALL
-                    .iter()
-                    .copied()
-                    .find(|r| r.name() == f && r.name().starts_with("cuda") && r.op() == self.op())
-            })
-            .unwrap_or(self)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_static_runtime_entry_in_the_stack_names_the_driver_record() {
-        let frames = [
-            None,
-            Some("cudart::cudaApiMalloc"),
-            Some("cudaMalloc"),
-            Some("main"),
-        ];
-        assert_eq!(Api::cuMemAlloc_v2.called_as(frames), Api::cudaMalloc);
-        let host = [Some("cudaHostAlloc"), Some("cudaMallocHost")];
-        assert_eq!(Api::cuMemHostAlloc.called_as(host), Api::cudaHostAlloc);
-        // A runtime name of another operation, or none, leaves the driver name.
-        assert_eq!(
-            Api::cuMemAlloc_v2.called_as([Some("cudaFree"), Some("main")]),
-            Api::cuMemAlloc_v2
-        );
-        assert_eq!(
-            Api::cuMemAlloc_v2.called_as([None, None]),
-            Api::cuMemAlloc_v2
-        );
-        // Already a runtime label: kept.
-        assert_eq!(
-            Api::cudaMalloc.called_as([Some("cudaMallocManaged")]),
-            Api::cudaMalloc
-        );
-        // Only the first frames count: a cudaMalloc far up the stack is not this call.
-        let far: Vec<Option<&str>> = std::iter::repeat_n(Some("f"), 12)
-            .chain([Some("cudaMalloc")])
-            .collect();
-        assert_eq!(Api::cuMemAlloc_v2.called_as(far), Api::cuMemAlloc_v2);
+    fn the_format_crates_table_of_operations_is_this_list() {
+        // The CLI names a driver record by the runtime entry in its stack through that table.
+        let table = cudaleak_format::api::OPERATIONS;
+        assert_eq!(table.len(), Api::ALL.len());
+        for (api, (name, op)) in Api::ALL.iter().zip(table) {
+            assert_eq!(
+                (api.name(), format!("{:?}", api.op())),
+                (*name, op.to_string())
+            );
+        }
     }
 
     #[test]

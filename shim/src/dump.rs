@@ -1,5 +1,6 @@
 //! Table → `format::Dump` → a temporary file renamed into place, so a reader never sees half a
-//! dump. Runs at exit (and later for snapshots and signals); never calls CUDA.
+//! dump. Runs at exit, for snapshots and at fatal signals; never calls CUDA, never symbolises
+//! and never takes the loader lock (frames are written as addresses in modules: `modules.rs`).
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
@@ -10,15 +11,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 
 use cudaleak_format::{
-    self as format, DumpParts, End, Event, Hex, LiveRecord, Process, ShimInfo, Stack, Summary,
+    self as format, DumpParts, End, Event, Hex, LiveRecord, Module, Process, ShimInfo, Stack,
+    Summary,
 };
 
-use crate::api::Api;
-use crate::python::{self, PyFrame};
+use crate::modules::Modules;
+use crate::python::PyFrame;
 use crate::stack::{self, StackId};
 use crate::state::State;
 use crate::stdio;
-use crate::symbolize::Symbolizer;
 use crate::table::Live;
 
 /// When a dump is taken.
@@ -36,21 +37,26 @@ pub struct Prepared {
     version: u32,
     process: Process,
     summary: Summary,
+    unnamed: bool,
+    modules: Vec<Module>,
     stacks: Vec<Stack>,
     events: Vec<Event>,
     shim: ShimInfo,
     live: Vec<Live>,
-    /// For each of `live`: its index into `stacks`, and the name the program called.
-    named: Vec<(u32, Api)>,
+    /// For each of `live`: its index into `stacks`.
+    stack_of: Vec<u32>,
 }
 
-/// Takes the table as it is now and symbolises what the dump refers to.
+/// Takes the table as it is now, with the module of every address the dump refers to. Names
+/// nothing: native frames carry their address, module and offset, and the reader names them
+/// (symbolising takes the loader lock and malloc, and costs tens of milliseconds per process).
 pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
     let snap = s.table.snapshot();
     let exe = fs::read_link("/proc/self/exe")
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut symbolizer = Symbolizer::new(exe.clone());
+    let mut modules = Modules::read();
+    let mut native_frames: HashMap<usize, format::Frame> = HashMap::new();
     let mut stacks = Vec::new();
     let mut index: HashMap<StackId, usize> = HashMap::new();
     // Ids that differ only in what the dump does not show (two instructions of one Python line)
@@ -59,59 +65,31 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
     let mut stack_index = |id: StackId| -> usize {
         *index.entry(id).or_insert_with(|| {
             crate::lifecycle::dump_progress();
-            let stack = Stack {
-                frames: frames_of(s, &mut symbolizer, id),
-            };
+            let stack = stack_of(s, &mut modules, &mut native_frames, id);
             *by_frames.entry(stack).or_insert_with_key(|stack| {
                 stacks.push(stack.clone());
                 stacks.len() - 1
             })
         })
     };
-    let live_stacks: Vec<usize> = snap
+    let stack_of: Vec<u32> = snap
         .live
         .iter()
-        .map(|l| stack_index(l.block.stack))
+        .map(|l| stack_index(l.block.stack) as u32)
         .collect();
-    let events: Vec<(Api, Event)> = snap
+    let events: Vec<Event> = snap
         .events
         .iter()
-        .map(|e| {
-            (
-                e.api,
-                Event {
-                    kind: e.kind,
-                    api: String::new(),
-                    address: e.address.map(Hex),
-                    size: e.size,
-                    error: e.error,
-                    seq: e.seq,
-                    stack: stack_index(e.stack),
-                    alloc_stack: e.alloc_stack.map(&mut stack_index),
-                    during_exit: e.during_exit,
-                },
-            )
-        })
-        .collect();
-    // The name the program called, now that the stacks are symbolised: once per API and stack
-    // (a million records come from a few thousand of them).
-    let mut names: HashMap<(u8, usize), Api> = HashMap::new();
-    let mut called_as = |api: Api, stack: usize| {
-        *names.entry((api as u8, stack)).or_insert_with(|| {
-            api.called_as(stacks[stack].frames.iter().map(|f| f.function.as_deref()))
-        })
-    };
-    let named: Vec<(u32, Api)> = snap
-        .live
-        .iter()
-        .zip(live_stacks)
-        .map(|(l, stack)| (stack as u32, called_as(l.block.api, stack)))
-        .collect();
-    let events: Vec<Event> = events
-        .into_iter()
-        .map(|(api, mut e)| {
-            e.api = called_as(api, e.stack).name().to_string();
-            e
+        .map(|e| Event {
+            kind: e.kind,
+            api: e.api.name().to_string(),
+            address: e.address.map(Hex),
+            size: e.size,
+            error: e.error,
+            seq: e.seq,
+            stack: stack_index(e.stack),
+            alloc_stack: e.alloc_stack.map(&mut stack_index),
+            during_exit: e.during_exit,
         })
         .collect();
     let c = snap.totals;
@@ -128,10 +106,16 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         bytes_allocated: c.bytes_allocated,
         dropped_events: c.dropped_events,
     };
+    let modules = modules.table();
+    let unnamed = stacks
+        .iter()
+        .any(|s| !s.python.is_empty() || s.frames.iter().any(|f| !f.is_python()));
     Prepared {
-        version: format::version_for(&stacks),
+        version: format::version_for(&stacks, &modules, unnamed),
         process: process(s, exe, moment, snapshot),
         summary,
+        unnamed,
+        modules,
         stacks,
         events,
         shim: ShimInfo {
@@ -140,7 +124,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
             stack_reuses: stack::REUSES.load(Relaxed),
         },
         live: snap.live,
-        named,
+        stack_of,
     }
 }
 
@@ -151,11 +135,13 @@ impl Prepared {
             cudaleak_dump: self.version,
             process: &self.process,
             summary: &self.summary,
+            unnamed: self.unnamed,
+            modules: &self.modules,
             stacks: &self.stacks,
             events: &self.events,
             shim: Some(&self.shim),
         };
-        let live = self.live.iter().zip(&self.named).map(
+        let live = self.live.iter().zip(&self.stack_of).map(
             |(
                 &Live {
                     addr,
@@ -163,14 +149,14 @@ impl Prepared {
                     held,
                     ..
                 },
-                &(stack, api),
+                &stack,
             )| {
                 crate::lifecycle::dump_progress();
                 LiveRecord {
                     address: Hex(addr),
                     size: b.size,
                     bytes_held: (held != b.size).then_some(held),
-                    api: api.name(),
+                    api: b.api.name(),
                     kind: b.api.op().kind(),
                     device: (b.device >= 0).then_some(i32::from(b.device)),
                     thread: u64::from(b.thread),
@@ -184,24 +170,57 @@ impl Prepared {
     }
 }
 
-/// The frames of an interned stack: native ones symbolised, Python ones spliced in where the
-/// interpreter evaluated them.
-fn frames_of(s: &State, symbolizer: &mut Symbolizer, id: StackId) -> Vec<format::Frame> {
-    if !id.has_python() {
-        return symbolizer.frames(&s.stacks.get(id).unwrap_or_default());
-    }
-    let Some((native, python)) = stack::split_python(&s.mixed, id) else {
-        return Vec::new();
+/// The stack of an interned id: native frames as addresses in their modules, and the Python
+/// frames, if any, as the runs of the evaluation loop that the reader places among them.
+fn stack_of(
+    s: &State,
+    modules: &mut Modules,
+    known: &mut HashMap<usize, format::Frame>,
+    id: StackId,
+) -> Stack {
+    let (native, python) = if id.has_python() {
+        match stack::split_python(&s.mixed, id) {
+            Some((native, python)) => (native, python),
+            None => return Stack::default(),
+        }
+    } else {
+        (id, Box::default())
     };
-    let native = symbolizer.frames(&s.stacks.get(native).unwrap_or_default());
-    let python: Vec<_> = python
+    let frames = s
+        .stacks
+        .get(native)
+        .unwrap_or_default()
         .iter()
-        .map(|&w| {
-            let f = PyFrame::unpack(w);
-            (f, s.python.frame(f))
+        .map(|&ip| {
+            known
+                .entry(ip)
+                .or_insert_with(|| native_frame(modules, ip))
+                .clone()
         })
         .collect();
-    python::splice(native, &python)
+    let python: Vec<PyFrame> = python.iter().map(|&w| PyFrame::unpack(w)).collect();
+    let python = python
+        .split_inclusive(|f| f.ends_eval)
+        .filter(|run| !run.is_empty())
+        .map(|run| run.iter().map(|&f| s.python.frame(f)).collect())
+        .collect();
+    Stack { frames, python }
+}
+
+fn native_frame(modules: &mut Modules, ip: usize) -> format::Frame {
+    let (module, offset) = match modules.locate(ip) {
+        Some((index, offset)) => (Some(modules.path(index).to_string()), Some(Hex(offset))),
+        None => (None, None),
+    };
+    format::Frame {
+        kind: None,
+        ip: Hex(ip as u64),
+        module,
+        offset,
+        function: None,
+        file: None,
+        line: None,
+    }
 }
 
 fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Process {

@@ -186,25 +186,3 @@ fn empty_dl_info() -> libc::Dl_info {
         dli_saddr: ptr::null_mut(),
     }
 }
-
-/// The module holding `ip`: its path (empty for the main program) and load bias.
-pub fn module_of(ip: usize) -> Option<(Option<&'static CStr>, usize)> {
-    let mut info = empty_dl_info();
-    let mut map: *mut c_void = ptr::null_mut();
-    // SAFETY: dladdr1 reads nothing but the address; link_map entries live as long as their
-    // object, and the objects we symbolise are not unloaded during a dump.
-    unsafe {
-        if libc::dladdr1(ip as *const c_void, &mut info, &mut map, RTLD_DL_LINKMAP) == 0
-            || map.is_null()
-        {
-            return None;
-        }
-        let lm = &*(map as *const LinkMap);
-        let name = if lm.l_name.is_null() || *lm.l_name == 0 {
-            None
-        } else {
-            Some(CStr::from_ptr(lm.l_name))
-        };
-        Some((name, lm.l_addr))
-    }
-}

@@ -546,8 +546,17 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Parses and validates a dump, panicking with the reader's error.
+/// Parses and validates a dump and names its frames as the CLI does (the shim writes addresses
+/// and modules, `cudaleak report` names them: `cudaleak_cli::symbols`), panicking with the
+/// reader's error. What tests assert of function names and lines is what a report shows.
 pub fn read_dump(path: &Path) -> Dump {
+    let mut dump = read_raw_dump(path);
+    cudaleak_cli::symbols::name(&mut dump);
+    dump
+}
+
+/// Parses and validates a dump as the shim wrote it, without naming anything.
+pub fn read_raw_dump(path: &Path) -> Dump {
     cudaleak_format::read_file(path)
         .unwrap_or_else(|e| panic!("{}: not a valid dump: {e}", path.display()))
 }

@@ -211,8 +211,21 @@ fn run_sample(setup: &Setup, name: &str) -> (tempfile::TempDir, PathBuf) {
     );
     let dump = dumps[0].clone();
     if let Err(e) = cudaleak_format::read_file(&dump) {
-        panic!("{name}: {}: not a valid v1 dump: {e}", dump.display());
+        panic!("{name}: {}: not a valid dump: {e}", dump.display());
     }
+    // The shim writes addresses; the checker reads names: `cudaleak symbolize` writes them in.
+    let named = Command::new(cudaleak_tests::cudaleak_cli())
+        .arg("symbolize")
+        .arg(&dump)
+        .output()
+        .expect("run cudaleak symbolize");
+    // A dump with no stack (a clean program) is named already, and says so.
+    assert!(
+        named.status.success() && !text(&named.stderr).contains("stay unnamed"),
+        "{name}: cudaleak symbolize {}: {}",
+        dump.display(),
+        describe(&named)
+    );
     (out_dir, dump)
 }
 

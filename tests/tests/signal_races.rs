@@ -98,7 +98,6 @@ fn sigterm_while_the_program_is_in_malloc_ends_it_with_a_dump() {
 }
 
 #[test]
-#[ignore = "the dump still names frames in-process, which takes the loader lock (issue 21, item 6)"]
 fn sigterm_inside_dl_iterate_phdr_ends_the_program_with_a_dump() {
     sigterm_mid("phdr_loop", &[], 10);
 }

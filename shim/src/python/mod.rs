@@ -36,8 +36,6 @@ pub const MAX_DEPTH: usize = 256;
 const MAX_NAME_CHARS: usize = 4096;
 /// Largest line table copied.
 const MAX_LINETABLE: usize = 1 << 20;
-/// The interpreter's frame-evaluation function: where Python frames stand in a native stack.
-pub const EVAL_FRAME_FUNCTION: &str = "_PyEval_EvalFrameDefault";
 
 /// What was found in the process, once.
 struct Runtime {
@@ -554,48 +552,6 @@ impl Registry {
     }
 }
 
-/// The stack the dump shows: the Python frames stand where the interpreter evaluated them.
-///
-/// Each native `_PyEval_EvalFrameDefault` frame, innermost first, is replaced by the Python
-/// frames of one run of the evaluation loop (from 3.11 one run executes several Python frames:
-/// a Python-to-Python call adds no native frame). The outermost evaluation frame present also
-/// takes the runs left over (the native stack was cut by `CUDALEAK_DEPTH`); evaluation frames
-/// left over (a run whose frames were not recorded) are dropped; a native stack without any
-/// (not symbolised, or cut before the interpreter) gets the Python frames at its outer end.
-pub fn splice(native: Vec<Frame>, python: &[(PyFrame, Frame)]) -> Vec<Frame> {
-    let mut runs: Vec<&[(PyFrame, Frame)]> = python
-        .split_inclusive(|(p, _)| p.ends_eval)
-        .filter(|r| !r.is_empty())
-        .collect();
-    let evals: Vec<usize> = native
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.function.as_deref() == Some(EVAL_FRAME_FUNCTION))
-        .map(|(i, _)| i)
-        .collect();
-    let mut out = Vec::with_capacity(native.len() + python.len());
-    let Some(&last_eval) = evals.last() else {
-        out.extend(native);
-        out.extend(python.iter().map(|(_, f)| f.clone()));
-        return out;
-    };
-    for (i, f) in native.into_iter().enumerate() {
-        if !evals.contains(&i) {
-            out.push(f);
-            continue;
-        }
-        let take = if i == last_eval {
-            runs.len()
-        } else {
-            runs.len().min(1)
-        };
-        for run in runs.drain(..take) {
-            out.extend(run.iter().map(|(_, f)| f.clone()));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,86 +577,5 @@ mod tests {
         ] {
             assert_eq!(PyFrame::unpack(f.pack()), f);
         }
-    }
-
-    fn native(name: &str) -> Frame {
-        Frame {
-            function: Some(name.into()),
-            ..Frame::default()
-        }
-    }
-
-    fn py(name: &str, ends_eval: bool) -> (PyFrame, Frame) {
-        let f = Frame {
-            kind: Some(FrameKind::Python),
-            function: Some(name.into()),
-            ..Frame::default()
-        };
-        (
-            PyFrame {
-                code: 0,
-                offset: 0,
-                ends_eval,
-            },
-            f,
-        )
-    }
-
-    fn names(frames: &[Frame]) -> Vec<&str> {
-        frames
-            .iter()
-            .map(|f| f.function.as_deref().unwrap_or("?"))
-            .collect()
-    }
-
-    #[test]
-    fn each_eval_frame_takes_one_run_of_python_frames() {
-        let stack = vec![
-            native("ffi_call"),
-            native(EVAL_FRAME_FUNCTION),
-            native("PyObject_Vectorcall"),
-            native(EVAL_FRAME_FUNCTION),
-            native("main"),
-        ];
-        let python = [
-            py("inner", false),
-            py("middle", true),
-            py("callback", false),
-            py("<module>", true),
-        ];
-        assert_eq!(
-            names(&splice(stack, &python)),
-            [
-                "ffi_call",
-                "inner",
-                "middle",
-                "PyObject_Vectorcall",
-                "callback",
-                "<module>",
-                "main"
-            ]
-        );
-    }
-
-    #[test]
-    fn the_outermost_eval_frame_takes_the_runs_left_and_extra_eval_frames_go() {
-        let stack = vec![native("ffi_call"), native(EVAL_FRAME_FUNCTION)];
-        let python = [py("a", true), py("b", true), py("c", true)];
-        assert_eq!(names(&splice(stack, &python)), ["ffi_call", "a", "b", "c"]);
-        let stack = vec![
-            native(EVAL_FRAME_FUNCTION),
-            native("x"),
-            native(EVAL_FRAME_FUNCTION),
-        ];
-        assert_eq!(names(&splice(stack, &[py("a", true)])), ["a", "x"]);
-    }
-
-    #[test]
-    fn without_an_eval_frame_python_frames_go_at_the_outer_end() {
-        let stack = vec![native("at::empty"), native("at::_ops::call")];
-        assert_eq!(
-            names(&splice(stack, &[py("step", false)])),
-            ["at::empty", "at::_ops::call", "step"]
-        );
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! Usage: `bench [--quick] [--reps N]` (quick: fewer repetitions and a 100 000-block scale
 //! run; `--reps`: repetitions of each measurement, for a machine shared with other work), or
-//! `bench --instructions`: instructions per pair counted by valgrind instead of times.
+//! `bench --instructions`: instructions per pair counted by valgrind instead of times, or
+//! `bench --exit`: what the shim adds to the end of a process — a small leaking one, and one
+//! with 1 000 000 live blocks (the dump's time).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -271,6 +273,11 @@ fn main() {
         instructions(&bench);
         return;
     }
+    if std::env::args().any(|a| a == "--exit") {
+        exit_cost(&bench, if quick { 10 } else { 40 });
+        scale(&bench, if quick { 100_000 } else { 1_000_000 });
+        return;
+    }
 
     println!("## Overhead per cuMemAlloc_v2 + cuMemFree_v2 pair, 22-frame stack, 1 thread");
     println!("| unwinding | bare ns/pair | shim ns/pair | overhead ns/pair |");
@@ -322,6 +329,46 @@ fn main() {
     python_frames(&bench, quick);
 
     scale(&bench, if quick { 100_000 } else { 1_000_000 });
+}
+
+/// A small leaking process (10 blocks from 10 call sites, 20-frame stacks) run bare and under
+/// the shim, alternating: the whole process's wall time and the time from main's return to the
+/// process's end (where the shim writes its dump). Medians of `runs`.
+fn exit_cost(bench: &Bench, runs: usize) {
+    let program = scenario_program("bench_scale");
+    let args = vec!["10".to_string()];
+    let timed = |env: &[(&str, &str)]| {
+        let start = now_ns();
+        let out = run(&program, &args, env);
+        let end = now_ns();
+        (
+            (end - start) / 1e6,
+            (end - value(&out, "main_end_ns")) / 1e6,
+        )
+    };
+    let (mut bare_wall, mut bare_exit, mut shim_wall, mut shim_exit) =
+        (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        let (w, e) = timed(&[]);
+        bare_wall.push(w);
+        bare_exit.push(e);
+        let (w, e) = timed(&bench.shim_env(&[]));
+        shim_wall.push(w);
+        shim_exit.push(e);
+    }
+    let (bw, be, sw, se) = (
+        median(bare_wall),
+        median(bare_exit),
+        median(shim_wall),
+        median(shim_exit),
+    );
+    println!("## Exit cost of a small leaking process (10 live blocks), medians of {runs}");
+    println!("| run | process wall ms | main's return to process end ms |");
+    println!("|---|---:|---:|");
+    println!("| bare | {bw:.2} | {be:.2} |");
+    println!("| under the shim | {sw:.2} | {se:.2} |");
+    println!("| added by the shim | {:.2} | {:.2} |", sw - bw, se - be);
+    println!();
 }
 
 /// 1 000 000 live blocks from 1 000 call sites (allocated in turn) left at exit: the exit dump's

@@ -1,0 +1,645 @@
+//! Names for the native frames of an unnamed dump (schema version 3), read from the modules'
+//! files by address (addr2line: DWARF lines and inlined frames, the symbol table where there is
+//! no debug info, separate debug files by build-id or `.gnu_debuglink`), then the two steps that
+//! need names: the Python frames spliced in at the interpreter's frames, and a driver record
+//! named by the runtime function in its stack. What the analysis sees is the dump the shim wrote
+//! when it named frames itself.
+//!
+//! A file is trusted only if its build-id is the one the process had mapped: a rebuilt binary
+//! would give wrong lines. A module that cannot be used leaves its frames unnamed (module and
+//! offset) and is named once, with the reason, on stderr. Each module is loaded once per
+//! invocation, however many dumps refer to it (the cache is this thread's). Nothing here may
+//! panic on any input.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use cudaleak_format::{self as format, Dump, Frame, Name};
+
+use crate::load::LoadErrorKind;
+
+/// The interpreter's frame-evaluation function: where Python frames stand in a native stack.
+pub const EVAL_FRAME_FUNCTION: &str = "_PyEval_EvalFrameDefault";
+
+/// The name types a dump is held in: `String` (as written) and interned [`Name`]s (as the
+/// analysis reads it).
+pub trait NameText: Clone + AsRef<str> {
+    fn from_name(n: &Name) -> Self;
+    fn from_text(s: &str) -> Self;
+}
+
+impl NameText for String {
+    fn from_name(n: &Name) -> Self {
+        n.as_str().to_string()
+    }
+    fn from_text(s: &str) -> Self {
+        s.to_string()
+    }
+}
+
+impl NameText for Name {
+    fn from_name(n: &Name) -> Self {
+        n.clone()
+    }
+    fn from_text(s: &str) -> Self {
+        Name::from(s)
+    }
+}
+
+/// One frame's names, as a module gives them for an address.
+#[derive(Clone)]
+struct Named {
+    function: Option<Name>,
+    file: Option<Name>,
+    line: Option<u32>,
+}
+
+/// A module's file, loaded and checked, with the names found so far by offset.
+struct Loaded {
+    loader: addr2line::Loader,
+    by_offset: HashMap<u64, Vec<Named>>,
+    names: HashSet<Name>,
+}
+
+enum ModuleState {
+    Ready(Box<Loaded>),
+    /// Why its frames stay unnamed.
+    Unusable(String),
+}
+
+/// Every module met in this invocation, by path and the build-id the dump gave it.
+#[derive(Default)]
+pub struct Symbolizer {
+    modules: HashMap<(String, Option<String>), ModuleState>,
+}
+
+thread_local! {
+    static SYMBOLIZER: RefCell<Symbolizer> = RefCell::new(Symbolizer::default());
+}
+
+/// Names an unnamed dump in place with this thread's [`Symbolizer`] (one per invocation), saying
+/// once on stderr which modules could not be used and why. A named dump is left as it is.
+pub fn name<S: NameText>(dump: &mut Dump<S>) {
+    if !dump.unnamed {
+        return;
+    }
+    let notes = SYMBOLIZER.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => s.name(dump),
+        Err(_) => Symbolizer::default().name(dump),
+    });
+    for n in notes {
+        crate::say!("{n}");
+    }
+}
+
+impl Symbolizer {
+    /// Names `dump`'s native frames, splices its Python frames and labels its driver records;
+    /// returns a line for each module first found unusable by this call.
+    pub fn name<S: NameText>(&mut self, dump: &mut Dump<S>) -> Vec<String> {
+        if !dump.unnamed {
+            return Vec::new();
+        }
+        let build_ids: HashMap<&str, Option<&str>> = dump
+            .modules
+            .iter()
+            .map(|m| (m.path.as_str(), m.build_id.as_deref()))
+            .collect();
+        let mut notes = Vec::new();
+        for stack in &mut dump.stacks {
+            let mut frames = Vec::with_capacity(stack.frames.len());
+            for f in std::mem::take(&mut stack.frames) {
+                let (Some(module), Some(offset), None, None) =
+                    (&f.module, f.offset, &f.function, &f.file)
+                else {
+                    frames.push(f);
+                    continue;
+                };
+                if f.is_python() {
+                    frames.push(f);
+                    continue;
+                }
+                let build_id = build_ids.get(module.as_ref()).copied().flatten();
+                let named = self.frames(module.as_ref(), build_id, offset.0, &mut notes);
+                if named.is_empty() {
+                    frames.push(f);
+                    continue;
+                }
+                for n in named {
+                    frames.push(Frame {
+                        function: n.function.as_ref().map(S::from_name),
+                        file: n.file.as_ref().map(S::from_name),
+                        line: n.line,
+                        ..f.clone()
+                    });
+                }
+            }
+            let python = std::mem::take(&mut stack.python);
+            stack.frames = if python.is_empty() {
+                frames
+            } else {
+                splice(frames, python)
+            };
+        }
+        label_driver_records(dump);
+        dump.unnamed = false;
+        notes
+    }
+
+    /// The frames at `offset` in `module` (several when the address lies in inlined code, the
+    /// innermost first); none when the module cannot be used or knows nothing of the address.
+    fn frames(
+        &mut self,
+        module: &str,
+        build_id: Option<&str>,
+        offset: u64,
+        notes: &mut Vec<String>,
+    ) -> Vec<Named> {
+        let key = (module.to_string(), build_id.map(str::to_string));
+        let state = self.modules.entry(key).or_insert_with(|| {
+            let state = load(Path::new(module), build_id);
+            if let ModuleState::Unusable(why) = &state {
+                notes.push(format!("{module}: {why}; its frames stay unnamed"));
+            }
+            state
+        });
+        let ModuleState::Ready(m) = state else {
+            return Vec::new();
+        };
+        if let Some(found) = m.by_offset.get(&offset) {
+            return found.clone();
+        }
+        let found = lookup(&m.loader, offset, &mut m.names);
+        m.by_offset.insert(offset, found.clone());
+        found
+    }
+}
+
+/// Opens `path` for naming, if it is the file the process mapped.
+fn load(path: &Path, build_id: Option<&str>) -> ModuleState {
+    // A dump is input like any other: a module path naming a FIFO or a device must not make
+    // the report wait or read without end, so it is opened as the dumps are.
+    let file = match crate::load::open_regular(path) {
+        Ok((f, _)) => f,
+        Err(e) => {
+            return ModuleState::Unusable(match e.kind {
+                LoadErrorKind::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    "not found on this machine: run `cudaleak symbolize` where the program ran"
+                        .into()
+                }
+                LoadErrorKind::NotAFile(what) => format!("is {what}, not a regular file"),
+                LoadErrorKind::Io(e) => format!("cannot be read: {e}"),
+                _ => "cannot be read".into(),
+            })
+        }
+    };
+    let facts = elf_facts(file);
+    if let Some(want) = build_id {
+        match facts.as_ref().and_then(|f| f.build_id.as_deref()) {
+            Some(have) if have == want => {}
+            _ => return ModuleState::Unusable("rebuilt since the run (build-id differs)".into()),
+        }
+    }
+    // Stripped of its debug info: a separate debug file of the same build, if installed.
+    let source = facts
+        .as_ref()
+        .filter(|f| !f.has_debug_info)
+        .and_then(|f| debug_file(path, f))
+        .unwrap_or_else(|| path.to_path_buf());
+    match addr2line::Loader::new(&source) {
+        Ok(loader) => ModuleState::Ready(Box::new(Loaded {
+            loader,
+            by_offset: HashMap::new(),
+            names: HashSet::new(),
+        })),
+        Err(e) => ModuleState::Unusable(format!("cannot be read: {e}")),
+    }
+}
+
+/// What is read of a module's file before trusting it.
+struct Facts {
+    build_id: Option<String>,
+    has_debug_info: bool,
+    /// `.gnu_debuglink`: the file name of its separate debug file.
+    debuglink: Option<String>,
+}
+
+fn elf_facts(file: std::fs::File) -> Option<Facts> {
+    use object::{Object, ObjectSection};
+    let cache = object::ReadCache::new(file);
+    let obj = object::File::parse(&cache).ok()?;
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    Some(Facts {
+        build_id: obj.build_id().ok().flatten().map(hex),
+        has_debug_info: obj
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0),
+        debuglink: obj
+            .gnu_debuglink()
+            .ok()
+            .flatten()
+            .map(|(name, _crc)| String::from_utf8_lossy(name).into_owned()),
+    })
+}
+
+/// The separate debug file of a stripped module, where GDB looks for one: by build-id under
+/// `/usr/lib/debug/.build-id/`, then by its `.gnu_debuglink` name beside it, in `.debug/` beside
+/// it, and under `/usr/lib/debug/` plus its directory. A candidate of another build is not used.
+fn debug_file(path: &Path, facts: &Facts) -> Option<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(id) = facts.build_id.as_deref().filter(|id| id.len() > 2) {
+        candidates.push(PathBuf::from(format!(
+            "/usr/lib/debug/.build-id/{}/{}.debug",
+            &id[..2],
+            &id[2..]
+        )));
+    }
+    if let (Some(link), Some(dir)) = (facts.debuglink.as_deref(), path.parent()) {
+        candidates.push(dir.join(link));
+        candidates.push(dir.join(".debug").join(link));
+        let relative = dir.strip_prefix("/").unwrap_or(dir);
+        candidates.push(Path::new("/usr/lib/debug").join(relative).join(link));
+    }
+    candidates.into_iter().find(|c| {
+        c.as_path() != path
+            && crate::load::open_regular(c)
+                .ok()
+                .and_then(|(f, _)| elf_facts(f))
+                .is_some_and(|f| f.has_debug_info && f.build_id == facts.build_id)
+    })
+}
+
+/// What addr2line says of `offset`, the way the `backtrace` crate asks it: at `offset - 1` (a
+/// return address belongs to the line after the call), every inlined frame with its own name,
+/// the symbol table's name for a frame without one, and the symbol table alone where there is no
+/// debug info.
+fn lookup(loader: &addr2line::Loader, offset: u64, names: &mut HashSet<Name>) -> Vec<Named> {
+    let probe = offset.saturating_sub(1);
+    let mut intern = |s: &str| -> Name {
+        match names.get(s) {
+            Some(n) => n.clone(),
+            None => {
+                let n = Name::from(s);
+                names.insert(n.clone());
+                n
+            }
+        }
+    };
+    let mut out = Vec::new();
+    if let Ok(mut frames) = loader.find_frames(probe) {
+        while let Ok(Some(frame)) = frames.next() {
+            let raw = frame
+                .function
+                .as_ref()
+                .and_then(|f| f.raw_name().ok().map(|n| n.into_owned()))
+                .or_else(|| loader.find_symbol(probe).map(str::to_string));
+            let (file, line) = match &frame.location {
+                Some(l) => (l.file, l.line),
+                None => (None, None),
+            };
+            out.push(Named {
+                function: raw.map(|r| intern(&function_name(&r))),
+                file: file.map(&mut intern),
+                line,
+            });
+        }
+    }
+    if out.is_empty() {
+        if let Some(sym) = loader.find_symbol(probe) {
+            out.push(Named {
+                function: Some(intern(&function_name(sym))),
+                file: None,
+                line: None,
+            });
+        }
+    }
+    out
+}
+
+/// The symbol as the program's author wrote it: demangled only when it is mangled (`_Z…`,
+/// `__Z…`, `_R…`), Rust names without their hash, C++ names with their parameter types. A C
+/// function called `b` or `x` must stay `b`, not become the C++ type `bool` or `long long` that
+/// a demangler reads in a bare letter.
+pub fn function_name(raw: &str) -> String {
+    let mangled = ["_Z", "__Z", "_R"].iter().any(|p| raw.starts_with(p));
+    if !mangled {
+        return raw.to_string();
+    }
+    if let Ok(d) = rustc_demangle::try_demangle(raw) {
+        return format!("{d:#}");
+    }
+    if let Ok(sym) = cpp_demangle::Symbol::new(raw.as_bytes()) {
+        if let Ok(d) = sym.demangle() {
+            return d;
+        }
+    }
+    raw.to_string()
+}
+
+/// The stack the report shows: the Python frames stand where the interpreter evaluated them.
+///
+/// Each native `_PyEval_EvalFrameDefault` frame, innermost first, is replaced by one run of the
+/// evaluation loop (from 3.11 one run executes several Python frames: a Python-to-Python call
+/// adds no native frame). The outermost evaluation frame present also takes the runs left over
+/// (the native stack was cut by `CUDALEAK_DEPTH`); evaluation frames left over (a run whose
+/// frames were not recorded) are dropped; a native stack without any (not named, or cut before
+/// the interpreter) gets the Python frames at its outer end.
+pub fn splice<S: AsRef<str>>(native: Vec<Frame<S>>, runs: Vec<Vec<Frame<S>>>) -> Vec<Frame<S>> {
+    let evals: Vec<usize> = native
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.function.as_ref().map(AsRef::as_ref) == Some(EVAL_FRAME_FUNCTION))
+        .map(|(i, _)| i)
+        .collect();
+    let mut runs = runs.into_iter().filter(|r| !r.is_empty()).peekable();
+    let mut out = Vec::with_capacity(native.len());
+    let Some(&last_eval) = evals.last() else {
+        out.extend(native);
+        out.extend(runs.flatten());
+        return out;
+    };
+    for (i, f) in native.into_iter().enumerate() {
+        if !evals.contains(&i) {
+            out.push(f);
+        } else if i == last_eval {
+            out.extend(runs.by_ref().flatten());
+        } else if let Some(run) = runs.next() {
+            out.extend(run);
+        }
+    }
+    out
+}
+
+/// Names each driver record (`cuMemAlloc_v2`) by the runtime function in its stack
+/// (`cudaMalloc` of a statically linked runtime), once per API and stack.
+fn label_driver_records<S: NameText>(dump: &mut Dump<S>) {
+    // By stack, the APIs asked about and their answers (a million records come from a few
+    // thousand stacks, each with one or two APIs): no allocation for a record asked before.
+    let mut memo: HashMap<usize, Vec<(String, Option<S>)>> = HashMap::new();
+    let stacks = &dump.stacks;
+    let mut label = |api: &S, stack: usize| -> Option<S> {
+        let api = api.as_ref();
+        if api.starts_with("cuda") {
+            return None;
+        }
+        let asked = memo.entry(stack).or_default();
+        match asked.iter().find(|(a, _)| a == api) {
+            Some((_, found)) => found.clone(),
+            None => {
+                let functions = stacks.get(stack).into_iter().flat_map(|s| {
+                    s.frames
+                        .iter()
+                        .map(|f| f.function.as_ref().map(AsRef::as_ref))
+                });
+                let found = format::api::called_as(api, functions).map(S::from_text);
+                asked.push((api.to_string(), found.clone()));
+                found
+            }
+        }
+    };
+    for r in &mut dump.live {
+        if let Some(n) = label(&r.api, r.stack) {
+            r.api = n;
+        }
+    }
+    for e in &mut dump.events {
+        if let Some(n) = label(&e.api, e.stack) {
+            e.api = n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use format::FrameKind;
+
+    #[test]
+    fn only_mangled_names_are_demangled() {
+        for c_name in ["b", "a", "c", "x", "main", "cudaMalloc", "alloc_block"] {
+            assert_eq!(function_name(c_name), c_name);
+        }
+        assert_eq!(function_name("_Z3fooPf"), "foo(float*)");
+        assert_eq!(
+            function_name("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+    }
+
+    fn native(name: &str) -> Frame {
+        Frame {
+            function: Some(name.into()),
+            ..Frame::default()
+        }
+    }
+
+    fn py(name: &str) -> Frame {
+        Frame {
+            kind: Some(FrameKind::Python),
+            function: Some(name.into()),
+            ..Frame::default()
+        }
+    }
+
+    fn names(frames: &[Frame]) -> Vec<&str> {
+        frames
+            .iter()
+            .map(|f| f.function.as_deref().unwrap_or("?"))
+            .collect()
+    }
+
+    #[test]
+    fn each_eval_frame_takes_one_run_of_python_frames() {
+        let stack = vec![
+            native("ffi_call"),
+            native(EVAL_FRAME_FUNCTION),
+            native("PyObject_Vectorcall"),
+            native(EVAL_FRAME_FUNCTION),
+            native("main"),
+        ];
+        let runs = vec![
+            vec![py("inner"), py("middle")],
+            vec![py("callback"), py("<module>")],
+        ];
+        assert_eq!(
+            names(&splice(stack, runs)),
+            [
+                "ffi_call",
+                "inner",
+                "middle",
+                "PyObject_Vectorcall",
+                "callback",
+                "<module>",
+                "main"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_outermost_eval_frame_takes_the_runs_left_and_extra_eval_frames_go() {
+        let stack = vec![native("ffi_call"), native(EVAL_FRAME_FUNCTION)];
+        let runs = vec![vec![py("a")], vec![py("b")], vec![py("c")]];
+        assert_eq!(names(&splice(stack, runs)), ["ffi_call", "a", "b", "c"]);
+        let stack = vec![
+            native(EVAL_FRAME_FUNCTION),
+            native("x"),
+            native(EVAL_FRAME_FUNCTION),
+        ];
+        assert_eq!(names(&splice(stack, vec![vec![py("a")]])), ["a", "x"]);
+    }
+
+    #[test]
+    fn without_an_eval_frame_python_frames_go_at_the_outer_end() {
+        let stack = vec![native("at::empty"), native("at::_ops::call")];
+        assert_eq!(
+            names(&splice(stack, vec![vec![py("step")]])),
+            ["at::empty", "at::_ops::call", "step"]
+        );
+    }
+
+    #[inline(never)]
+    fn marker() -> u32 {
+        std::hint::black_box(7)
+    }
+
+    /// A dump of this test binary's own `marker`, as the shim writes it.
+    fn unnamed_dump(build_id: Option<String>) -> Dump {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap().to_string();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        // The test binary's first mapping (file offset 0): its load bias for a PIE.
+        let base = maps
+            .lines()
+            .find(|l| l.ends_with(&exe))
+            .and_then(|l| usize::from_str_radix(l.split('-').next()?, 16).ok())
+            .unwrap();
+        // A return address just past marker's first instruction.
+        let ip = marker as *const () as usize + 1;
+        let mut d = crate::fixture("clean.json");
+        d.unnamed = true;
+        d.modules = vec![format::Module {
+            path: exe.clone(),
+            base: format::Hex(base as u64),
+            build_id,
+        }];
+        let dump_text = serde_json::to_string(&d).unwrap();
+        let mut d: Dump = serde_json::from_str(&dump_text).unwrap();
+        d.stacks = vec![format::Stack {
+            frames: vec![Frame {
+                kind: None,
+                ip: format::Hex(ip as u64),
+                module: Some(exe),
+                offset: Some(format::Hex((ip - base) as u64)),
+                function: None,
+                file: None,
+                line: None,
+            }],
+            python: vec![vec![py("step")]],
+        }];
+        d
+    }
+
+    fn own_build_id() -> Option<String> {
+        use object::Object;
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let obj = object::File::parse(&*exe).unwrap();
+        obj.build_id()
+            .unwrap()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+    }
+
+    #[test]
+    fn a_frame_is_named_from_its_module_and_offset_and_python_frames_are_spliced() {
+        let mut d = unnamed_dump(own_build_id());
+        let notes = Symbolizer::default().name(&mut d);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(!d.unnamed);
+        let frames = &d.stacks[0].frames;
+        // Inlined code (black_box, in release builds) comes first; the function itself, then
+        // the Python frame at the outer end (no evaluation frame in this stack).
+        let own = &frames[frames.len() - 2];
+        assert!(
+            own.function
+                .as_deref()
+                .unwrap_or("")
+                .ends_with("tests::marker"),
+            "{frames:?}"
+        );
+        assert!(own.file.as_deref().unwrap_or("").ends_with("symbols.rs"));
+        assert!(own.line.is_some());
+        assert_eq!(frames.last().unwrap().function.as_deref(), Some("step"));
+        assert!(d.stacks[0].python.is_empty());
+    }
+
+    #[test]
+    fn a_module_whose_build_id_differs_stays_unnamed_and_is_said_once() {
+        let mut s = Symbolizer::default();
+        let mut d = unnamed_dump(Some("00112233445566778899aabbccddeeff00112233".into()));
+        let notes = s.name(&mut d);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0]
+                .ends_with(": rebuilt since the run (build-id differs); its frames stay unnamed"),
+            "{}",
+            notes[0]
+        );
+        assert_eq!(d.stacks[0].frames[0].function, None);
+        assert!(d.stacks[0].frames[0].offset.is_some());
+        let mut again = unnamed_dump(Some("00112233445566778899aabbccddeeff00112233".into()));
+        assert!(s.name(&mut again).is_empty(), "said once per invocation");
+    }
+
+    #[test]
+    fn a_missing_module_says_where_to_name_it() {
+        let mut d = unnamed_dump(None);
+        d.stacks[0].frames[0].module = Some("/nonexistent/app".into());
+        let notes = Symbolizer::default().name(&mut d);
+        assert_eq!(
+            notes,
+            ["/nonexistent/app: not found on this machine: run `cudaleak symbolize` where the program ran; its frames stay unnamed"]
+        );
+    }
+
+    #[test]
+    fn a_module_path_naming_a_fifo_or_a_device_is_refused_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        for (path, what) in [
+            (fifo.to_str().unwrap(), "a FIFO (named pipe)"),
+            ("/dev/zero", "a character device"),
+        ] {
+            let mut d = unnamed_dump(None);
+            d.stacks[0].frames[0].module = Some(path.into());
+            let notes = Symbolizer::default().name(&mut d);
+            assert_eq!(
+                notes,
+                [format!(
+                    "{path}: is {what}, not a regular file; its frames stay unnamed"
+                )]
+            );
+        }
+    }
+
+    #[test]
+    fn a_driver_record_is_named_by_the_runtime_entry_in_its_stack() {
+        let mut d = unnamed_dump(None);
+        d.stacks[0].frames.insert(0, native("cudaMalloc"));
+        d.stacks[0].frames[0].module = None;
+        d.live = vec![format::LiveRecord {
+            address: format::Hex(0x1000),
+            size: 1,
+            bytes_held: None,
+            api: "cuMemAlloc_v2".into(),
+            kind: format::Kind::Device,
+            device: Some(0),
+            thread: 1,
+            seq: 1,
+            time_ms: 0,
+            stack: 0,
+        }];
+        Symbolizer::default().name(&mut d);
+        assert_eq!(d.live[0].api, "cudaMalloc");
+    }
+}
