@@ -316,7 +316,7 @@ fn named_offsets(l: &Layout) -> Vec<(&'static str, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -333,7 +333,7 @@ mod tests {
     }
 
     /// Interpreters `pythonM.m` on PATH and under pyenv's versions directory.
-    fn interpreters(major: u32, minor: u32) -> Vec<std::path::PathBuf> {
+    pub(crate) fn interpreters(major: u32, minor: u32) -> Vec<std::path::PathBuf> {
         let name = format!("python{major}.{minor}");
         let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).collect())
