@@ -28,9 +28,8 @@ const WORKS: u8 = 1;
 const UNAVAILABLE: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// At most this many ranges go to one system call (the kernel's UIO_FASTIOV: more would make it
-/// allocate).
-pub const MAX_SCATTER: usize = 8;
+/// At most this many ranges go to one system call.
+pub const MAX_SCATTER: usize = 16;
 
 /// Whether reads can be made at all; probed once. `Err` carries the reason (an errno) the first
 /// time the probe failed, for the one line the caller writes.

@@ -64,7 +64,10 @@ const CODE_BUF: usize = 256;
 /// most (a caller's frame lies below its callee's on the data stack).
 const WINDOW: usize = 2048;
 /// Frames whose code objects are read in one system call.
-const BATCH: usize = memory::MAX_SCATTER;
+const BATCH: usize = 8;
+/// What a thread's [`Plan`] holds: ranges, and bytes in all.
+const PLAN_RANGES: usize = memory::MAX_SCATTER;
+const PLAN_BYTES: usize = 8192;
 
 /// What was found in the process, once.
 struct Runtime {
@@ -373,13 +376,204 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     if !plausible(tstate, 8) {
         return 0;
     }
-    let mut none: [Seen; 0] = [];
-    SEEN.try_with(|seen| {
-        let mut guard = seen.try_borrow_mut().ok();
-        let seen = guard.as_deref_mut().map_or(&mut none[..], |s| &mut s[..]);
-        walk(rt, registry, seen, tstate, out)
-    })
-    .unwrap_or(0)
+    let mut with_plan = |plan: Option<&mut Plan>| {
+        let mut none: [Seen; 0] = [];
+        let mut reader = Reader { plan };
+        if let Some(plan) = reader.plan.as_deref_mut() {
+            plan.prefetch();
+        }
+        let n = SEEN
+            .try_with(|seen| {
+                let mut guard = seen.try_borrow_mut().ok();
+                let seen = guard.as_deref_mut().map_or(&mut none[..], |s| &mut s[..]);
+                walk(rt, registry, seen, &mut reader, tstate, out)
+            })
+            .unwrap_or(0);
+        if let Some(plan) = reader.plan {
+            plan.finish();
+        }
+        n
+    };
+    let mut n = None;
+    let _ = PLAN.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            n = Some(with_plan(Some(p.get_or_insert_with(Plan::new))));
+        }
+    });
+    match n {
+        Some(n) => n,
+        None => with_plan(None),
+    }
+}
+
+/// The ranges the last capture of this thread read, read again all at once, in one system call,
+/// when the next capture starts: an allocation loop meets the same thread state, frames and code
+/// objects each time, and then every read of the walk is served from this copy. Only *where* to
+/// read is remembered; what is read is fresh, read during this capture. A range not in the plan
+/// is read on its own, and the plan learns it for the next capture.
+struct Plan {
+    ranges: [(usize, usize); PLAN_RANGES],
+    n: usize,
+    /// Where each range's copy starts in `buf`; `usize::MAX` where it could not be read.
+    at: [usize; PLAN_RANGES],
+    buf: [u8; PLAN_BYTES],
+    /// The ranges this capture asked for, the next capture's plan.
+    next: [(usize, usize); PLAN_RANGES],
+    next_n: usize,
+    next_bytes: usize,
+}
+
+impl Plan {
+    fn new() -> Box<Plan> {
+        Box::new(Plan {
+            ranges: [(0, 0); PLAN_RANGES],
+            n: 0,
+            at: [usize::MAX; PLAN_RANGES],
+            buf: [0; PLAN_BYTES],
+            next: [(0, 0); PLAN_RANGES],
+            next_n: 0,
+            next_bytes: 0,
+        })
+    }
+
+    /// Reads every range of the plan, in one system call.
+    fn prefetch(&mut self) {
+        let whole = memory::read_scattered(&self.ranges[..self.n], &mut self.buf);
+        let mut offset = 0;
+        for (i, &(_, len)) in self.ranges[..self.n].iter().enumerate() {
+            self.at[i] = if i < whole { offset } else { usize::MAX };
+            offset += len;
+        }
+        self.next_n = 0;
+        self.next_bytes = 0;
+    }
+
+    /// The copy of `[addr, addr + len)` if one range of the plan holds it.
+    fn get(&self, addr: usize, len: usize) -> Option<&[u8]> {
+        let end = addr.checked_add(len)?;
+        self.ranges[..self.n]
+            .iter()
+            .zip(&self.at)
+            .find(|((a, l), &at)| at != usize::MAX && *a <= addr && end <= a + l)
+            .map(|((a, _), &at)| &self.buf[at + (addr - a)..at + (end - a)])
+    }
+
+    /// Remembers a range this capture needed.
+    fn note(&mut self, addr: usize, len: usize) {
+        if self.next_n < PLAN_RANGES
+            && self.next_bytes + len <= PLAN_BYTES
+            && !self.next[..self.next_n].contains(&(addr, len))
+        {
+            self.next[self.next_n] = (addr, len);
+            self.next_n += 1;
+            self.next_bytes += len;
+        }
+    }
+
+    /// The ranges this capture needed become the next capture's plan, those less than a page
+    /// apart merged into one (a read of the bytes between adds no page that one of them does not
+    /// touch, so it fails only where one of them would).
+    fn finish(&mut self) {
+        let next = &mut self.next[..self.next_n];
+        next.sort_unstable();
+        let mut n = 0;
+        let mut bytes = 0;
+        for &(addr, len) in next.iter() {
+            if n > 0 {
+                let (a, l) = self.ranges[n - 1];
+                let end = (addr + len).max(a + l);
+                if addr < a + l + 4096 && bytes - l + (end - a) <= PLAN_BYTES {
+                    bytes += (end - a) - l;
+                    self.ranges[n - 1] = (a, end - a);
+                    continue;
+                }
+            }
+            self.ranges[n] = (addr, len);
+            bytes += len;
+            n += 1;
+        }
+        self.n = n;
+    }
+}
+
+/// Every read of a walk: from this thread's [`Plan`] where it holds the range, else with a
+/// system call of its own. Without a plan (its thread-local storage gone), every read is its own.
+struct Reader<'a> {
+    plan: Option<&'a mut Plan>,
+}
+
+impl Reader<'_> {
+    fn read_into(&mut self, addr: usize, out: &mut [u8]) -> bool {
+        if let Some(plan) = self.plan.as_deref_mut() {
+            plan.note(addr, out.len());
+            if let Some(copy) = plan.get(addr, out.len()) {
+                out.copy_from_slice(copy);
+                return true;
+            }
+        }
+        memory::read_into(addr, out)
+    }
+
+    fn read<T: memory::Plain>(&mut self, addr: usize) -> Option<T> {
+        let mut buf = [0u8; 8];
+        let buf = &mut buf[..std::mem::size_of::<T>()];
+        self.read_into(addr, buf).then(|| T::from_bytes(buf))
+    }
+
+    /// Reads `ranges` into `out` one after another, as [`memory::read_scattered`], but every
+    /// range: `valid[i]` says whether range `i` was read whole.
+    fn read_all(&mut self, ranges: &[(usize, usize)], out: &mut [u8], valid: &mut [bool]) {
+        let mut missing = [(0usize, 0usize, 0usize); BATCH]; // (index, addr, len)
+        let mut m = 0;
+        let mut offset = 0;
+        for (i, &(addr, len)) in ranges.iter().enumerate() {
+            let copy = self.plan.as_deref_mut().and_then(|plan| {
+                plan.note(addr, len);
+                plan.get(addr, len)
+            });
+            match copy {
+                Some(copy) => {
+                    out[offset..offset + len].copy_from_slice(copy);
+                    valid[i] = true;
+                }
+                None if m < BATCH => {
+                    missing[m] = (i, addr, len);
+                    m += 1;
+                }
+                None => {}
+            }
+            offset += len;
+        }
+        // One system call for what the plan did not hold (more only past a range that fails:
+        // the kernel stops there). Each range's copy goes to its own place in `out`.
+        let mut want = [(0usize, 0usize); BATCH];
+        for (w, &(_, addr, len)) in want.iter_mut().zip(&missing[..m]) {
+            *w = (addr, len);
+        }
+        let total: usize = want[..m].iter().map(|&(_, len)| len).sum();
+        let mut tmp = [0u8; BATCH * CODE_BUF];
+        if total > tmp.len() {
+            return;
+        }
+        let mut j = 0;
+        while j < m {
+            let from: usize = want[..j].iter().map(|&(_, len)| len).sum();
+            let whole = memory::read_scattered(&want[j..m], &mut tmp[from..total]);
+            let mut at = from;
+            for &(i, _, len) in &missing[j..j + whole] {
+                let dest: usize = ranges[..i].iter().map(|&(_, l)| l).sum();
+                out[dest..dest + len].copy_from_slice(&tmp[at..at + len]);
+                valid[i] = true;
+                at += len;
+            }
+            j += whole + 1; // the one after those read is the one that failed
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's [`Plan`], made at its first capture.
+    static PLAN: RefCell<Option<Box<Plan>>> = const { RefCell::new(None) };
 }
 
 /// A frame as the walk first reads it; its code object is read with its batch's.
@@ -413,13 +607,13 @@ impl Window {
 
     /// The `span` bytes at `addr`, copied from the window, which is read anew (from `addr` down
     /// to its page's start, at most [`WINDOW`] bytes) when they are not in it.
-    fn get(&mut self, addr: usize, span: usize) -> Option<Fields<'_>> {
+    fn get(&mut self, reader: &mut Reader, addr: usize, span: usize) -> Option<Fields<'_>> {
         let end = addr.checked_add(span)?;
         if addr < self.base || end > self.base + self.len {
             // Never below addr's own page: a page below may be unmapped, and the read would fail
             // for a frame that can be read.
             let start = (addr & !4095).max(end.saturating_sub(WINDOW));
-            if !memory::read_into(start, &mut self.buf[..end - start]) {
+            if !reader.read_into(start, &mut self.buf[..end - start]) {
                 self.len = 0;
                 return None;
             }
@@ -469,7 +663,7 @@ impl CodeHeaders {
 
     /// Reads the code objects of `frames` not read yet, in one system call (more only where one
     /// cannot be read: the kernel stops at it).
-    fn fetch(&mut self, rt: &Runtime, frames: &[RawFrame]) {
+    fn fetch(&mut self, rt: &Runtime, reader: &mut Reader, frames: &[RawFrame]) {
         let mut want = [0usize; BATCH];
         let mut m = 0;
         for f in frames.iter().filter(|f| !f.entry) {
@@ -486,12 +680,7 @@ impl CodeHeaders {
         }
         let mut buf = [0u8; BATCH * CODE_BUF];
         let mut valid = [false; BATCH];
-        let mut i = 0;
-        while i < m {
-            let whole = memory::read_scattered(&ranges[i..m], &mut buf[i * len..m * len]);
-            valid[i..i + whole].fill(true);
-            i += whole + 1; // the one after those read is the one that failed
-        }
+        reader.read_all(&ranges[..m], &mut buf[..m * len], &mut valid[..m]);
         let c = &rt.layout.code;
         for (j, &code) in want[..m].iter().enumerate() {
             let f = Fields(&buf[j * len..(j + 1) * len]);
@@ -519,13 +708,14 @@ fn walk(
     rt: &Runtime,
     registry: &Registry,
     seen: &mut [Seen],
+    reader: &mut Reader,
     tstate: usize,
     out: &mut [usize],
 ) -> usize {
     let l = &rt.layout;
     let mut t = [0u8; TSTATE_BUF];
     let t = &mut t[..rt.tstate_span];
-    if !memory::read_into(tstate, t) {
+    if !reader.read_into(tstate, t) {
         return 0;
     }
     let t = Fields(t);
@@ -543,7 +733,7 @@ fn walk(
         } => t
             .get::<usize>(cframe)
             .filter(|&c| plausible(c, 8))
-            .and_then(|c| memory::read::<usize>(c + current_frame)),
+            .and_then(|c| reader.read::<usize>(c + current_frame)),
     };
     let Some(mut frame) = first else { return 0 };
     let mut window = Window::new();
@@ -562,7 +752,7 @@ fn walk(
                 break;
             }
             budget -= 1;
-            let Some(f) = window.get(frame, rt.frame_span) else {
+            let Some(f) = window.get(reader, frame, rt.frame_span) else {
                 more = false;
                 break;
             };
@@ -595,7 +785,7 @@ fn walk(
             k += 1;
             frame = next;
         }
-        codes.fetch(rt, &batch[..k]);
+        codes.fetch(rt, reader, &batch[..k]);
         for r in &batch[..k] {
             if r.entry {
                 // The entry frame of an evaluation-loop run: the frames before it were that run's.
