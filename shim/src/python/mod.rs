@@ -412,6 +412,10 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
 /// read is remembered; what is read is fresh, read during this capture. A range not in the plan
 /// is read on its own, and the plan learns it for the next capture.
 struct Plan {
+    /// The top of this thread's stack: from a local of the walk's up to it, the stack is this
+    /// thread's own and live, and is copied without a system call (the C-stack frames of 3.11+:
+    /// `_PyCFrame`, the entry frame of each evaluation-loop run).
+    stack_top: usize,
     ranges: [(usize, usize); PLAN_RANGES],
     n: usize,
     /// Where each range's copy starts in `buf`; `usize::MAX` where it could not be read.
@@ -426,6 +430,7 @@ struct Plan {
 impl Plan {
     fn new() -> Box<Plan> {
         Box::new(Plan {
+            stack_top: crate::stack::thread_stack().end,
             ranges: [(0, 0); PLAN_RANGES],
             n: 0,
             at: [usize::MAX; PLAN_RANGES],
@@ -504,6 +509,19 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn read_into(&mut self, addr: usize, out: &mut [u8]) -> bool {
+        if let Some(top) = self.plan.as_deref().map(|p| p.stack_top) {
+            let here = 0u8;
+            let live = std::ptr::addr_of!(here) as usize;
+            if addr >= live && addr.checked_add(out.len()).is_some_and(|end| end <= top) {
+                // SAFETY: [addr, addr + len) lies between a local of this function and the top
+                // of this thread's stack: the frames of this thread's callers, mapped while it
+                // runs, written by no other thread.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len())
+                };
+                return true;
+            }
+        }
         if let Some(plan) = self.plan.as_deref_mut() {
             plan.note(addr, out.len());
             if let Some(copy) = plan.get(addr, out.len()) {
