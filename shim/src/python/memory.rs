@@ -29,7 +29,7 @@ const UNAVAILABLE: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 /// At most this many ranges go to one system call.
-pub const MAX_SCATTER: usize = 16;
+pub const MAX_SCATTER: usize = 32;
 
 /// Whether reads can be made at all; probed once. `Err` carries the reason (an errno) the first
 /// time the probe failed, for the one line the caller writes.

@@ -61,7 +61,8 @@ const TSTATE_BUF: usize = 256;
 const FRAME_BUF: usize = 128;
 const CODE_BUF: usize = 256;
 /// Frames read at once through [`Window`]: from the frame down to its page's start, this much at
-/// most (a caller's frame lies below its callee's on the data stack).
+/// most (a caller's frame lies below its callee's on the data stack, 3.11+; 3.9's and 3.10's
+/// frames are objects of their own, read one at a time).
 const WINDOW: usize = 2048;
 /// Frames whose code objects are read in one system call.
 const BATCH: usize = 8;
@@ -475,10 +476,11 @@ impl Plan {
         }
     }
 
-    /// The ranges this capture needed become the next capture's plan, those less than a page
-    /// apart merged into one (a read of the bytes between adds no page that one of them does not
-    /// touch, so it fails only where one of them would).
+    /// The ranges this capture needed become the next capture's plan, those that overlap or
+    /// nearly touch merged into one (the bytes between lie on a page one of them touches, so the
+    /// merged read fails only where one of them would).
     fn finish(&mut self) {
+        const GAP: usize = 256;
         let next = &mut self.next[..self.next_n];
         next.sort_unstable();
         let mut n = 0;
@@ -487,15 +489,17 @@ impl Plan {
             if n > 0 {
                 let (a, l) = self.ranges[n - 1];
                 let end = (addr + len).max(a + l);
-                if addr < a + l + 4096 && bytes - l + (end - a) <= PLAN_BYTES {
+                if addr <= a + l + GAP && bytes - l + (end - a) <= PLAN_BYTES {
                     bytes += (end - a) - l;
                     self.ranges[n - 1] = (a, end - a);
                     continue;
                 }
             }
-            self.ranges[n] = (addr, len);
-            bytes += len;
-            n += 1;
+            if bytes + len <= PLAN_BYTES {
+                self.ranges[n] = (addr, len);
+                bytes += len;
+                n += 1;
+            }
         }
         self.n = n;
     }
@@ -611,14 +615,21 @@ struct RawFrame {
 struct Window {
     base: usize,
     len: usize,
+    /// [`WINDOW`] where frames share a data stack, else one frame's span.
+    size: usize,
     buf: [u8; WINDOW],
 }
 
 impl Window {
-    fn new() -> Window {
+    fn new(l: &Layout, frame_span: usize) -> Window {
         Window {
             base: 0,
             len: 0,
+            size: if l.frame.owner.is_some() {
+                WINDOW
+            } else {
+                frame_span
+            },
             buf: [0; WINDOW],
         }
     }
@@ -630,7 +641,7 @@ impl Window {
         if addr < self.base || end > self.base + self.len {
             // Never below addr's own page: a page below may be unmapped, and the read would fail
             // for a frame that can be read.
-            let start = (addr & !4095).max(end.saturating_sub(WINDOW));
+            let start = (addr & !4095).max(end.saturating_sub(self.size));
             if !reader.read_into(start, &mut self.buf[..end - start]) {
                 self.len = 0;
                 return None;
@@ -754,7 +765,7 @@ fn walk(
             .and_then(|c| reader.read::<usize>(c + current_frame)),
     };
     let Some(mut frame) = first else { return 0 };
-    let mut window = Window::new();
+    let mut window = Window::new(l, rt.frame_span);
     let mut codes = CodeHeaders::new();
     let mut n = 0;
     // Bounded even if the chain were a cycle: skipped frames count too.
