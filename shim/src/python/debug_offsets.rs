@@ -75,7 +75,8 @@ const V3_13: Positions = Positions {
 
 /// 3.14: `Include/internal/pycore_debug_offsets.h`, which added `interpreter_state.threads_main`,
 /// `code_object_generation` and `tlbc_generation`, `interpreter_frame.stackpointer` and
-/// `tlbc_index`, `code_object.co_tlbc` and a `set_object` section before `dict_object`.
+/// `tlbc_index`, `code_object.co_tlbc` and a `set_object` section before `dict_object` (checked
+/// against 3.14.10's headers).
 const V3_14: Positions = Positions {
     version: (3, 14),
     tstate_size: 176,
@@ -100,7 +101,33 @@ const V3_14: Positions = Positions {
     unicode_ascii_size: 640,
 };
 
-const KNOWN: [Positions; 2] = [V3_13, V3_14];
+/// 3.15: more thread-state and frame fields for the sampling profiler (checked against 3.15.2's
+/// headers).
+const V3_15: Positions = Positions {
+    version: (3, 15),
+    tstate_size: 176,
+    tstate_current_frame: 208,
+    tstate_thread_id: 240,
+    frame_size: 312,
+    frame_previous: 320,
+    frame_executable: 328,
+    frame_instr_ptr: 336,
+    frame_owner: 352,
+    code_size: 376,
+    code_filename: 384,
+    code_qualname: 400,
+    code_linetable: 408,
+    code_firstlineno: 416,
+    code_adaptive: 448,
+    ob_type: 472,
+    bytes_ob_size: 696,
+    bytes_ob_sval: 704,
+    unicode_state: 720,
+    unicode_length: 728,
+    unicode_ascii_size: 736,
+};
+
+const KNOWN: [Positions; 3] = [V3_13, V3_14, V3_15];
 
 /// Whether this module knows where `major.minor` keeps its debug offsets.
 pub fn known(major: u32, minor: u32) -> bool {
@@ -197,7 +224,10 @@ pub fn layout(runtime: &[u8], table: &Layout) -> Option<Layout> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python::layout::{for_version, tests::interpreters};
+    use crate::python::layout::{
+        for_version,
+        tests::{include_dir, interpreters},
+    };
 
     /// `_PyRuntime`'s first bytes as 3.13 fills them, for the given table.
     fn synthetic(p: &Positions, l: &Layout) -> Vec<u8> {
@@ -329,5 +359,87 @@ mod tests {
             !checked.is_empty() || interpreters(3, 13).is_empty(),
             "nothing was checked"
         );
+    }
+
+    fn named(p: &Positions) -> Vec<(&'static str, usize)> {
+        vec![
+            ("tstate_size", p.tstate_size),
+            ("tstate_current_frame", p.tstate_current_frame),
+            ("tstate_thread_id", p.tstate_thread_id),
+            ("frame_size", p.frame_size),
+            ("frame_previous", p.frame_previous),
+            ("frame_executable", p.frame_executable),
+            ("frame_instr_ptr", p.frame_instr_ptr),
+            ("frame_owner", p.frame_owner),
+            ("code_size", p.code_size),
+            ("code_filename", p.code_filename),
+            ("code_qualname", p.code_qualname),
+            ("code_linetable", p.code_linetable),
+            ("code_firstlineno", p.code_firstlineno),
+            ("code_adaptive", p.code_adaptive),
+            ("ob_type", p.ob_type),
+            ("bytes_ob_size", p.bytes_ob_size),
+            ("bytes_ob_sval", p.bytes_ob_sval),
+            ("unicode_state", p.unicode_state),
+            ("unicode_length", p.unicode_length),
+            ("unicode_ascii_size", p.unicode_ascii_size),
+        ]
+    }
+
+    /// Where each field sits in `_Py_DebugOffsets`, against the headers of each installed 3.13+
+    /// (`shim/tests/python_debug_offsets_probe.c`, `offsetof`).
+    #[test]
+    fn positions_match_the_installed_headers() {
+        let probe = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python_debug_offsets_probe.c"
+        );
+        let out_dir =
+            std::env::temp_dir().join(format!("cudaleak-dbgprobe-{}", std::process::id()));
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let mut checked = Vec::new();
+        for p in &KNOWN {
+            let (major, minor) = p.version;
+            let Some(include) = include_dir(major, minor) else {
+                eprintln!("python{major}.{minor} with headers not found: positions not checked");
+                continue;
+            };
+            let exe = out_dir.join(format!("dbgprobe{major}.{minor}"));
+            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+            let built = std::process::Command::new(cc)
+                .arg(format!("-I{}", include.display()))
+                .arg(format!("-I{}", include.join("internal").display()))
+                .arg(format!(
+                    "-I{}",
+                    include.parent().unwrap_or(&include).display()
+                ))
+                .arg(probe)
+                .arg("-o")
+                .arg(&exe)
+                .output()
+                .unwrap();
+            assert!(
+                built.status.success(),
+                "probe for {major}.{minor}: {}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            let run = std::process::Command::new(&exe).output().unwrap();
+            let from_headers: Vec<(String, usize)> = String::from_utf8(run.stdout)
+                .unwrap()
+                .lines()
+                .map(|line| {
+                    let (k, v) = line.split_once(' ').unwrap();
+                    (k.to_string(), v.parse().unwrap())
+                })
+                .collect();
+            let ours: Vec<(String, usize)> = named(p)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            assert_eq!(ours, from_headers, "_Py_DebugOffsets of {major}.{minor}");
+            checked.push(format!("{major}.{minor}"));
+        }
+        let _ = std::fs::remove_dir_all(&out_dir);
+        eprintln!("debug offset positions checked against headers: {checked:?}");
     }
 }

@@ -354,7 +354,7 @@ pub(crate) mod tests {
 
     /// The include directory of the first interpreter of that version that answers, with
     /// internal headers where the version has them.
-    fn include_dir(major: u32, minor: u32) -> Option<std::path::PathBuf> {
+    pub(crate) fn include_dir(major: u32, minor: u32) -> Option<std::path::PathBuf> {
         interpreters(major, minor).into_iter().find_map(|py| {
             let out = std::process::Command::new(py)
                 .args([
