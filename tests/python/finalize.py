@@ -1,6 +1,6 @@
 """Daemon threads inside hooked CUDA calls while the main thread exits: Py_FinalizeEx deletes
 their thread states while the threads are in the shim's hooks (PyTorch's pin-memory thread in
-cudaHostAlloc, at the end of a training script). Each runs pin_memory_loop (native code, the GIL
+cudaHostAlloc, at the end of a training script). Two threads each run pin_memory_loop (native code, the GIL
 released, never returning: frameworks/pin_memory.c) from 30 Python frames down.
 tests/tests/python.rs runs it many times under the shim: every run must end with this
 program's own status, 7.
@@ -13,7 +13,7 @@ import threading
 import time
 
 pin = ctypes.CDLL(sys.argv[1] + "/libpin_memory.so")
-pairs = [ctypes.c_long(0) for _ in range(4)]
+pairs = [ctypes.c_long(0) for _ in range(2)]
 
 
 def deep(depth, i):
