@@ -413,10 +413,11 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
 /// read is remembered; what is read is fresh, read during this capture. A range not in the plan
 /// is read on its own, and the plan learns it for the next capture.
 struct Plan {
-    /// The top of this thread's stack: from a local of the walk's up to it, the stack is this
-    /// thread's own and live, and is copied without a system call (the C-stack frames of 3.11+:
-    /// `_PyCFrame`, the entry frame of each evaluation-loop run).
-    stack_top: usize,
+    /// This thread's stack: from a local of the walk's up to its top, it is this thread's own
+    /// and live, and is copied without a system call (the C-stack frames of 3.11+: `_PyCFrame`,
+    /// the entry frame of each evaluation-loop run) — when the walk runs on it, not on a signal
+    /// stack or a fiber's, where the addresses between could be anything.
+    stack: std::ops::Range<usize>,
     ranges: [(usize, usize); PLAN_RANGES],
     n: usize,
     /// Where each range's copy starts in `buf`; `usize::MAX` where it could not be read.
@@ -431,7 +432,7 @@ struct Plan {
 impl Plan {
     fn new() -> Box<Plan> {
         Box::new(Plan {
-            stack_top: crate::stack::thread_stack().end,
+            stack: crate::stack::thread_stack(),
             ranges: [(0, 0); PLAN_RANGES],
             n: 0,
             at: [usize::MAX; PLAN_RANGES],
@@ -513,10 +514,15 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn read_into(&mut self, addr: usize, out: &mut [u8]) -> bool {
-        if let Some(top) = self.plan.as_deref().map(|p| p.stack_top) {
+        if let Some(stack) = self.plan.as_deref().map(|p| p.stack.clone()) {
             let here = 0u8;
             let live = std::ptr::addr_of!(here) as usize;
-            if addr >= live && addr.checked_add(out.len()).is_some_and(|end| end <= top) {
+            if stack.contains(&live)
+                && addr >= live
+                && addr
+                    .checked_add(out.len())
+                    .is_some_and(|end| end <= stack.end)
+            {
                 // SAFETY: [addr, addr + len) lies between a local of this function and the top
                 // of this thread's stack: the frames of this thread's callers, mapped while it
                 // runs, written by no other thread.
@@ -1070,6 +1076,91 @@ pub fn splice(native: Vec<Frame>, python: &[(PyFrame, Frame)]) -> Vec<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_merges_ranges_that_nearly_touch_and_serves_reads_inside_them() {
+        let mut plan = Plan::new();
+        for (addr, len) in [
+            (0x5000, 64),
+            (0x1000, 16),
+            (0x1010, 32),
+            (0x1100, 8),
+            (0x9000, 8),
+        ] {
+            plan.note(addr, len);
+        }
+        plan.note(0x1000, 16); // noted twice, planned once
+        plan.finish();
+        assert_eq!(
+            &plan.ranges[..plan.n],
+            &[(0x1000, 0x108), (0x5000, 64), (0x9000, 8)]
+        );
+        // Read: this test's own data, then two pages of which the first cannot be read.
+        let data: Vec<u64> = (0..128).collect();
+        let base = data.as_ptr() as usize;
+        // SAFETY: a fresh anonymous mapping; its first page is made unreadable, its second
+        // written; both unmapped at the end.
+        let pages = unsafe {
+            let m = libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(m, libc::MAP_FAILED);
+            assert_eq!(libc::mprotect(m, 4096, libc::PROT_NONE), 0);
+            *(m as *mut u64).add(512) = 42;
+            m as usize
+        };
+        assert!(base < pages, "the heap lies below the mappings");
+        let mut plan = Plan::new();
+        plan.note(pages + 4096, 8);
+        plan.note(base, 64);
+        plan.note(pages, 8);
+        plan.note(base + 512, 8);
+        plan.finish();
+        assert_eq!(memory::available(), Ok(()));
+        plan.prefetch();
+        let word = |plan: &Plan, at: usize| {
+            plan.get(at, 8)
+                .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+        };
+        assert_eq!(word(&plan, base + 8), Some(1));
+        assert_eq!(word(&plan, base + 512), Some(64));
+        assert_eq!(word(&plan, base + 60), None, "runs past its range");
+        assert_eq!(word(&plan, pages), None, "unreadable");
+        // In address order the unreadable page came first: the kernel stopped there, and the
+        // page after it was not read.
+        assert_eq!(word(&plan, pages + 4096), None);
+        // A reader still reads it, on its own.
+        let mut reader = Reader {
+            plan: Some(&mut plan),
+        };
+        assert_eq!(reader.read::<u64>(pages + 4096), Some(42));
+        assert_eq!(reader.read::<u64>(pages + 8), None);
+        // SAFETY: unmapping what this test mapped.
+        unsafe { libc::munmap(pages as *mut c_void, 8192) };
+    }
+
+    #[test]
+    fn a_reader_copies_this_threads_live_stack_without_a_system_call() {
+        let mut plan = Plan::new();
+        assert!(
+            plan.stack.start < plan.stack.end,
+            "this thread's stack is known"
+        );
+        let here = [7u64, 8, 9];
+        let mut reader = Reader {
+            plan: Some(&mut plan),
+        };
+        assert_eq!(reader.read::<u64>(here.as_ptr() as usize + 8), Some(8));
+        assert!(
+            plan.next[..plan.next_n].is_empty(),
+            "nothing noted for the next capture's system call"
+        );
+    }
 
     #[test]
     fn frames_pack_into_one_word_and_back() {
