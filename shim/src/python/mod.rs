@@ -11,7 +11,9 @@
 //! freed or unmapped structure ends the walk, not the host. Reads are batched: the thread state
 //! once, frames through a window of up to 2 KiB (a thread's frames lie next to each other on its
 //! data stack), the code objects of up to eight frames in one system call, remembered for the
-//! rest of the capture.
+//! rest of the capture; and each thread's [`Plan`] reads everything its last capture read in one
+//! system call when the next starts, so a capture in an allocation loop costs one. The C-stack
+//! frames of 3.11+ are on the calling thread's own live stack and are copied directly.
 //!
 //! The thread state comes from `PyGILState_GetThisThreadState()` (a thread-local read, set for
 //! every thread Python knows, whether it holds the GIL or not), after `Py_IsInitialized()` and
