@@ -115,6 +115,13 @@ fn main() {
     framework(&cc, "libcublas.so.13", "cublas.c", true, &["-lcuda"]);
     dev_symlink(&fw_dir, "libcublas.so", "libcublas.so.13");
     framework(&cxx, "libc10_cuda.so", "c10_cuda.cpp", false, &["-lcudart"]);
+    framework(
+        &cc,
+        "libpin_memory.so",
+        "pin_memory.c",
+        false,
+        &["-lcudart"],
+    );
 
     // The spy is not a CUDA library: it lives apart so LD_LIBRARY_PATH never finds it.
     let spy_dir = out.join("spy");

@@ -414,7 +414,7 @@ impl Drop for WalkCache {
 }
 
 /// The current thread's stack as [low, high), or an empty range if unknown.
-fn thread_stack() -> std::ops::Range<usize> {
+pub fn thread_stack() -> std::ops::Range<usize> {
     // SAFETY: attr is initialised by pthread_getattr_np before use and destroyed after.
     unsafe {
         let mut attr: libc::pthread_attr_t = std::mem::zeroed();

@@ -9,7 +9,8 @@ use std::process::Command;
 
 use cudaleak_format::{Dump, Frame, LiveRecord};
 use cudaleak_tests::{
-    cudaleak_cli, python_marker_line, python_script, pythons, Python, Run, Scenario, NULLCUDA_DIR,
+    cudaleak_cli, python_marker_line, python_script, pythons, Python, Run, Scenario,
+    FRAMEWORKS_DIR, NULLCUDA_DIR,
 };
 
 fn run(py: &Python, mode: &str, env: &[(&str, &str)]) -> Run {
@@ -413,4 +414,79 @@ for _ in range(20):
         text.lines().any(|l| l.trim() == "#0 step at <string>:7"),
         "{text}"
     );
+}
+
+/// Where each version's `PyThreadState` keeps the first pointer the shim's walk follows
+/// (`frame`, `cframe`, `current_frame`), as shim/src/python/layout.rs has it.
+fn first_frame_pointer(v: (u32, u32)) -> u32 {
+    match v {
+        (3, 9) | (3, 10) => 24,
+        (3, 11) | (3, 12) => 56,
+        _ => 72,
+    }
+}
+
+#[test]
+fn a_thread_state_pointing_into_unmapped_memory_costs_python_frames_not_the_program() {
+    let script = python_script("unmapped_frame.py");
+    let worker = python_marker_line(&script, "worker");
+    for py in &pythons() {
+        let context = format!("python {}.{}", py.version.0, py.version.1);
+        let run = Scenario::program(&py.path)
+            .arg(script.to_str().unwrap())
+            .arg(FRAMEWORKS_DIR)
+            .arg(&first_frame_pointer(py.version).to_string())
+            .run_shim();
+        run.assert_exit(0);
+        let during: u64 = run
+            .stdout
+            .strip_prefix("done ")
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{context}: {:?}", run.stdout));
+        assert!(
+            during > 0,
+            "{context}: no hook ran while the pointer was bad"
+        );
+        // The walk works again once the pointer is back: the block the loop leaves has the
+        // worker's Python frames.
+        let dump = run.dump();
+        let live: Vec<&LiveRecord> = dump.live.iter().collect();
+        assert_eq!(
+            live.iter().map(|r| r.size).collect::<Vec<_>>(),
+            [8192],
+            "{context}"
+        );
+        let frames: Vec<(&str, u32)> = dump.stacks[live[0].stack]
+            .frames
+            .iter()
+            .filter(|f| f.is_python())
+            .map(|f| (f.function.as_deref().unwrap_or("?"), f.line.unwrap_or(0)))
+            .collect();
+        assert_eq!(
+            frames.first(),
+            Some(&("worker", worker)),
+            "{context}: {frames:?}"
+        );
+    }
+}
+
+#[test]
+fn daemon_threads_inside_hooks_while_the_interpreter_finalizes_never_crash_it() {
+    // One run at a time: the daemon threads spin, and tests running beside this one (growth's
+    // snapshot timing) must not starve on a small machine.
+    const RUNS: usize = 50;
+    let script = python_script("finalize.py");
+    for py in &pythons() {
+        let context = format!("python {}.{}", py.version.0, py.version.1);
+        for i in 0..RUNS {
+            let run = Scenario::program(&py.path)
+                .arg(script.to_str().unwrap())
+                .arg(FRAMEWORKS_DIR)
+                .run_shim();
+            // The program's own status, then the shim's exit dump, complete.
+            assert_eq!(run.status.code(), Some(7), "{context}, run {i}: {run:?}");
+            run.dump();
+        }
+        eprintln!("{context}: {RUNS} runs, each exited 7");
+    }
 }

@@ -316,7 +316,7 @@ fn named_offsets(l: &Layout) -> Vec<(&'static str, usize)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -333,7 +333,7 @@ mod tests {
     }
 
     /// Interpreters `pythonM.m` on PATH and under pyenv's versions directory.
-    fn interpreters(major: u32, minor: u32) -> Vec<std::path::PathBuf> {
+    pub(crate) fn interpreters(major: u32, minor: u32) -> Vec<std::path::PathBuf> {
         let name = format!("python{major}.{minor}");
         let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).collect())
@@ -354,7 +354,7 @@ mod tests {
 
     /// The include directory of the first interpreter of that version that answers, with
     /// internal headers where the version has them.
-    fn include_dir(major: u32, minor: u32) -> Option<std::path::PathBuf> {
+    pub(crate) fn include_dir(major: u32, minor: u32) -> Option<std::path::PathBuf> {
         interpreters(major, minor).into_iter().find_map(|py| {
             let out = std::process::Command::new(py)
                 .args([

@@ -4,19 +4,37 @@
 //! is called that allocates, caches or mutates. Only this thread's frame chain is read, which
 //! cannot change while the thread is inside the hook.
 //!
+//! **Every read of the interpreter's memory can fail without faulting** ([`memory`]: a
+//! `process_vm_readv` of this process). A thread state can be freed under a thread that is inside
+//! a hook — `Py_FinalizeEx` deletes the daemon threads' states while their thread-local pointers
+//! still name them — so no pointer taken from the interpreter is ever dereferenced directly: a
+//! freed or unmapped structure ends the walk, not the host. Reads are batched: the thread state
+//! once, frames through a window of up to 2 KiB (a thread's frames lie next to each other on its
+//! data stack), the code objects of up to eight frames in one system call, remembered for the
+//! rest of the capture; and each thread's [`Plan`] reads everything its last capture read in one
+//! system call when the next starts, so a capture in an allocation loop costs one. The C-stack
+//! frames of 3.11+ are on the calling thread's own live stack and are copied directly.
+//!
 //! The thread state comes from `PyGILState_GetThisThreadState()` (a thread-local read, set for
-//! every thread Python knows, whether it holds the GIL or not), after `Py_IsInitialized()`; both,
-//! and the version, are looked up once, lazily, with `dlsym(RTLD_DEFAULT)`: a program without
-//! Python pays one failed lookup. Every pointer is checked for plausibility and every object for
-//! its type (`PyCode_Type`, `PyUnicode_Type`, `PyBytes_Type`) before it is followed, and walks are
-//! bounded, so a thread state that is half built or torn down ends the walk instead of the host.
+//! every thread Python knows, whether it holds the GIL or not), after `Py_IsInitialized()` and
+//! `Py_IsFinalizing()` (`_Py_IsFinalizing()` before 3.13): a runtime that has begun to finalize
+//! is not read at all. A thread state freed between that check and the reads is what the
+//! fallible reads are for. These functions and the version are looked up once, lazily, with
+//! `dlsym(RTLD_DEFAULT)`: a program without Python pays one failed lookup. The layout is the
+//! hand-written table of the version (layout.rs), overridden on 3.13+ by the offsets the
+//! interpreter publishes for tools (`_PyRuntime.debug_offsets`, debug_offsets.rs). Every object
+//! is checked for its type (`PyCode_Type`, `PyUnicode_Type`, `PyBytes_Type`) before its fields
+//! are used, and walks are bounded.
 //!
 //! A code object's names and line table are copied once, when a capture first meets it (the
 //! [`Registry`]); a capture itself records (code, instruction offset) pairs and the line is
 //! decoded from the copy at dump time.
 
+pub mod debug_offsets;
 pub mod layout;
 mod linetable;
+pub mod memory;
+mod walk;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,6 +47,8 @@ use cudaleak_format::{Frame, FrameKind, Hex};
 
 use crate::real;
 use layout::{FirstFrame, Instr, Layout, LineFormat};
+use memory::Fields;
+use walk::{Plan, Reader, PLAN};
 
 /// The deepest Python stack `CUDALEAK_PY_DEPTH` may ask for.
 pub const MAX_DEPTH: usize = 256;
@@ -37,14 +57,36 @@ const MAX_NAME_CHARS: usize = 4096;
 /// Largest line table copied.
 const MAX_LINETABLE: usize = 1 << 20;
 
+/// The most of a thread state, a frame and a code object header a capture copies; a layout whose
+/// fields lie further gets no Python frames.
+const TSTATE_BUF: usize = 256;
+const FRAME_BUF: usize = 128;
+const CODE_BUF: usize = 256;
+/// Frames read at once through [`Window`]: from the frame down to its page's start, this much at
+/// most (a caller's frame lies below its callee's on the data stack, 3.11+; 3.9's and 3.10's
+/// frames are objects of their own, read one at a time).
+const WINDOW: usize = 2048;
+/// Frames whose code objects are read in one system call.
+const BATCH: usize = 8;
+/// What a thread's [`Plan`] holds: ranges, and bytes in all.
+const PLAN_RANGES: usize = memory::MAX_SCATTER;
+const PLAN_BYTES: usize = 8192;
+
 /// What was found in the process, once.
 struct Runtime {
-    layout: &'static Layout,
+    layout: Layout,
     is_initialized: unsafe extern "C" fn() -> c_int,
+    /// `Py_IsFinalizing` (3.13+) or `_Py_IsFinalizing` (3.9–3.12), where exported.
+    is_finalizing: Option<unsafe extern "C" fn() -> c_int>,
     this_thread_state: unsafe extern "C" fn() -> *mut c_void,
     code_type: usize,
     unicode_type: usize,
     bytes_type: usize,
+    /// Bytes of a thread state and of a frame copied: up to the last field read.
+    tstate_span: usize,
+    frame_span: usize,
+    /// The part of a code object copied: `[code + OB_TYPE, code + code_end)`.
+    code_end: usize,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -90,10 +132,95 @@ fn symbol(name: &CStr) -> usize {
     p as usize
 }
 
+/// The interpreter's `major.minor`: `Py_Version` (3.11+), else the text `Py_GetVersion()` makes.
+fn version() -> Option<(u32, u32)> {
+    let hex = symbol(c"Py_Version");
+    if hex != 0 {
+        // Py_Version is a `const unsigned long` (3.11+).
+        return Some(layout::from_hex_version(memory::read::<u64>(hex)?));
+    }
+    let get = symbol(c"Py_GetVersion");
+    if get == 0 {
+        return None;
+    }
+    // SAFETY: `const char *Py_GetVersion(void)` formats constants into a static buffer and
+    // returns it; it neither allocates nor needs the GIL.
+    let text = unsafe {
+        let f: unsafe extern "C" fn() -> *const c_char = std::mem::transmute(get);
+        f() as usize
+    };
+    let mut buf = [0u8; 16];
+    memory::read_into(text, &mut buf).then_some(())?;
+    layout::parse_version(&buf)
+}
+
+/// How much of a thread state, a frame and a code object `l` needs copied, if each fits.
+fn spans(l: &Layout) -> Option<(usize, usize, usize)> {
+    let tstate = match l.first_frame {
+        FirstFrame::Direct(o) => o,
+        FirstFrame::ThroughCFrame { cframe, .. } => cframe,
+    }
+    .max(l.tstate_thread_id)
+        + 8;
+    let instr = match l.frame.instr {
+        Instr::LastiBytes(o) | Instr::LastiUnits(o) => o + 4,
+        Instr::Pointer(o) => o + 8,
+    };
+    let frame = [
+        l.frame.back + 8,
+        l.frame.code + 8,
+        instr,
+        l.frame.owner.map_or(0, |o| o + 1),
+        l.frame.is_entry.map_or(0, |o| o + 1),
+    ]
+    .into_iter()
+    .max()?;
+    let c = &l.code;
+    let code = [
+        layout::OB_TYPE + 8,
+        c.filename + 8,
+        c.name + 8,
+        c.linetable + 8,
+        c.firstlineno + 4,
+        c.firsttraceable.map_or(0, |o| o + 4),
+    ]
+    .into_iter()
+    .max()?;
+    (tstate <= TSTATE_BUF && frame <= FRAME_BUF && code - layout::OB_TYPE <= CODE_BUF)
+        .then_some((tstate, frame, code))
+}
+
+/// The version's table, with what the interpreter publishes of its own layout (3.13+) in place
+/// of the table's numbers where both exist.
+fn layout_of(version: (u32, u32)) -> Option<Layout> {
+    let table = layout::for_version(version.0, version.1)?;
+    if !debug_offsets::known(version.0, version.1) {
+        return Some(*table);
+    }
+    let runtime = symbol(c"_PyRuntime");
+    let mut bytes = [0u8; debug_offsets::READ];
+    let published = (runtime != 0 && memory::read_into(runtime, &mut bytes))
+        .then(|| debug_offsets::layout(&bytes, table))
+        .flatten()
+        .filter(|l| spans(l).is_some());
+    Some(published.unwrap_or(*table))
+}
+
 fn resolve() -> Option<Runtime> {
     let is_initialized = symbol(c"Py_IsInitialized");
     if is_initialized == 0 {
         return None; // no Python in this process: the one failed lookup
+    }
+    if let Err(errno) = memory::available() {
+        let why = match errno {
+            0 => "a read of its own memory came back short".to_string(),
+            e => std::io::Error::from_raw_os_error(e).to_string(),
+        };
+        crate::stdio::say(&format!(
+            "cudaleak: process_vm_readv cannot read this process's memory ({why}): Python frames \
+             are not recorded, native stacks are\n"
+        ));
+        return None;
     }
     let this_thread_state = symbol(c"PyGILState_GetThisThreadState");
     let code_type = symbol(c"PyCode_Type");
@@ -102,55 +229,41 @@ fn resolve() -> Option<Runtime> {
     if this_thread_state == 0 || code_type == 0 || unicode_type == 0 || bytes_type == 0 {
         return None;
     }
-    let hex = symbol(c"Py_Version");
-    let version = if hex != 0 {
-        // SAFETY: Py_Version is a `const unsigned long` (3.11+).
-        layout::from_hex_version(unsafe { (hex as *const u64).read() })
-    } else {
-        let get = symbol(c"Py_GetVersion");
-        if get == 0 {
-            return None;
-        }
-        // SAFETY: `const char *Py_GetVersion(void)` formats constants into a static buffer and
-        // returns it; it neither allocates nor needs the GIL.
-        let text = unsafe {
-            let f: unsafe extern "C" fn() -> *const c_char = std::mem::transmute(get);
-            let s = f();
-            if s.is_null() {
-                return None;
-            }
-            CStr::from_ptr(s)
-        };
-        layout::parse_version(text.to_bytes())?
+    let layout = layout_of(version()?)?;
+    let (tstate_span, frame_span, code_end) = spans(&layout)?;
+    let is_finalizing = match symbol(c"Py_IsFinalizing") {
+        0 => symbol(c"_Py_IsFinalizing"),
+        f => f,
     };
-    let layout = layout::for_version(version.0, version.1)?;
-    // SAFETY: both are the interpreter's exported functions of these signatures.
-    let (is_initialized, this_thread_state) = unsafe {
+    // SAFETY: the interpreter's exported functions of these signatures: `int (void)` and
+    // `PyThreadState *(void)`.
+    let (is_initialized, is_finalizing, this_thread_state) = unsafe {
         (
             std::mem::transmute::<usize, unsafe extern "C" fn() -> c_int>(is_initialized),
+            (is_finalizing != 0).then(|| {
+                std::mem::transmute::<usize, unsafe extern "C" fn() -> c_int>(is_finalizing)
+            }),
             std::mem::transmute::<usize, unsafe extern "C" fn() -> *mut c_void>(this_thread_state),
         )
     };
     Some(Runtime {
         layout,
         is_initialized,
+        is_finalizing,
         this_thread_state,
         code_type,
         unicode_type,
         bytes_type,
+        tstate_span,
+        frame_span,
+        code_end,
     })
 }
 
-/// A pointer that may be followed: not null, not in the first page, aligned.
+/// A pointer worth a read: not null, not in the first page, aligned, in user space. Not a
+/// promise that it can be read: [`memory`] decides that.
 fn plausible(p: usize, align: usize) -> bool {
     p >= 4096 && p.is_multiple_of(align) && p < (1usize << 47)
-}
-
-/// # Safety
-/// `addr` must be readable for `size_of::<T>()` bytes.
-unsafe fn read<T: Copy>(addr: usize) -> T {
-    // SAFETY: per the contract.
-    unsafe { std::ptr::read_unaligned(addr as *const T) }
 }
 
 /// One Python frame of a capture: the code's index in the [`Registry`], the instruction's byte
@@ -242,274 +355,166 @@ thread_local! {
 
 /// Writes the calling thread's Python frames, innermost first, into `out` (at most `out.len()`)
 /// and returns how many. 0 when the process has no (known) Python, the interpreter is not
-/// running, or this thread has no thread state.
+/// running or is finalizing, or this thread has no thread state.
 pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     if out.is_empty() {
         return 0;
     }
     let Some(rt) = runtime() else { return 0 };
-    // SAFETY: both are argument-less reads of the interpreter's globals and this thread's TLS:
-    // Py_IsInitialized reads `_PyRuntime.initialized`; PyGILState_GetThisThreadState reads the
-    // gilstate thread-local key (valid while the runtime is initialised, hence the order).
+    // SAFETY: argument-less reads of the interpreter's static globals and this thread's TLS:
+    // Py_IsInitialized reads `_PyRuntime.initialized`, (_)Py_IsFinalizing `_PyRuntime._finalizing`;
+    // PyGILState_GetThisThreadState reads the gilstate thread-local key (valid while the runtime
+    // is initialised, hence the order). None of them allocates, locks or needs the GIL.
     let tstate = unsafe {
         if (rt.is_initialized)() == 0 {
             return 0;
+        }
+        if let Some(finalizing) = rt.is_finalizing {
+            if finalizing() != 0 {
+                return 0;
+            }
         }
         (rt.this_thread_state)() as usize
     };
     if !plausible(tstate, 8) {
         return 0;
     }
-    let mut none: [Seen; 0] = [];
-    SEEN.try_with(|seen| {
-        let mut guard = seen.try_borrow_mut().ok();
-        let seen = guard.as_deref_mut().map_or(&mut none[..], |s| &mut s[..]);
-        // SAFETY: tstate is the live PyThreadState the interpreter keeps for this thread; the
-        // walk reads only that thread's frames, which this thread alone changes, and it is
-        // here. Each pointer is checked before it is followed.
-        unsafe { walk(rt, registry, seen, tstate, out) }
-    })
-    .unwrap_or(0)
-}
-
-/// # Safety
-/// `tstate` must be this thread's live `PyThreadState` of the interpreter `rt` describes.
-unsafe fn walk(
-    rt: &Runtime,
-    registry: &Registry,
-    seen: &mut [Seen],
-    tstate: usize,
-    out: &mut [usize],
-) -> usize {
-    let l = rt.layout;
-    // SAFETY (whole function): reads at fixed offsets of objects whose addresses were checked
-    // and whose types were checked where CPython gives them one, per the contract.
-    unsafe {
-        // The thread state belongs to this thread, not to a thread that died before it.
-        if read::<libc::c_ulong>(tstate + l.tstate_thread_id) != libc::pthread_self() {
-            return 0;
+    let mut with_plan = |plan: Option<&mut Plan>| {
+        let mut none: [Seen; 0] = [];
+        let mut reader = Reader { plan };
+        if let Some(plan) = reader.plan.as_deref_mut() {
+            plan.prefetch();
         }
-        let mut frame = match l.first_frame {
-            FirstFrame::Direct(o) => read::<usize>(tstate + o),
-            FirstFrame::ThroughCFrame {
-                cframe,
-                current_frame,
-            } => {
-                let c = read::<usize>(tstate + cframe);
-                if !plausible(c, 8) {
-                    return 0;
-                }
-                read::<usize>(c + current_frame)
-            }
-        };
-        let mut n = 0;
-        // Bounded even if the chain were a cycle: skipped frames count too.
-        let mut budget = out.len() * 4 + 16;
-        while n < out.len() && budget > 0 && plausible(frame, 8) {
-            budget -= 1;
-            let next = read::<usize>(frame + l.frame.back);
-            let owner = l.frame.owner.map(|o| read::<u8>(frame + o));
-            let not_python = match (owner, l.frame.owned_by_cstack) {
-                (Some(owner), Some(entry)) => owner >= entry,
-                _ => false,
-            };
-            if not_python {
-                // The entry frame of an evaluation-loop run: the frames before it were that run's.
-                if n > 0 {
-                    out[n - 1] |= 1;
-                }
-                frame = next;
-                continue;
-            }
-            let ends_eval = match l.frame.is_entry {
-                Some(o) => read::<u8>(frame + o) != 0,
-                None => l.frame.owner.is_none(), // 3.9, 3.10: one run per frame
-            };
-            let code = read::<usize>(frame + l.frame.code) & !l.frame.code_tag_bits;
-            if !plausible(code, 8) || read::<usize>(code + layout::OB_TYPE) != rt.code_type {
-                break;
-            }
-            let Some(offset) = instruction_offset(rt, frame, code) else {
-                break;
-            };
-            let incomplete = match (l.code.firsttraceable, owner) {
-                (Some(ft), Some(owner)) => {
-                    owner != l.frame.owned_by_generator
-                        && offset < 2 * i64::from(read::<i32>(code + ft))
-                }
-                _ => false,
-            };
-            if incomplete {
-                if ends_eval && n > 0 {
-                    out[n - 1] |= 1;
-                }
-                frame = next;
-                continue;
-            }
-            let Some(index) = code_index(rt, registry, seen, code) else {
-                break;
-            };
-            out[n] = PyFrame {
-                code: index,
-                offset: offset.clamp(-1, i64::from(i32::MAX >> 1)) as i32,
-                ends_eval,
-            }
-            .pack();
-            n += 1;
-            frame = next;
+        let n = SEEN
+            .try_with(|seen| {
+                let mut guard = seen.try_borrow_mut().ok();
+                let seen = guard.as_deref_mut().map_or(&mut none[..], |s| &mut s[..]);
+                walk::walk(rt, registry, seen, &mut reader, tstate, out)
+            })
+            .unwrap_or(0);
+        if let Some(plan) = reader.plan {
+            plan.finish();
         }
         n
-    }
-}
-
-/// The byte offset in the code's bytecode of the instruction `frame` executes (as
-/// `PyFrame_GetLineNumber` computes it), or `None` if it points outside the code.
-///
-/// # Safety
-/// `frame` and `code` must be a live frame of this thread and its (type-checked) code object.
-unsafe fn instruction_offset(rt: &Runtime, frame: usize, code: usize) -> Option<i64> {
-    let l = rt.layout;
-    // SAFETY: per the contract.
-    unsafe {
-        match l.frame.instr {
-            Instr::LastiBytes(o) => Some(i64::from(read::<c_int>(frame + o))),
-            Instr::LastiUnits(o) => {
-                let lasti = i64::from(read::<c_int>(frame + o));
-                Some(if lasti < 0 { lasti } else { lasti * 2 })
-            }
-            Instr::Pointer(o) => {
-                let start = code + l.code.code_adaptive?;
-                let p = read::<usize>(frame + o) as i64;
-                let offset = p - start as i64;
-                // 2 MiB of bytecode is far beyond any real function; a larger value is garbage.
-                (-2..1 << 21).contains(&offset).then_some(offset)
-            }
-        }
-    }
-}
-
-/// The registry index of `code`, copying its names and line table the first time.
-///
-/// # Safety
-/// `code` must be a live, type-checked code object.
-unsafe fn code_index(
-    rt: &Runtime,
-    registry: &Registry,
-    seen: &mut [Seen],
-    code: usize,
-) -> Option<u32> {
-    let c = &rt.layout.code;
-    // SAFETY: fields of a live code object, per the contract.
-    let key = unsafe {
-        CodeKey {
-            code,
-            filename: read::<usize>(code + c.filename),
-            name: read::<usize>(code + c.name),
-            linetable: read::<usize>(code + c.linetable),
-            first_line: read::<c_int>(code + c.firstlineno),
-        }
     };
+    let mut n = None;
+    let _ = PLAN.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            n = Some(with_plan(Some(p.get_or_insert_with(Plan::new))));
+        }
+    });
+    match n {
+        Some(n) => n,
+        None => with_plan(None),
+    }
+}
+/// The registry index of the code object `key` names, copying its names and line table the
+/// first time.
+fn code_index(rt: &Runtime, registry: &Registry, seen: &mut [Seen], key: &CodeKey) -> Option<u32> {
+    let code = key.code;
     let slot = (code >> 4 ^ code >> 10) % SEEN_SLOTS;
     if let Some(s) = seen.get(slot) {
-        if s.key == key {
+        if s.key == *key {
             return Some(s.index);
         }
     }
     let index = {
         let mut codes = registry.inner.lock();
-        match codes.ids.get(&key) {
+        match codes.ids.get(key) {
             Some(&i) => i,
             None => {
-                // SAFETY: the key's objects belong to the live code object.
-                let copy = unsafe { copy_code(rt, &key) }?;
+                let copy = copy_code(rt, key)?;
                 let i = u32::try_from(codes.codes.len()).ok()?;
                 codes.codes.push(copy);
-                codes.ids.insert(key, i);
+                codes.ids.insert(*key, i);
                 i
             }
         }
     };
     if let Some(s) = seen.get_mut(slot) {
-        *s = Seen { key, index };
+        *s = Seen { key: *key, index };
     }
     Some(index)
 }
 
-/// # Safety
-/// The key's pointers must be the fields of a live code object.
-unsafe fn copy_code(rt: &Runtime, key: &CodeKey) -> Option<Code> {
-    // SAFETY: per the contract; each object's type is checked before its contents are read.
-    unsafe {
-        Some(Code {
-            filename: read_str(rt, key.filename)?,
-            function: read_str(rt, key.name)?,
-            first_line: key.first_line,
-            format: rt.layout.code.line_format,
-            table: read_bytes(rt, key.linetable).unwrap_or_default(),
-        })
-    }
+fn copy_code(rt: &Runtime, key: &CodeKey) -> Option<Code> {
+    Some(Code {
+        filename: read_str(rt, key.filename)?,
+        function: read_str(rt, key.name)?,
+        first_line: key.first_line,
+        format: rt.layout.code.line_format,
+        table: read_bytes(rt, key.linetable).unwrap_or_default(),
+    })
+}
+
+/// `len` bytes at `addr`, or `None` if any cannot be read.
+fn read_vec(addr: usize, len: usize) -> Option<Vec<u8>> {
+    let mut v = vec![0u8; len];
+    memory::read_into(addr, &mut v).then_some(v)
 }
 
 /// A `str` object's text, read from its compact representation (every string a code object
-/// holds is compact); `None` for anything else.
-///
-/// # Safety
-/// `p` must be null or a live Python object.
-unsafe fn read_str(rt: &Runtime, p: usize) -> Option<String> {
-    let l = rt.layout;
-    // SAFETY: per the contract; the type is checked before the string's fields are read.
-    unsafe {
-        if !plausible(p, 8) || read::<usize>(p + layout::OB_TYPE) != rt.unicode_type {
-            return None;
-        }
-        let len = read::<isize>(p + layout::UNICODE_LENGTH);
-        let state = read::<u32>(p + layout::UNICODE_STATE);
-        let (kind, compact, ascii) = ((state >> 2) & 7, state >> 5 & 1 == 1, state >> 6 & 1 == 1);
-        if !compact || len < 0 {
-            return None;
-        }
-        let shown = (len as usize).min(MAX_NAME_CHARS);
-        let mut s = if ascii {
-            let bytes = std::slice::from_raw_parts((p + l.unicode_ascii_data) as *const u8, shown);
-            String::from_utf8_lossy(bytes).into_owned()
-        } else {
-            let data = p + l.unicode_compact_data;
-            let units = (0..shown).map(|i| match kind {
-                1 => u32::from(read::<u8>(data + i)),
-                2 => u32::from(read::<u16>(data + 2 * i)),
-                _ => read::<u32>(data + 4 * i),
-            });
-            if !matches!(kind, 1 | 2 | 4) {
-                return None;
-            }
-            units
-                .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
-                .collect()
-        };
-        if shown < len as usize {
-            s.push('…');
-        }
-        Some(s)
+/// holds is compact); `None` for anything else, or what cannot be read.
+fn read_str(rt: &Runtime, p: usize) -> Option<String> {
+    let l = &rt.layout;
+    if !plausible(p, 8) {
+        return None;
     }
+    // ob_type, length and state, in one read.
+    let start = layout::OB_TYPE;
+    let mut h = [0u8; layout::UNICODE_STATE + 4 - layout::OB_TYPE];
+    memory::read_into(p + start, &mut h).then_some(())?;
+    let h = Fields(&h);
+    if h.get::<usize>(0)? != rt.unicode_type {
+        return None;
+    }
+    let len = h.get::<isize>(layout::UNICODE_LENGTH - start)?;
+    let state = h.get::<u32>(layout::UNICODE_STATE - start)?;
+    let (kind, compact, ascii) = ((state >> 2) & 7, state >> 5 & 1 == 1, state >> 6 & 1 == 1);
+    if !compact || len < 0 {
+        return None;
+    }
+    let shown = (len as usize).min(MAX_NAME_CHARS);
+    let mut s = if ascii {
+        String::from_utf8_lossy(&read_vec(p + l.unicode_ascii_data, shown)?).into_owned()
+    } else {
+        let unit = match kind {
+            1 | 2 | 4 => kind as usize,
+            _ => return None,
+        };
+        let data = read_vec(p + l.unicode_compact_data, shown * unit)?;
+        data.chunks_exact(unit)
+            .map(|c| match unit {
+                1 => u32::from(c[0]),
+                2 => u32::from(u16::from_ne_bytes([c[0], c[1]])),
+                _ => u32::from_ne_bytes([c[0], c[1], c[2], c[3]]),
+            })
+            .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
+    };
+    if shown < len as usize {
+        s.push('…');
+    }
+    Some(s)
 }
 
 /// A `bytes` object's contents.
-///
-/// # Safety
-/// `p` must be null or a live Python object.
-unsafe fn read_bytes(rt: &Runtime, p: usize) -> Option<Box<[u8]>> {
-    // SAFETY: per the contract; the type is checked before the contents are read.
-    unsafe {
-        if !plausible(p, 8) || read::<usize>(p + layout::OB_TYPE) != rt.bytes_type {
-            return None;
-        }
-        let size = read::<isize>(p + layout::OB_SIZE);
-        if !(0..=MAX_LINETABLE as isize).contains(&size) {
-            return None;
-        }
-        let data = (p + layout::BYTES_SVAL) as *const u8;
-        Some(std::slice::from_raw_parts(data, size as usize).into())
+fn read_bytes(rt: &Runtime, p: usize) -> Option<Box<[u8]>> {
+    if !plausible(p, 8) {
+        return None;
     }
+    let start = layout::OB_TYPE;
+    let mut h = [0u8; layout::OB_SIZE + 8 - layout::OB_TYPE];
+    memory::read_into(p + start, &mut h).then_some(())?;
+    let h = Fields(&h);
+    if h.get::<usize>(0)? != rt.bytes_type {
+        return None;
+    }
+    let size = h.get::<isize>(layout::OB_SIZE - start)?;
+    if !(0..=MAX_LINETABLE as isize).contains(&size) {
+        return None;
+    }
+    Some(read_vec(p + layout::BYTES_SVAL, size as usize)?.into_boxed_slice())
 }
 
 impl Registry {
@@ -555,7 +560,6 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
     fn frames_pack_into_one_word_and_back() {
         for f in [

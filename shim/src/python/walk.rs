@@ -1,0 +1,585 @@
+//! The walk of one thread's Python frames, and how its reads are made cheap: a per-thread [`Plan`]
+//! of what the last capture read, read again in one system call; frames through a window; the
+//! code objects of a batch of frames in one scattered read. Every read of the interpreter's
+//! memory here goes through [`Reader`], which ends in [`memory`] (fallible) or, for this thread's
+//! own live stack, a direct copy. What it must never do: dereference an interpreter pointer.
+
+use std::cell::RefCell;
+
+use super::layout::{self, FirstFrame, Instr, Layout};
+use super::memory::{self, Fields};
+use super::{
+    code_index, plausible, CodeKey, PyFrame, Registry, Runtime, Seen, BATCH, CODE_BUF, PLAN_BYTES,
+    PLAN_RANGES, TSTATE_BUF, WINDOW,
+};
+
+/// The ranges the last capture of this thread read, read again all at once, in one system call,
+/// when the next capture starts: an allocation loop meets the same thread state, frames and code
+/// objects each time, and then every read of the walk is served from this copy. Only *where* to
+/// read is remembered; what is read is fresh, read during this capture. A range not in the plan
+/// is read on its own, and the plan learns it for the next capture.
+pub(super) struct Plan {
+    /// This thread's stack: from a local of the walk's up to its top, it is this thread's own
+    /// and live, and is copied without a system call (the C-stack frames of 3.11+: `_PyCFrame`,
+    /// the entry frame of each evaluation-loop run) — when the walk runs on it, not on a signal
+    /// stack or a fiber's, where the addresses between could be anything.
+    stack: std::ops::Range<usize>,
+    ranges: [(usize, usize); PLAN_RANGES],
+    n: usize,
+    /// Where each range's copy starts in `buf`; `usize::MAX` where it could not be read.
+    at: [usize; PLAN_RANGES],
+    buf: [u8; PLAN_BYTES],
+    /// The ranges this capture asked for, the next capture's plan.
+    next: [(usize, usize); PLAN_RANGES],
+    next_n: usize,
+    next_bytes: usize,
+}
+
+impl Plan {
+    pub(super) fn new() -> Box<Plan> {
+        Box::new(Plan {
+            stack: crate::stack::thread_stack(),
+            ranges: [(0, 0); PLAN_RANGES],
+            n: 0,
+            at: [usize::MAX; PLAN_RANGES],
+            buf: [0; PLAN_BYTES],
+            next: [(0, 0); PLAN_RANGES],
+            next_n: 0,
+            next_bytes: 0,
+        })
+    }
+
+    /// Reads every range of the plan, in one system call.
+    pub(super) fn prefetch(&mut self) {
+        let whole = memory::read_scattered(&self.ranges[..self.n], &mut self.buf);
+        let mut offset = 0;
+        for (i, &(_, len)) in self.ranges[..self.n].iter().enumerate() {
+            self.at[i] = if i < whole { offset } else { usize::MAX };
+            offset += len;
+        }
+        self.next_n = 0;
+        self.next_bytes = 0;
+    }
+
+    /// The copy of `[addr, addr + len)` if one range of the plan holds it.
+    fn get(&self, addr: usize, len: usize) -> Option<&[u8]> {
+        let end = addr.checked_add(len)?;
+        self.ranges[..self.n]
+            .iter()
+            .zip(&self.at)
+            .find(|((a, l), &at)| at != usize::MAX && *a <= addr && end <= a + l)
+            .map(|((a, _), &at)| &self.buf[at + (addr - a)..at + (end - a)])
+    }
+
+    /// Remembers a range this capture needed.
+    fn note(&mut self, addr: usize, len: usize) {
+        if self.next_n < PLAN_RANGES
+            && self.next_bytes + len <= PLAN_BYTES
+            && !self.next[..self.next_n].contains(&(addr, len))
+        {
+            self.next[self.next_n] = (addr, len);
+            self.next_n += 1;
+            self.next_bytes += len;
+        }
+    }
+
+    /// The ranges this capture needed become the next capture's plan, those that overlap or
+    /// nearly touch merged into one (the bytes between lie on a page one of them touches, so the
+    /// merged read fails only where one of them would).
+    pub(super) fn finish(&mut self) {
+        const GAP: usize = 256;
+        let next = &mut self.next[..self.next_n];
+        next.sort_unstable();
+        let mut n = 0;
+        let mut bytes = 0;
+        for &(addr, len) in next.iter() {
+            if n > 0 {
+                let (a, l) = self.ranges[n - 1];
+                let end = (addr + len).max(a + l);
+                if addr <= a + l + GAP && bytes - l + (end - a) <= PLAN_BYTES {
+                    bytes += (end - a) - l;
+                    self.ranges[n - 1] = (a, end - a);
+                    continue;
+                }
+            }
+            if bytes + len <= PLAN_BYTES {
+                self.ranges[n] = (addr, len);
+                bytes += len;
+                n += 1;
+            }
+        }
+        self.n = n;
+    }
+}
+
+/// Every read of a walk: from this thread's [`Plan`] where it holds the range, else with a
+/// system call of its own. Without a plan (its thread-local storage gone), every read is its own.
+pub(super) struct Reader<'a> {
+    pub(super) plan: Option<&'a mut Plan>,
+}
+
+impl Reader<'_> {
+    fn read_into(&mut self, addr: usize, out: &mut [u8]) -> bool {
+        if let Some(stack) = self.plan.as_deref().map(|p| p.stack.clone()) {
+            let here = 0u8;
+            let live = std::ptr::addr_of!(here) as usize;
+            if stack.contains(&live)
+                && addr >= live
+                && addr
+                    .checked_add(out.len())
+                    .is_some_and(|end| end <= stack.end)
+            {
+                // SAFETY: [addr, addr + len) lies between a local of this function and the top
+                // of this thread's stack: the frames of this thread's callers, mapped while it
+                // runs, written by no other thread.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len())
+                };
+                return true;
+            }
+        }
+        if let Some(plan) = self.plan.as_deref_mut() {
+            plan.note(addr, out.len());
+            if let Some(copy) = plan.get(addr, out.len()) {
+                out.copy_from_slice(copy);
+                return true;
+            }
+        }
+        memory::read_into(addr, out)
+    }
+
+    fn read<T: memory::Plain>(&mut self, addr: usize) -> Option<T> {
+        let mut buf = [0u8; 8];
+        let buf = &mut buf[..std::mem::size_of::<T>()];
+        self.read_into(addr, buf).then(|| T::from_bytes(buf))
+    }
+
+    /// Reads `ranges` into `out` one after another, as [`memory::read_scattered`], but every
+    /// range: `valid[i]` says whether range `i` was read whole.
+    fn read_all(&mut self, ranges: &[(usize, usize)], out: &mut [u8], valid: &mut [bool]) {
+        let mut missing = [(0usize, 0usize, 0usize); BATCH]; // (index, addr, len)
+        let mut m = 0;
+        let mut offset = 0;
+        for (i, &(addr, len)) in ranges.iter().enumerate() {
+            let copy = self.plan.as_deref_mut().and_then(|plan| {
+                plan.note(addr, len);
+                plan.get(addr, len)
+            });
+            match copy {
+                Some(copy) => {
+                    out[offset..offset + len].copy_from_slice(copy);
+                    valid[i] = true;
+                }
+                None if m < BATCH => {
+                    missing[m] = (i, addr, len);
+                    m += 1;
+                }
+                None => {}
+            }
+            offset += len;
+        }
+        // One system call for what the plan did not hold (more only past a range that fails:
+        // the kernel stops there). Each range's copy goes to its own place in `out`.
+        let mut want = [(0usize, 0usize); BATCH];
+        for (w, &(_, addr, len)) in want.iter_mut().zip(&missing[..m]) {
+            *w = (addr, len);
+        }
+        let total: usize = want[..m].iter().map(|&(_, len)| len).sum();
+        let mut tmp = [0u8; BATCH * CODE_BUF];
+        if total > tmp.len() {
+            return;
+        }
+        let mut j = 0;
+        while j < m {
+            let from: usize = want[..j].iter().map(|&(_, len)| len).sum();
+            let whole = memory::read_scattered(&want[j..m], &mut tmp[from..total]);
+            let mut at = from;
+            for &(i, _, len) in &missing[j..j + whole] {
+                let dest: usize = ranges[..i].iter().map(|&(_, l)| l).sum();
+                out[dest..dest + len].copy_from_slice(&tmp[at..at + len]);
+                valid[i] = true;
+                at += len;
+            }
+            j += whole + 1; // the one after those read is the one that failed
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's [`Plan`], made at its first capture.
+    pub(super) static PLAN: RefCell<Option<Box<Plan>>> = const { RefCell::new(None) };
+}
+
+/// A frame as the walk first reads it; its code object is read with its batch's.
+#[derive(Clone, Copy, Default)]
+struct RawFrame {
+    /// The entry frame of an evaluation-loop run (3.12+), not a Python frame.
+    entry: bool,
+    code: usize,
+    /// `f_lasti`, or the instruction pointer (3.11+).
+    instr: i64,
+    owner: Option<u8>,
+    ends_eval: bool,
+}
+
+/// Frames copied a window at a time: a thread's frames lie next to each other on its data stack
+/// (3.11+), so one read usually serves several.
+struct Window {
+    base: usize,
+    len: usize,
+    /// [`WINDOW`] where frames share a data stack, else one frame's span.
+    size: usize,
+    buf: [u8; WINDOW],
+}
+
+impl Window {
+    fn new(l: &Layout, frame_span: usize) -> Window {
+        Window {
+            base: 0,
+            len: 0,
+            size: if l.frame.owner.is_some() {
+                WINDOW
+            } else {
+                frame_span
+            },
+            buf: [0; WINDOW],
+        }
+    }
+
+    /// The `span` bytes at `addr`, copied from the window, which is read anew (from `addr` down
+    /// to its page's start, at most [`WINDOW`] bytes) when they are not in it.
+    fn get(&mut self, reader: &mut Reader, addr: usize, span: usize) -> Option<Fields<'_>> {
+        let end = addr.checked_add(span)?;
+        if addr < self.base || end > self.base + self.len {
+            // Never below addr's own page: a page below may be unmapped, and the read would fail
+            // for a frame that can be read.
+            let start = (addr & !4095).max(end.saturating_sub(self.size));
+            if !reader.read_into(start, &mut self.buf[..end - start]) {
+                self.len = 0;
+                return None;
+            }
+            (self.base, self.len) = (start, end - start);
+        }
+        let at = addr - self.base;
+        Some(Fields(&self.buf[at..at + span]))
+    }
+}
+
+/// What the walk needs of a code object, read once per capture.
+#[derive(Clone, Copy, Default)]
+struct CodeHeader {
+    addr: usize,
+    /// Read, and of `PyCode_Type`.
+    valid: bool,
+    key: CodeKey,
+    firsttraceable: i32,
+}
+
+/// The code objects this capture has read: a recursion, or frames of one function in two
+/// batches, read its code object once.
+struct CodeHeaders {
+    items: [CodeHeader; 2 * BATCH],
+    len: usize,
+    next: usize,
+}
+
+impl CodeHeaders {
+    fn new() -> CodeHeaders {
+        CodeHeaders {
+            items: [CodeHeader::default(); 2 * BATCH],
+            len: 0,
+            next: 0,
+        }
+    }
+
+    fn get(&self, code: usize) -> Option<&CodeHeader> {
+        self.items[..self.len].iter().find(|h| h.addr == code)
+    }
+
+    fn insert(&mut self, h: CodeHeader) {
+        self.items[self.next] = h;
+        self.next = (self.next + 1) % self.items.len();
+        self.len = (self.len + 1).min(self.items.len());
+    }
+
+    /// Reads the code objects of `frames` not read yet, in one system call (more only where one
+    /// cannot be read: the kernel stops at it).
+    fn fetch(&mut self, rt: &Runtime, reader: &mut Reader, frames: &[RawFrame]) {
+        let mut want = [0usize; BATCH];
+        let mut m = 0;
+        for f in frames.iter().filter(|f| !f.entry) {
+            if m < BATCH && self.get(f.code).is_none() && !want[..m].contains(&f.code) {
+                want[m] = f.code;
+                m += 1;
+            }
+        }
+        let start = layout::OB_TYPE;
+        let len = rt.code_end - start;
+        let mut ranges = [(0usize, 0usize); BATCH];
+        for (r, &code) in ranges.iter_mut().zip(&want[..m]) {
+            *r = (code + start, len);
+        }
+        let mut buf = [0u8; BATCH * CODE_BUF];
+        let mut valid = [false; BATCH];
+        reader.read_all(&ranges[..m], &mut buf[..m * len], &mut valid[..m]);
+        let c = &rt.layout.code;
+        for (j, &code) in want[..m].iter().enumerate() {
+            let f = Fields(&buf[j * len..(j + 1) * len]);
+            let at = |o: usize| o - start;
+            let key = CodeKey {
+                code,
+                filename: f.get(at(c.filename)).unwrap_or(0),
+                name: f.get(at(c.name)).unwrap_or(0),
+                linetable: f.get(at(c.linetable)).unwrap_or(0),
+                first_line: f.get(at(c.firstlineno)).unwrap_or(0),
+            };
+            self.insert(CodeHeader {
+                addr: code,
+                valid: valid[j] && f.get::<usize>(0) == Some(rt.code_type),
+                key,
+                firsttraceable: c.firsttraceable.and_then(|o| f.get(at(o))).unwrap_or(0),
+            });
+        }
+    }
+}
+
+/// The walk itself: `tstate` is this thread's `PyThreadState` as the interpreter gave it (perhaps
+/// freed since: every read is fallible).
+pub(super) fn walk(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    reader: &mut Reader,
+    tstate: usize,
+    out: &mut [usize],
+) -> usize {
+    let l = &rt.layout;
+    let mut t = [0u8; TSTATE_BUF];
+    let t = &mut t[..rt.tstate_span];
+    if !reader.read_into(tstate, t) {
+        return 0;
+    }
+    let t = Fields(t);
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() };
+    // The thread state belongs to this thread, not to a thread that died before it.
+    if t.get::<libc::c_ulong>(l.tstate_thread_id) != Some(me) {
+        return 0;
+    }
+    let first = match l.first_frame {
+        FirstFrame::Direct(o) => t.get::<usize>(o),
+        FirstFrame::ThroughCFrame {
+            cframe,
+            current_frame,
+        } => t
+            .get::<usize>(cframe)
+            .filter(|&c| plausible(c, 8))
+            .and_then(|c| reader.read::<usize>(c + current_frame)),
+    };
+    let Some(mut frame) = first else { return 0 };
+    let mut window = Window::new(l, rt.frame_span);
+    let mut codes = CodeHeaders::new();
+    let mut n = 0;
+    // Bounded even if the chain were a cycle: skipped frames count too.
+    let mut budget = out.len() * 4 + 16;
+    let mut batch = [RawFrame::default(); BATCH];
+    loop {
+        // Up to BATCH frames, no more Python ones than `out` has room for.
+        let (mut k, mut python) = (0, 0);
+        let mut more = true;
+        while k < BATCH && python < out.len() - n {
+            if budget == 0 || !plausible(frame, 8) {
+                more = false;
+                break;
+            }
+            budget -= 1;
+            let Some(f) = window.get(reader, frame, rt.frame_span) else {
+                more = false;
+                break;
+            };
+            let next = f.get::<usize>(l.frame.back).unwrap_or(0);
+            let owner = l.frame.owner.and_then(|o| f.get::<u8>(o));
+            let entry = matches!((owner, l.frame.owned_by_cstack), (Some(o), Some(e)) if o >= e);
+            batch[k] = if entry {
+                RawFrame {
+                    entry,
+                    ..RawFrame::default()
+                }
+            } else {
+                python += 1;
+                RawFrame {
+                    entry,
+                    code: f.get::<usize>(l.frame.code).unwrap_or(0) & !l.frame.code_tag_bits,
+                    instr: match l.frame.instr {
+                        Instr::LastiBytes(o) | Instr::LastiUnits(o) => {
+                            i64::from(f.get::<i32>(o).unwrap_or(-1))
+                        }
+                        Instr::Pointer(o) => f.get::<usize>(o).unwrap_or(0) as i64,
+                    },
+                    owner,
+                    ends_eval: match l.frame.is_entry {
+                        Some(o) => f.get::<u8>(o).unwrap_or(0) != 0,
+                        None => l.frame.owner.is_none(), // 3.9, 3.10: one run per frame
+                    },
+                }
+            };
+            k += 1;
+            frame = next;
+        }
+        codes.fetch(rt, reader, &batch[..k]);
+        for r in &batch[..k] {
+            if r.entry {
+                // The entry frame of an evaluation-loop run: the frames before it were that run's.
+                if n > 0 {
+                    out[n - 1] |= 1;
+                }
+                continue;
+            }
+            let Some(code) = codes
+                .get(r.code)
+                .filter(|c| c.valid && plausible(c.addr, 8))
+            else {
+                return n;
+            };
+            let Some(offset) = instruction_offset(l, r, code.addr) else {
+                return n;
+            };
+            let incomplete = match (l.code.firsttraceable, r.owner) {
+                (Some(_), Some(owner)) => {
+                    owner != l.frame.owned_by_generator
+                        && offset < 2 * i64::from(code.firsttraceable)
+                }
+                _ => false,
+            };
+            if incomplete {
+                if r.ends_eval && n > 0 {
+                    out[n - 1] |= 1;
+                }
+                continue;
+            }
+            let Some(index) = code_index(rt, registry, seen, &code.key) else {
+                return n;
+            };
+            out[n] = PyFrame {
+                code: index,
+                offset: offset.clamp(-1, i64::from(i32::MAX >> 1)) as i32,
+                ends_eval: r.ends_eval,
+            }
+            .pack();
+            n += 1;
+        }
+        if !more || n == out.len() {
+            return n;
+        }
+    }
+}
+
+/// The byte offset in the code's bytecode of the instruction `frame` executes (as
+/// `PyFrame_GetLineNumber` computes it), or `None` if it points outside the code.
+fn instruction_offset(l: &Layout, frame: &RawFrame, code: usize) -> Option<i64> {
+    match l.frame.instr {
+        Instr::LastiBytes(_) => Some(frame.instr),
+        Instr::LastiUnits(_) => Some(if frame.instr < 0 {
+            frame.instr
+        } else {
+            frame.instr * 2
+        }),
+        Instr::Pointer(_) => {
+            let start = code + l.code.code_adaptive?;
+            let offset = frame.instr.wrapping_sub(start as i64);
+            // 2 MiB of bytecode is far beyond any real function; a larger value is garbage.
+            (-2..1 << 21).contains(&offset).then_some(offset)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::c_void;
+
+    #[test]
+    fn a_plan_merges_ranges_that_nearly_touch_and_serves_reads_inside_them() {
+        let mut plan = Plan::new();
+        for (addr, len) in [
+            (0x5000, 64),
+            (0x1000, 16),
+            (0x1010, 32),
+            (0x1100, 8),
+            (0x9000, 8),
+        ] {
+            plan.note(addr, len);
+        }
+        plan.note(0x1000, 16); // noted twice, planned once
+        plan.finish();
+        assert_eq!(
+            &plan.ranges[..plan.n],
+            &[(0x1000, 0x108), (0x5000, 64), (0x9000, 8)]
+        );
+        // Read: this test's own data, then two pages of which the first cannot be read.
+        let data: Vec<u64> = (0..128).collect();
+        let base = data.as_ptr() as usize;
+        // SAFETY: a fresh anonymous mapping; its first page is made unreadable, its second
+        // written; both unmapped at the end.
+        let pages = unsafe {
+            let m = libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(m, libc::MAP_FAILED);
+            assert_eq!(libc::mprotect(m, 4096, libc::PROT_NONE), 0);
+            *(m as *mut u64).add(512) = 42;
+            m as usize
+        };
+        assert!(base < pages, "the heap lies below the mappings");
+        let mut plan = Plan::new();
+        plan.note(pages + 4096, 8);
+        plan.note(base, 64);
+        plan.note(pages, 8);
+        plan.note(base + 512, 8);
+        plan.finish();
+        assert_eq!(memory::available(), Ok(()));
+        plan.prefetch();
+        let word = |plan: &Plan, at: usize| {
+            plan.get(at, 8)
+                .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+        };
+        assert_eq!(word(&plan, base + 8), Some(1));
+        assert_eq!(word(&plan, base + 512), Some(64));
+        assert_eq!(word(&plan, base + 60), None, "runs past its range");
+        assert_eq!(word(&plan, pages), None, "unreadable");
+        // In address order the unreadable page came first: the kernel stopped there, and the
+        // page after it was not read.
+        assert_eq!(word(&plan, pages + 4096), None);
+        // A reader still reads it, on its own.
+        let mut reader = Reader {
+            plan: Some(&mut plan),
+        };
+        assert_eq!(reader.read::<u64>(pages + 4096), Some(42));
+        assert_eq!(reader.read::<u64>(pages + 8), None);
+        // SAFETY: unmapping what this test mapped.
+        unsafe { libc::munmap(pages as *mut c_void, 8192) };
+    }
+
+    #[test]
+    fn a_reader_copies_this_threads_live_stack_without_a_system_call() {
+        let mut plan = Plan::new();
+        assert!(
+            plan.stack.start < plan.stack.end,
+            "this thread's stack is known"
+        );
+        let here = [7u64, 8, 9];
+        let mut reader = Reader {
+            plan: Some(&mut plan),
+        };
+        assert_eq!(reader.read::<u64>(here.as_ptr() as usize + 8), Some(8));
+        assert!(
+            plan.next[..plan.next_n].is_empty(),
+            "nothing noted for the next capture's system call"
+        );
+    }
+}
