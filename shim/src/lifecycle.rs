@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
+use crate::lock::{futex_wait, futex_wake};
 use crate::{critical, guard, process, real, stack, state, stdio};
 
 /// Signals that end a program by default and after which a dump is written.
@@ -166,7 +167,7 @@ fn wake(request: u32) -> bool {
         return false;
     }
     REQUESTS.fetch_or(request, Ordering::AcqRel);
-    futex_wake(&REQUESTS);
+    futex_wake(&REQUESTS, i32::MAX);
     true
 }
 
@@ -188,39 +189,6 @@ fn wait_done() {
         } else {
             (seen, still) = (now, 0);
         }
-    }
-}
-
-/// Sleeps while `word` holds `expected`, at most `ms` milliseconds (None: no limit). Returns
-/// early on a wake-up, a signal, or a word that has already changed. Async-signal-safe.
-fn futex_wait(word: &AtomicU32, expected: u32, ms: Option<u64>) {
-    let ts = ms.map(|ms| libc::timespec {
-        tv_sec: (ms / 1000) as libc::time_t,
-        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
-    });
-    // SAFETY: FUTEX_WAIT reads the word (a valid, aligned u32); ts is null or a valid timespec
-    // (a relative timeout).
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ts.as_ref()
-                .map_or(std::ptr::null(), |t| t as *const libc::timespec),
-        );
-    }
-}
-
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE only wakes threads sleeping on this word. Async-signal-safe.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
     }
 }
 
@@ -304,7 +272,7 @@ fn worker(s: &'static state::State) {
     // The thread-local state the dump's code uses, set up now, while no signal is waiting on us.
     let _ = std::thread::current();
     WORKER_READY.store(1, Ordering::Release);
-    futex_wake(&WORKER_READY);
+    futex_wake(&WORKER_READY, i32::MAX);
     let schedule = s.config.snapshot_interval;
     let mut timed = 0u64;
     let mut next = schedule.map(|i| Instant::now() + i.interval(timed));
@@ -331,7 +299,7 @@ fn worker(s: &'static state::State) {
             let _ =
                 std::panic::catch_unwind(AssertUnwindSafe(|| dump::write(s, Moment::Signal(sig))));
             DONE.store(1, Ordering::Release);
-            futex_wake(&DONE);
+            futex_wake(&DONE, i32::MAX);
             return;
         }
         if snapshot {

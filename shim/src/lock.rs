@@ -66,7 +66,7 @@ unsafe impl lock_api::RawMutex for RawLock {
     #[inline]
     unsafe fn unlock(&self) {
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
-            futex_wake(&self.state);
+            futex_wake(&self.state, 1);
         }
         crate::critical::leave();
     }
@@ -92,7 +92,7 @@ impl RawLock {
             if state != CONTENDED && self.state.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
                 return;
             }
-            futex_wait(&self.state, CONTENDED);
+            futex_wait(&self.state, CONTENDED, None);
             state = self.spin();
         }
     }
@@ -111,29 +111,38 @@ impl RawLock {
     }
 }
 
-fn futex_wait(word: &AtomicU32, expected: u32) {
-    // SAFETY: FUTEX_WAIT reads the word (a valid, aligned u32) and sleeps while it holds
-    // `expected`; an interrupted or spurious return only makes the caller look again. errno may
-    // change: every hook restores it after recording.
+/// Sleeps while `word` holds `expected`, at most `ms` milliseconds (`None`: no limit). Returns
+/// early on a wake-up, a signal, or a word that has already changed: the caller looks again.
+/// Async-signal-safe (the signal path waits on a word with it). errno may change: every hook
+/// restores it after recording, and the signal handler restores it before returning.
+pub fn futex_wait(word: &AtomicU32, expected: u32, ms: Option<u64>) {
+    let ts = ms.map(|ms| libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    });
+    // SAFETY: FUTEX_WAIT reads the word (a valid, aligned u32); ts is null or a valid relative
+    // timeout.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
-            std::ptr::null::<libc::timespec>(),
+            ts.as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec),
         );
     }
 }
 
-fn futex_wake(word: &AtomicU32) {
+/// Wakes up to `n` threads sleeping on `word`. Async-signal-safe.
+pub fn futex_wake(word: &AtomicU32, n: i32) {
     // SAFETY: FUTEX_WAKE only wakes threads sleeping on this word.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
+            n,
         );
     }
 }

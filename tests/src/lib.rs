@@ -536,6 +536,16 @@ impl Run {
 }
 
 /// The regular files directly in `dir`, sorted.
+/// Sends `signal` (a name, as `kill -TERM` takes it) to `pid`, with the system's `kill`.
+pub fn kill(signal: &str, pid: u32) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))

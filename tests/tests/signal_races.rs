@@ -6,23 +6,14 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use cudaleak_format::End;
-use cudaleak_tests::{files_in, read_dump, Scenario};
+use cudaleak_tests::{files_in, kill, read_dump, Scenario};
 
 /// Far above what a dump of these programs takes, far below the 10 s the stall used to last.
 const DEADLINE: Duration = Duration::from_secs(5);
-
-fn kill(signal: &str, pid: u32) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{signal} {pid}");
-}
 
 fn read_line(out: &mut impl BufRead) -> String {
     let mut line = String::new();

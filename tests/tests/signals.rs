@@ -5,11 +5,10 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cudaleak_format::{End, Kind};
-use cudaleak_tests::{assert_live, files_in, read_dump, summary, Expect, Scenario};
+use cudaleak_tests::{assert_live, files_in, kill, read_dump, summary, Expect, Scenario};
 
 const FIRST: Expect = Expect {
     size: 3000,
@@ -25,15 +24,6 @@ const SECOND: Expect = Expect {
     function: "alloc_second",
     marker: "second",
 };
-
-fn kill(signal: &str, pid: u32) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -{signal} {pid}");
-}
 
 fn wait_for_file(path: &Path) {
     let start = Instant::now();
