@@ -141,6 +141,20 @@ fn main() {
         "-lpthread".into(),
     ]);
     compile(&cc, &args);
+    // An interposer that finds the real function with dlsym(RTLD_NEXT, …), beside the spy.
+    let next_probe = spy_dir.join("libnextprobe.so");
+    let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
+        .iter()
+        .chain(WARNINGS)
+        .map(|s| s.to_string())
+        .collect();
+    args.extend([
+        "-o".into(),
+        next_probe.display().to_string(),
+        src.join("next_probe.c").display().to_string(),
+        "-ldl".into(),
+    ]);
+    compile(&cc, &args);
 
     let scenarios = manifest.join("scenarios");
     let mut sources: Vec<PathBuf> = fs::read_dir(&scenarios)
@@ -173,6 +187,7 @@ fn main() {
 
     println!("cargo:rustc-env=NULLCUDA_DIR={}", lib_dir.display());
     println!("cargo:rustc-env=SPY_LIB={}", spy.display());
+    println!("cargo:rustc-env=NEXT_PROBE_LIB={}", next_probe.display());
     println!("cargo:rustc-env=SCENARIO_DIR={}", scenario_dir.display());
     println!("cargo:rustc-env=FRAMEWORKS_DIR={}", fw_dir.display());
 }

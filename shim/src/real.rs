@@ -5,12 +5,11 @@
 //! Everything here must work before the shim is initialised and must never allocate on the
 //! `dlsym` path: Rust's std and other libraries' constructors call `dlsym` before we are ready.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
-const RTLD_DL_LINKMAP: c_int = 2;
 
 pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
@@ -36,6 +35,12 @@ pub fn dlsym_fn() -> Option<DlsymFn> {
     }
     // SAFETY: p is libc's dlsym, whose signature is DlsymFn.
     Some(unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(p) })
+}
+
+/// libc's `dlsym` as an address, null if unknown: for the `dlsym` interposer's tail call.
+/// Never allocates, locks or panics.
+pub extern "C" fn dlsym_address() -> *mut c_void {
+    dlsym_fn().map_or(ptr::null_mut(), |f| f as *mut c_void)
 }
 
 /// `dlsym(handle, name)` through libc's real function.
@@ -127,62 +132,4 @@ pub fn runtime(name: &CStr) -> *mut c_void {
         }
     }
     ptr::null_mut()
-}
-
-/// `dlsym(RTLD_NEXT, name)` on behalf of the code at `caller`: the first definition in an
-/// object loaded after the caller's. Forwarding RTLD_NEXT as is would search after *this*
-/// library, which can hand an interposer its own function back.
-pub fn next_after(caller: *const c_void, name: *const c_char) -> *mut c_void {
-    let Some(dlsym) = dlsym_fn() else {
-        return ptr::null_mut();
-    };
-    let mut info: libc::Dl_info = empty_dl_info();
-    let mut map: *mut c_void = ptr::null_mut();
-    // SAFETY: dladdr1 only reads the address and writes the two out-parameters.
-    let found = unsafe { libc::dladdr1(caller, &mut info, &mut map, RTLD_DL_LINKMAP) };
-    if found == 0 || map.is_null() {
-        // SAFETY: as for lookup(); the caller is unknown, so search from here.
-        return unsafe { dlsym(RTLD_NEXT, name) };
-    }
-    // SAFETY: map is the caller's struct link_map, owned by the dynamic loader; the chain of
-    // l_next pointers is stable while we hold no loader lock because objects are not unloaded
-    // while one of them (the caller) is executing.
-    unsafe {
-        let mut lm = (*(map as *const LinkMap)).l_next;
-        while !lm.is_null() {
-            let p = dlsym(lm as *mut c_void, name);
-            if !p.is_null() && defined_in(p, lm) {
-                return p;
-            }
-            lm = (*lm).l_next;
-        }
-    }
-    ptr::null_mut()
-}
-
-/// The head of glibc's `struct link_map`, as <link.h> declares it.
-#[repr(C)]
-struct LinkMap {
-    l_addr: usize,
-    l_name: *const c_char,
-    l_ld: *mut c_void,
-    l_next: *mut LinkMap,
-    l_prev: *mut LinkMap,
-}
-
-fn defined_in(p: *mut c_void, lm: *mut LinkMap) -> bool {
-    let mut info = empty_dl_info();
-    let mut map: *mut c_void = ptr::null_mut();
-    // SAFETY: as above.
-    let ok = unsafe { libc::dladdr1(p, &mut info, &mut map, RTLD_DL_LINKMAP) };
-    ok != 0 && map == lm as *mut c_void
-}
-
-fn empty_dl_info() -> libc::Dl_info {
-    libc::Dl_info {
-        dli_fname: ptr::null(),
-        dli_fbase: ptr::null_mut(),
-        dli_sname: ptr::null(),
-        dli_saddr: ptr::null_mut(),
-    }
 }

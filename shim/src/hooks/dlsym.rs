@@ -11,13 +11,39 @@ use std::ffi::{c_char, c_void, CStr};
 use super::driver;
 use crate::{process, real};
 
-/// x86-64: read the caller's return address before any prologue, so RTLD_NEXT lookups can be
-/// made on the caller's behalf, then continue in Rust.
+/// x86-64: `dlsym(RTLD_NEXT, …)` must search after the *caller's* object, and glibc's dlsym
+/// finds the caller by its return address. So an RTLD_NEXT lookup jumps straight into glibc's
+/// `dlsym` (a tail call: the return address on the stack is still the caller's), once that
+/// function is known; every other lookup continues in Rust. Nothing needs substituting on that
+/// path: an interposer that looks up a driver function after itself gets what follows it in load
+/// order, which is our wrapper when we follow it and the driver when we come first (and then the
+/// program's calls reach us before it).
+///
+/// (Searching the loader's list from the caller's `link_map` with `dlsym(lm, …)` crashed: an
+/// object loaded at start-up, a preloaded library among them, has no search list of its own.)
 #[cfg(all(not(test), target_arch = "x86_64"))]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    core::arch::naked_asm!("mov rdx, [rsp]", "jmp {target}", target = sym dlsym_from);
+    core::arch::naked_asm!(
+        "cmp rdi, -1",
+        "jne 2f",
+        // Keep the arguments, align the stack (8 mod 16 at entry), ask for glibc's dlsym.
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {real}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "test rax, rax",
+        "jz 2f",
+        "jmp rax",
+        "2:",
+        "jmp {rust}",
+        real = sym real::dlsym_address,
+        rust = sym dlsym_rust,
+    );
 }
 
 /// Other architectures: the caller is unknown, RTLD_NEXT is searched from this library.
@@ -25,27 +51,19 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     // SAFETY: arguments are the caller's, passed through.
-    unsafe { dlsym_from(handle, symbol, std::ptr::null()) }
+    unsafe { dlsym_rust(handle, symbol) }
 }
 
-/// `dlsym(handle, symbol)` as called from `caller`.
+/// `dlsym(handle, symbol)` through glibc's, our wrapper handed out for a driver function we hook.
 ///
 /// # Safety
 /// The arguments are what a C caller passed to dlsym.
-pub unsafe extern "C" fn dlsym_from(
-    handle: *mut c_void,
-    symbol: *const c_char,
-    caller: *const c_void,
-) -> *mut c_void {
+pub unsafe extern "C" fn dlsym_rust(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
     let Some(real_dlsym) = real::dlsym_fn() else {
         return std::ptr::null_mut();
     };
-    let p = if handle == real::RTLD_NEXT && !caller.is_null() {
-        real::next_after(caller, symbol)
-    } else {
-        // SAFETY: arguments are the caller's, passed through.
-        unsafe { real_dlsym(handle, symbol) }
-    };
+    // SAFETY: arguments are the caller's, passed through.
+    let p = unsafe { real_dlsym(handle, symbol) };
     // A passive copy (another one records) hands out what the loader found, never its wrappers.
     if p.is_null() || symbol.is_null() || process::passive() {
         return p;
