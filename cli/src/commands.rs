@@ -298,6 +298,14 @@ pub fn run(a: &RunArgs) -> u8 {
             );
             return Ok(program.map_or(EXIT_ERROR, |p| p.shell()));
         }
+        // The run's dumps get their names now, where the program's files are: a run directory
+        // kept as a CI artifact reads the same on any machine. A dump that cannot be rewritten
+        // is still reported (named in memory), and said.
+        for f in &files {
+            if let Err(Failure(why)) = name_into(f, f) {
+                say!("{why}; the report names its frames, the file stays unnamed");
+            }
+        }
         let report = analyze_paths(&files, &cfg).and_then(|mut f| {
             f.program = program;
             if a.growth {
@@ -361,8 +369,7 @@ pub fn symbolize(a: &SymbolizeArgs) -> u8 {
                 Some(out) if into_dir => out.join(f.file_name().unwrap_or_default()),
                 Some(out) => out.clone(),
             };
-            let mut dump = load::read_as_written(f, load::MAX_DUMP_BYTES)?;
-            if !dump.unnamed {
+            if !name_into(f, &dest)? {
                 if dest != *f {
                     let (mut out, _) = open_output(Some(&dest))?;
                     let mut input = load::open_regular(f)?.0;
@@ -371,17 +378,26 @@ pub fn symbolize(a: &SymbolizeArgs) -> u8 {
                         .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
                 }
                 say!("{}: already named, left as it is", f.display());
-                continue;
             }
-            crate::symbols::name(&mut dump);
-            let (mut out, _) = open_output(Some(&dest))?;
-            emit_file(&dest, |w| cudaleak_format::write(&dump, w), &mut out)?;
-            out.finish()
-                .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
         }
         Ok(0)
     };
     go().unwrap_or_else(fail)
+}
+
+/// Names the unnamed dump `f` and writes it to `dest` (through a temporary file renamed into
+/// place). False, and nothing written, when `f` is named already.
+fn name_into(f: &Path, dest: &Path) -> Result<bool, Failure> {
+    let mut dump = load::read_as_written(f, load::MAX_DUMP_BYTES)?;
+    if !dump.unnamed {
+        return Ok(false);
+    }
+    crate::symbols::name(&mut dump);
+    let (mut out, _) = open_output(Some(dest))?;
+    emit_file(dest, |w| cudaleak_format::write(&dump, w), &mut out)?;
+    out.finish()
+        .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
+    Ok(true)
 }
 
 fn emit_file(

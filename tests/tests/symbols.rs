@@ -242,3 +242,32 @@ fn a_dump_written_with_names_still_reads_and_is_left_alone() {
         std::fs::read(&sample).unwrap()
     );
 }
+
+/// `cudaleak run` names the dumps it wrote in place, while the program's files are at hand: a run
+/// directory kept as a CI artifact reads the same on a machine without them.
+#[test]
+fn run_leaves_its_dumps_named_for_another_machine() {
+    let run = cudaleak_tests::cudaleak_run(&[], "deep_stack", &[], &[]);
+    assert_eq!(run.status.code(), Some(23), "{}", run.stderr);
+    let dumps: Vec<PathBuf> = std::fs::read_dir(run.out.path())
+        .unwrap()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    // Read as written, without the CLI's naming.
+    let dump = read_raw_dump(&dumps[0]);
+    assert!(!dump.unnamed, "the dump on disk is named");
+    let frames = &dump.stacks[dump.live[0].stack].frames;
+    assert!(
+        frames.iter().any(|f| f
+            .function
+            .as_deref()
+            .is_some_and(|n| n.starts_with("recurse"))
+            && f.file
+                .as_deref()
+                .is_some_and(|p| p.ends_with("deep_stack.c"))),
+        "{frames:#?}"
+    );
+}
