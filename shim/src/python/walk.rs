@@ -116,10 +116,35 @@ impl Plan {
 /// system call of its own. Without a plan (its thread-local storage gone), every read is its own.
 pub(super) struct Reader<'a> {
     pub(super) plan: Option<&'a mut Plan>,
+    /// Plain loads instead of system calls, for a thread whose structures no other thread can
+    /// free while it is inside the hook (see `capture`). Every read here is of a structure's
+    /// exact span (a frame's window never starts below its own page), so a plain load touches
+    /// only memory the structure itself occupies.
+    pub(super) direct: bool,
 }
 
 impl Reader<'_> {
+    /// A plain copy of `out.len()` bytes at `addr`, for [`Reader::direct`]; false for an address
+    /// no structure can have (null, small, past the user half): garbage ends the walk.
+    fn copy_direct(addr: usize, out: &mut [u8]) -> bool {
+        if !super::plausible(addr, 1)
+            || addr
+                .checked_add(out.len())
+                .is_none_or(|end| end >= 1usize << 47)
+        {
+            return false;
+        }
+        // SAFETY: `direct` is only set where the interpreter's structures of this thread stay
+        // allocated for the capture (its own thread, the thread that would finalize, outside
+        // finalization), and every read is within one structure's span.
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
+        true
+    }
+
     fn read_into(&mut self, addr: usize, out: &mut [u8]) -> bool {
+        if self.direct {
+            return Self::copy_direct(addr, out);
+        }
         if let Some(stack) = self.plan.as_deref().map(|p| p.stack.clone()) {
             let here = 0u8;
             let live = std::ptr::addr_of!(here) as usize;
@@ -157,6 +182,14 @@ impl Reader<'_> {
     /// Reads `ranges` into `out` one after another, as [`memory::read_scattered`], but every
     /// range: `valid[i]` says whether range `i` was read whole.
     fn read_all(&mut self, ranges: &[(usize, usize)], out: &mut [u8], valid: &mut [bool]) {
+        if self.direct {
+            let mut offset = 0;
+            for (i, &(addr, len)) in ranges.iter().enumerate() {
+                valid[i] = Self::copy_direct(addr, &mut out[offset..offset + len]);
+                offset += len;
+            }
+            return;
+        }
         let mut missing = [(0usize, 0usize, 0usize); BATCH]; // (index, addr, len)
         let mut m = 0;
         let mut offset = 0;
@@ -557,6 +590,7 @@ mod tests {
         assert_eq!(word(&plan, pages + 4096), None);
         // A reader still reads it, on its own.
         let mut reader = Reader {
+            direct: false,
             plan: Some(&mut plan),
         };
         assert_eq!(reader.read::<u64>(pages + 4096), Some(42));
@@ -574,6 +608,7 @@ mod tests {
         );
         let here = [7u64, 8, 9];
         let mut reader = Reader {
+            direct: false,
             plan: Some(&mut plan),
         };
         assert_eq!(reader.read::<u64>(here.as_ptr() as usize + 8), Some(8));
