@@ -226,7 +226,7 @@ mod tests {
     use super::*;
     use crate::python::layout::{
         for_version,
-        tests::{include_dir, interpreters},
+        tests::{header_probe, interpreters},
     };
 
     /// `_PyRuntime`'s first bytes as 3.13 fills them, for the given table.
@@ -392,48 +392,13 @@ mod tests {
     /// (`shim/tests/python_debug_offsets_probe.c`, `offsetof`).
     #[test]
     fn positions_match_the_installed_headers() {
-        let probe = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/python_debug_offsets_probe.c"
-        );
-        let out_dir =
-            std::env::temp_dir().join(format!("cudaleak-dbgprobe-{}", std::process::id()));
-        std::fs::create_dir_all(&out_dir).unwrap();
         let mut checked = Vec::new();
         for p in &KNOWN {
             let (major, minor) = p.version;
-            let Some(include) = include_dir(major, minor) else {
-                eprintln!("python{major}.{minor} with headers not found: positions not checked");
+            let Some(from_headers) = header_probe("python_debug_offsets_probe.c", major, minor)
+            else {
                 continue;
             };
-            let exe = out_dir.join(format!("dbgprobe{major}.{minor}"));
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            let built = std::process::Command::new(cc)
-                .arg(format!("-I{}", include.display()))
-                .arg(format!("-I{}", include.join("internal").display()))
-                .arg(format!(
-                    "-I{}",
-                    include.parent().unwrap_or(&include).display()
-                ))
-                .arg(probe)
-                .arg("-o")
-                .arg(&exe)
-                .output()
-                .unwrap();
-            assert!(
-                built.status.success(),
-                "probe for {major}.{minor}: {}",
-                String::from_utf8_lossy(&built.stderr)
-            );
-            let run = std::process::Command::new(&exe).output().unwrap();
-            let from_headers: Vec<(String, usize)> = String::from_utf8(run.stdout)
-                .unwrap()
-                .lines()
-                .map(|line| {
-                    let (k, v) = line.split_once(' ').unwrap();
-                    (k.to_string(), v.parse().unwrap())
-                })
-                .collect();
             let ours: Vec<(String, usize)> = named(p)
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
@@ -441,7 +406,6 @@ mod tests {
             assert_eq!(ours, from_headers, "_Py_DebugOffsets of {major}.{minor}");
             checked.push(format!("{major}.{minor}"));
         }
-        let _ = std::fs::remove_dir_all(&out_dir);
         eprintln!("debug offset positions checked against headers: {checked:?}");
     }
 }

@@ -369,47 +369,70 @@ pub(crate) mod tests {
         })
     }
 
-    #[test]
-    fn layouts_match_the_installed_headers() {
-        let probe = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python_layout_probe.c");
-        let out_dir = std::env::temp_dir().join(format!("cudaleak-probe-{}", std::process::id()));
-        std::fs::create_dir_all(&out_dir).unwrap();
-        let mut checked = Vec::new();
-        for l in &ALL {
-            let (major, minor) = l.version;
-            let Some(include) = include_dir(major, minor) else {
-                eprintln!("python{major}.{minor} with headers not found: layout not checked here");
-                continue;
-            };
-            let exe = out_dir.join(format!("probe{major}.{minor}"));
-            let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-            let built = std::process::Command::new(cc)
-                .arg(format!("-I{}", include.display()))
-                .arg(format!("-I{}", include.join("internal").display()))
-                // Debian's pyconfig.h includes <MULTIARCH/pythonX.Y/pyconfig.h> from here.
-                .arg(format!(
-                    "-I{}",
-                    include.parent().unwrap_or(&include).display()
-                ))
-                .arg(probe)
-                .arg("-o")
-                .arg(&exe)
-                .output()
-                .unwrap();
-            assert!(
-                built.status.success(),
-                "probe for {major}.{minor}: {}",
-                String::from_utf8_lossy(&built.stderr)
-            );
-            let run = std::process::Command::new(&exe).output().unwrap();
-            let text = String::from_utf8(run.stdout).unwrap();
-            let mut from_headers: Vec<(String, usize)> = text
+    /// Builds the C program `probe` (in shim/tests/) against the headers of Python
+    /// `major.minor`, runs it and returns the `name offset` lines it prints; `None` (and a line
+    /// on stderr) where this machine has no headers of that version.
+    pub(crate) fn header_probe(
+        probe: &str,
+        major: u32,
+        minor: u32,
+    ) -> Option<Vec<(String, usize)>> {
+        let Some(include) = include_dir(major, minor) else {
+            eprintln!("python{major}.{minor} with headers not found: {probe} not checked here");
+            return None;
+        };
+        let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join(probe);
+        let out_dir = tempfile_dir();
+        let exe = out_dir.join(format!("{probe}.{major}.{minor}"));
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let built = std::process::Command::new(cc)
+            .arg(format!("-I{}", include.display()))
+            .arg(format!("-I{}", include.join("internal").display()))
+            // Debian's pyconfig.h includes <MULTIARCH/pythonX.Y/pyconfig.h> from here.
+            .arg(format!(
+                "-I{}",
+                include.parent().unwrap_or(&include).display()
+            ))
+            .arg(&source)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{probe} for {major}.{minor}: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let run = std::process::Command::new(&exe).output().unwrap();
+        let _ = std::fs::remove_file(&exe);
+        Some(
+            String::from_utf8(run.stdout)
+                .unwrap()
                 .lines()
                 .map(|line| {
                     let (k, v) = line.split_once(' ').unwrap();
                     (k.to_string(), v.parse().unwrap())
                 })
-                .collect();
+                .collect(),
+        )
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("cudaleak-probe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn layouts_match_the_installed_headers() {
+        let mut checked = Vec::new();
+        for l in &ALL {
+            let (major, minor) = l.version;
+            let Some(mut from_headers) = header_probe("python_layout_probe.c", major, minor) else {
+                continue;
+            };
             let mut ours: Vec<(String, usize)> = named_offsets(l)
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
@@ -419,7 +442,6 @@ pub(crate) mod tests {
             assert_eq!(ours, from_headers, "layout of {major}.{minor}");
             checked.push(format!("{major}.{minor}"));
         }
-        let _ = std::fs::remove_dir_all(&out_dir);
         eprintln!("layouts checked against headers: {checked:?}");
     }
 }
