@@ -122,25 +122,7 @@ fn forks_under_contention(unwind: &str) {
         .env("CUDALEAK_SNAPSHOT_INTERVAL", "0.05")
         .env("CUDALEAK_UNWIND", unwind)
         .spawn_shim();
-    let mut child = sp.child.take().expect("a child");
-    drop(child.stdin.take());
-    let status = wait_or_kill(&mut child);
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let status = status.unwrap_or_else(|| {
-        panic!("fork_stress did not finish within {DEADLINE:?}: deadlock?\nstderr:\n{stderr}")
-    });
+    let (status, stdout, stderr) = finish(&mut sp);
     assert_eq!(
         status.code(),
         Some(0),
