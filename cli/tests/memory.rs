@@ -82,6 +82,8 @@ fn dump(n: usize) -> Dump {
         stacks,
         live,
         events: Vec::new(),
+        floors: None,
+        finalizing: None,
         shim: None,
     }
 }

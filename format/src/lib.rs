@@ -28,8 +28,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The newest value of the top-level `cudaleak_dump` field: version 2 is version 1 plus the
 /// optional `kind` of a frame (Python frames); version 3 adds the module table (`modules`), dumps
 /// whose native frames are not named yet (`unnamed`), and the Python runs of such a dump's stacks
-/// (`stacks[].python`), which the reader splices in once the native frames have names.
-pub const SCHEMA_VERSION: u32 = 3;
+/// (`stacks[].python`), which the reader splices in once the native frames have names; version 4
+/// adds each stack's floor since the previous snapshot (`floors`) and the moment the Python
+/// interpreter began to shut down (`finalizing`).
+pub const SCHEMA_VERSION: u32 = 4;
 /// The oldest version this crate still reads.
 pub const MIN_SCHEMA_VERSION: u32 = 1;
 
@@ -40,7 +42,10 @@ pub fn is_supported_version(v: u64) -> bool {
 
 /// The version a dump should carry: the lowest that describes it, so that readers which know
 /// only version 1 keep reading dumps without Python frames or a module table.
-pub fn version_for<S>(stacks: &[Stack<S>], modules: &[Module], unnamed: bool) -> u32 {
+pub fn version_for<S>(stacks: &[Stack<S>], modules: &[Module], unnamed: bool, floors: bool) -> u32 {
+    if floors {
+        return 4;
+    }
     if unnamed || !modules.is_empty() || stacks.iter().any(|s| !s.python.is_empty()) {
         return 3;
     }
@@ -71,8 +76,43 @@ pub struct Dump<S = String> {
     pub stacks: Vec<Stack<S>>,
     pub live: Vec<LiveRecord<S>>,
     pub events: Vec<Event<S>>,
+    /// Version 4: the stacks whose floor — the fewest blocks and bytes they held at any moment
+    /// since the previous snapshot of the process (since its start, for the first) — lies below
+    /// what they hold in this dump. A stack not listed held at least what it holds now all
+    /// through the interval. Absent when the dump's writer recorded no floors (versions 1 to 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floors: Option<Vec<StackCounts>>,
+    /// Version 4: the Python interpreter began to shut down before this dump was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finalizing: Option<Finalizing>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shim: Option<ShimInfo>,
+}
+
+/// Blocks and bytes (bytes held, as `summary.live_bytes` counts them) of one stack.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackCounts {
+    /// Index into `stacks`.
+    pub stack: usize,
+    pub allocations: u64,
+    pub bytes: u64,
+}
+
+/// The moment the Python interpreter began to shut down (`Py_FinalizeEx` set its finalizing
+/// flag; seen at the first free after it): what the script still held when it ended, apart
+/// from what the interpreter's teardown freed afterwards.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finalizing {
+    pub unix_ms: u64,
+    /// The sequence number then: live records with a larger `seq` were allocated by teardown.
+    pub seq: u64,
+    /// Every stack that held memory then, and what it held.
+    pub held: Vec<StackCounts>,
+    /// The stacks whose floor since the previous snapshot, up to that moment, lay below what
+    /// they held then (as `Dump::floors`).
+    pub floors: Vec<StackCounts>,
 }
 
 /// Why the dump was written.
@@ -649,6 +689,8 @@ pub struct DumpParts<'a, S = String> {
     pub modules: &'a [Module],
     pub stacks: &'a [Stack<S>],
     pub events: &'a [Event<S>],
+    pub floors: Option<&'a [StackCounts]>,
+    pub finalizing: Option<&'a Finalizing>,
     pub shim: Option<&'a ShimInfo>,
 }
 
@@ -692,6 +734,14 @@ where
     }
     w.write_all(b"],\"events\":")?;
     serde_json::to_writer(&mut w, p.events)?;
+    if let Some(floors) = p.floors {
+        w.write_all(b",\"floors\":")?;
+        serde_json::to_writer(&mut w, floors)?;
+    }
+    if let Some(f) = p.finalizing {
+        w.write_all(b",\"finalizing\":")?;
+        serde_json::to_writer(&mut w, f)?;
+    }
     if let Some(shim) = p.shim {
         w.write_all(b",\"shim\":")?;
         serde_json::to_writer(&mut w, shim)?;
@@ -808,6 +858,21 @@ impl<S> Dump<S> {
                 }
             }
         }
+        let floors = self.floors.iter().flatten().map(|c| ("floors", c));
+        let fin = self.finalizing.iter().flat_map(|f| {
+            f.held
+                .iter()
+                .map(|c| ("finalizing.held", c))
+                .chain(f.floors.iter().map(|c| ("finalizing.floors", c)))
+        });
+        for (i, (field, c)) in floors.chain(fin).enumerate() {
+            if c.stack >= n {
+                return Err(format!(
+                    "{field} names stack {} but there are only {n} stacks (entry {i})",
+                    c.stack
+                ));
+            }
+        }
         let s = &self.summary;
         if s.live_allocations != self.live.len() as u64 {
             return Err(format!(
@@ -862,6 +927,8 @@ mod tests {
                     modules: &dump.modules,
                     stacks: &dump.stacks,
                     events: &dump.events,
+                    floors: dump.floors.as_deref(),
+                    finalizing: dump.finalizing.as_ref(),
                     shim: dump.shim.as_ref(),
                 };
                 let live = dump.live.iter().map(|r| LiveRecord {
@@ -947,6 +1014,21 @@ mod tests {
                 alloc_stack: Some(0),
                 during_exit: false,
             }],
+            floors: Some(vec![StackCounts {
+                stack: 0,
+                allocations: 0,
+                bytes: 0,
+            }]),
+            finalizing: Some(Finalizing {
+                unix_ms: 1_700_000_000_500,
+                seq: 2,
+                held: vec![StackCounts {
+                    stack: 0,
+                    allocations: 2,
+                    bytes: 2048,
+                }],
+                floors: Vec::new(),
+            }),
             shim: Some(ShimInfo {
                 version: "0.1.0".into(),
                 stack_walks: 3,
@@ -975,7 +1057,7 @@ mod tests {
             file: Some("/work/train.py".into()),
             line: Some(8),
         }]];
-        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed);
+        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false);
         d
     }
 
@@ -1103,7 +1185,7 @@ mod tests {
     fn python_frames_round_trip_and_make_the_dump_version_2() {
         let mut d = sample();
         assert_eq!(
-            version_for(&d.stacks, &d.modules, d.unnamed),
+            version_for(&d.stacks, &d.modules, d.unnamed, false),
             1,
             "no Python frame: version 1"
         );
@@ -1116,7 +1198,7 @@ mod tests {
             file: Some("/work/train.py".into()),
             line: Some(8),
         });
-        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed);
+        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false);
         assert_eq!(d.cudaleak_dump, 2);
         let mut out = Vec::new();
         write(&d, &mut out).unwrap();
@@ -1153,11 +1235,11 @@ mod tests {
     #[test]
     fn other_versions_are_refused_by_name() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["cudaleak_dump"] = 4.into();
+        v["cudaleak_dump"] = 5.into();
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(4)))
+            Err(ReadError::Version(Some(5)))
         ));
         v.as_object_mut()
             .unwrap()
@@ -1165,7 +1247,7 @@ mod tests {
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(4)))
+            Err(ReadError::Version(Some(5)))
         ));
         assert!(matches!(
             from_slice(b"{\"hello\": 1}"),

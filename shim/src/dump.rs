@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 
 use cudaleak_format::{
-    self as format, DumpParts, End, Event, Hex, LiveRecord, Module, Process, ShimInfo, Stack,
-    Summary,
+    self as format, DumpParts, End, Event, Finalizing, Hex, LiveRecord, Module, Process, ShimInfo,
+    Stack, StackCounts, Summary,
 };
 
 use crate::modules::Modules;
@@ -41,6 +41,8 @@ pub struct Prepared {
     modules: Vec<Module>,
     stacks: Vec<Stack>,
     events: Vec<Event>,
+    floors: Vec<StackCounts>,
+    finalizing: Option<Finalizing>,
     shim: ShimInfo,
     live: Vec<Live>,
     /// For each of `live`: its index into `stacks`.
@@ -51,7 +53,10 @@ pub struct Prepared {
 /// nothing: native frames carry their address, module and offset, and the reader names them
 /// (symbolising takes the loader lock and malloc, and costs tens of milliseconds per process).
 pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
-    let snap = s.table.snapshot();
+    // The moment the table is copied is the dump's: naming modules and stacks takes a while
+    // under load, and a snapshot stamped after it would land next to the following one.
+    let taken_ms = crate::clock::unix_ms();
+    let snap = s.table.snapshot(moment == Moment::Snapshot);
     let exe = fs::read_link("/proc/self/exe")
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -92,6 +97,43 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
             during_exit: e.during_exit,
         })
         .collect();
+    // What each stack of the dump holds now, to state its floor as a count, not a dip.
+    let mut holds: HashMap<usize, (u64, u64)> = HashMap::new();
+    for (l, &i) in snap.live.iter().zip(&stack_of) {
+        let h = holds.entry(i as usize).or_default();
+        h.0 += 1;
+        h.1 += l.held;
+    }
+    let mut dips: HashMap<usize, (u64, u64)> = HashMap::new();
+    for (&id, d) in &snap.dips {
+        let h = dips.entry(stack_index(id)).or_default();
+        h.0 += d.blocks;
+        h.1 += d.bytes;
+    }
+    let floors = counts_by_stack(dips.iter().map(|(&i, &(blocks, bytes))| {
+        let (b0, y0) = holds.get(&i).copied().unwrap_or_default();
+        (i, b0.saturating_sub(blocks), y0.saturating_sub(bytes))
+    }));
+    let finalizing = snap.finalizing.as_ref().map(|f| {
+        let mut held: HashMap<usize, [u64; 4]> = HashMap::new();
+        for (&id, &(now, floor)) in &f.held {
+            let h = held.entry(stack_index(id)).or_default();
+            h[0] += now.blocks;
+            h[1] += now.bytes;
+            h[2] += floor.blocks;
+            h[3] += floor.bytes;
+        }
+        Finalizing {
+            unix_ms: f.unix_ms,
+            seq: f.seq,
+            held: counts_by_stack(held.iter().map(|(&i, h)| (i, h[0], h[1]))),
+            floors: counts_by_stack(
+                held.iter()
+                    .filter(|(_, h)| (h[2], h[3]) != (h[0], h[1]))
+                    .map(|(&i, h)| (i, h[2], h[3])),
+            ),
+        }
+    });
     let c = snap.totals;
     let summary = Summary {
         allocations: c.allocations,
@@ -111,13 +153,15 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         .iter()
         .any(|s| !s.python.is_empty() || s.frames.iter().any(|f| !f.is_python()));
     Prepared {
-        version: format::version_for(&stacks, &modules, unnamed),
-        process: process(s, exe, moment, snapshot),
+        version: format::version_for(&stacks, &modules, unnamed, true),
+        process: process(s, exe, moment, snapshot, taken_ms),
         summary,
         unnamed,
         modules,
         stacks,
         events,
+        floors,
+        finalizing,
         shim: ShimInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             stack_walks: stack::WALKS.load(Relaxed),
@@ -139,6 +183,8 @@ impl Prepared {
             modules: &self.modules,
             stacks: &self.stacks,
             events: &self.events,
+            floors: Some(&self.floors),
+            finalizing: self.finalizing.as_ref(),
             shim: Some(&self.shim),
         };
         let live = self.live.iter().zip(&self.stack_of).map(
@@ -168,6 +214,19 @@ impl Prepared {
         );
         format::write_streamed(&parts, live, w)
     }
+}
+
+/// (stack index, blocks, bytes) as the dump lists them: by stack index.
+fn counts_by_stack(it: impl Iterator<Item = (usize, u64, u64)>) -> Vec<StackCounts> {
+    let mut v: Vec<StackCounts> = it
+        .map(|(stack, allocations, bytes)| StackCounts {
+            stack,
+            allocations,
+            bytes,
+        })
+        .collect();
+    v.sort_unstable_by_key(|c| c.stack);
+    v
 }
 
 /// The stack of an interned id: native frames as addresses in their modules, and the Python
@@ -223,7 +282,13 @@ fn native_frame(modules: &mut Modules, ip: usize) -> format::Frame {
     }
 }
 
-fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Process {
+fn process(
+    s: &State,
+    exe: String,
+    moment: Moment,
+    snapshot: Option<u64>,
+    end_unix_ms: u64,
+) -> Process {
     let argv = fs::read("/proc/self/cmdline")
         .map(|raw| {
             raw.split(|&b| b == 0)
@@ -242,7 +307,7 @@ fn process(s: &State, exe: String, moment: Moment, snapshot: Option<u64>) -> Pro
         argv,
         rank,
         start_unix_ms: s.start_unix_ms.load(Relaxed),
-        end_unix_ms: crate::clock::unix_ms(),
+        end_unix_ms,
         end: match moment {
             Moment::Exit => End::Exit,
             Moment::Signal(_) => End::Signal,

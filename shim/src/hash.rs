@@ -29,6 +29,10 @@ impl Hasher for AddrHasher {
     fn write_u64(&mut self, n: u64) {
         self.0 = mix(n);
     }
+    /// Stack ids are keys too (see `table::Shard::by_stack`).
+    fn write_u32(&mut self, n: u32) {
+        self.0 = mix(u64::from(n));
+    }
 }
 
 pub type AddrHash = BuildHasherDefault<AddrHasher>;

@@ -95,7 +95,21 @@ pub fn allocation_failed(driver: Api, size: u64, error: i32) {
 /// Before a free is forwarded: forget the address. Pass the result to [`free_finished`].
 pub fn free_started(driver: Api, addr: u64) -> Option<Block> {
     let s = state::recording()?;
-    state::shield(|| s.table.take(driver.op().space(), addr)).flatten()
+    state::shield(|| {
+        note_finalizing(s);
+        s.table.take(driver.op().space(), addr)
+    })
+    .flatten()
+}
+
+/// At the first free after the Python interpreter began to shut down (its teardown frees what
+/// the script's globals held), notes what every stack held: what the script kept to its end.
+fn note_finalizing(s: &State) {
+    if s.table.finalizing_noted() || !python::finalizing() {
+        return;
+    }
+    s.table
+        .note_finalizing(crate::clock::unix_ms(), s.table.seq_now());
 }
 
 /// After the real free answered `error` (0 is success).

@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::lock::{CachePadded, Mutex};
 use cudaleak_format::EventType;
@@ -67,6 +67,11 @@ pub enum FreeOutcome {
 #[derive(Default)]
 struct Shard {
     live: [HashMap<u64, Block, AddrHash>; SPACES],
+    /// What each stack holds in this shard now, and the least it held since the last snapshot:
+    /// the interval's floor, which a tensor in flight at the snapshot's instant does not raise.
+    /// Kept per shard, under the lock the call holds anyway; the sum of the shards' floors lies
+    /// between what the stack kept all interval and its true floor (see [`Table::snapshot`]).
+    by_stack: HashMap<StackId, Holding, AddrHash>,
     freed: FreedRing,
     /// This shard's share of the counters: kept under the lock the call holds anyway, so
     /// threads allocating at once do not fight over shared cache lines.
@@ -127,6 +132,60 @@ impl FreedRing {
     }
 }
 
+/// Blocks and bytes (`held` bytes, as `live_bytes` counts them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub blocks: u64,
+    pub bytes: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.blocks += o.blocks;
+        self.bytes += o.bytes;
+    }
+}
+
+/// One stack in one shard: what it holds now and its floor since the last snapshot.
+#[derive(Clone, Copy, Debug, Default)]
+struct Holding {
+    now: Counts,
+    floor: Counts,
+}
+
+impl Holding {
+    /// How far below `now` the stack went since the last snapshot.
+    fn dip(&self) -> Counts {
+        Counts {
+            blocks: self.now.blocks - self.floor.blocks,
+            bytes: self.now.bytes - self.floor.bytes,
+        }
+    }
+}
+
+impl Shard {
+    fn hold(&mut self, stack: StackId, bytes: u64) {
+        let h = self.by_stack.entry(stack).or_default();
+        h.now.blocks += 1;
+        h.now.bytes += bytes;
+    }
+
+    fn release(&mut self, stack: StackId, bytes: u64) {
+        let Some(h) = self.by_stack.get_mut(&stack) else {
+            return;
+        };
+        h.now.blocks = h.now.blocks.saturating_sub(1);
+        h.now.bytes = h.now.bytes.saturating_sub(bytes);
+        if h.now.blocks == 0 {
+            // Nothing held, so the floor is nothing too: the entry says no more than its absence.
+            self.by_stack.remove(&stack);
+            return;
+        }
+        h.floor.blocks = h.floor.blocks.min(h.now.blocks);
+        h.floor.bytes = h.floor.bytes.min(h.now.bytes);
+    }
+}
+
 /// The summary's counters (see docs/dump-format.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -162,6 +221,21 @@ pub struct Table {
     shared: CachePadded<Shared>,
     failed_allocations: AtomicU64,
     dropped_events: AtomicU64,
+    /// What each stack held when the Python interpreter began to shut down ([`Table::finalizing`]).
+    finalizing: Mutex<Option<Finalizing>>,
+    /// Whether `finalizing` is set: read at every free, without the lock.
+    finalizing_noted: AtomicBool,
+}
+
+/// The table at the moment the Python interpreter began to shut down: what the script still
+/// held when it ended, apart from what teardown freed after.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Finalizing {
+    pub unix_ms: u64,
+    /// The sequence number then: later blocks were allocated during teardown.
+    pub seq: u64,
+    /// Per stack: held then, and the floor since the last snapshot up to then.
+    pub held: HashMap<StackId, (Counts, Counts)>,
 }
 
 /// What all threads update at every call: the sequence (one order for allocations, frees and
@@ -181,6 +255,9 @@ pub struct Snapshot {
     pub live: Vec<Live>,
     pub events: Vec<EventRecord>,
     pub totals: Totals,
+    /// Per stack that went below what it holds now since the last snapshot: by how much.
+    pub dips: HashMap<StackId, Counts>,
+    pub finalizing: Option<Finalizing>,
 }
 
 /// One live record of a snapshot.
@@ -202,6 +279,8 @@ impl Default for Table {
             shared: CachePadded::default(),
             failed_allocations: AtomicU64::new(0),
             dropped_events: AtomicU64::new(0),
+            finalizing: Mutex::new(None),
+            finalizing_noted: AtomicBool::new(false),
         }
     }
 }
@@ -317,7 +396,12 @@ impl Table {
             let mut shard = self.shard(addr).lock();
             shard.counts.allocations += 1;
             shard.counts.bytes_allocated += bytes;
-            shard.live[s].insert(addr, block)
+            shard.hold(block.stack, bytes);
+            let old = shard.live[s].insert(addr, block);
+            if let Some(old) = &old {
+                shard.release(old.stack, held(space, old));
+            }
+            old
         };
         if let Some(old) = replaced {
             // The address came back without us seeing it freed: the old block is gone.
@@ -343,6 +427,16 @@ impl Table {
         }
     }
 
+    /// The last number of the one sequence given out.
+    pub fn seq_now(&self) -> u64 {
+        self.shared.seq.load(Relaxed)
+    }
+
+    /// Whether [`Table::note_finalizing`] noted the moment.
+    pub fn finalizing_noted(&self) -> bool {
+        self.finalizing_noted.load(Relaxed)
+    }
+
     /// The next number of the one sequence.
     pub fn next_seq(&self) -> u64 {
         self.shared.seq.fetch_add(1, Relaxed) + 1
@@ -362,6 +456,7 @@ impl Table {
         let block = shard.live[s].remove(&addr);
         if let Some(b) = block {
             shard.counts.frees += 1;
+            shard.release(b.stack, held(space, &b));
             shard.freed.push(s, addr, b.stack);
             drop(shard);
             self.sub_live(held(space, &b));
@@ -394,7 +489,10 @@ impl Table {
                 // the freed history `take` put it in.
                 let mut shard = self.shard(addr).lock();
                 shard.freed.forget(s, addr);
-                shard.live[s].entry(addr).or_insert(block);
+                if !shard.live[s].contains_key(&addr) {
+                    shard.hold(block.stack, held(space, &block));
+                    shard.live[s].insert(addr, block);
+                }
                 shard.counts.frees -= 1;
                 drop(shard);
                 self.add_live(held(space, &block));
@@ -428,6 +526,7 @@ impl Table {
         match shard.live[space_index(space)].remove(&addr) {
             Some(b) => {
                 shard.counts.frees += 1;
+                shard.release(b.stack, held(space, &b));
                 drop(shard);
                 self.sub_live(held(space, &b));
                 true
@@ -553,6 +652,7 @@ impl Table {
         }
         std::mem::forget(self.mappings.lock());
         std::mem::forget(self.events.lock());
+        std::mem::forget(self.finalizing.lock());
     }
 
     /// Releases what [`Table::lock_all`] took.
@@ -569,6 +669,8 @@ impl Table {
         unsafe { self.mappings.force_unlock() };
         // SAFETY: as above.
         unsafe { self.events.force_unlock() };
+        // SAFETY: as above.
+        unsafe { self.finalizing.force_unlock() };
     }
 
     /// In a child made without fork(): every lock usable and everything empty, the parent's
@@ -579,6 +681,7 @@ impl Table {
             held |= crate::lock::abandon(shard);
         }
         held |= crate::lock::abandon(&self.mappings);
+        held |= crate::lock::abandon(&self.finalizing);
         held | crate::lock::abandon(&self.events)
     }
 
@@ -589,6 +692,8 @@ impl Table {
         }
         *self.mappings.lock() = Mappings::default();
         self.events.lock().clear();
+        *self.finalizing.lock() = None;
+        self.finalizing_noted.store(false, Relaxed);
         // The sequence goes on: a child's records follow its parent's.
         for counter in [
             &self.shared.live_bytes,
@@ -619,12 +724,19 @@ impl Table {
         t.peak_live_bytes = self.shared.peak_live_bytes.load(Relaxed);
     }
 
-    /// Copies the live blocks (ordered by sequence number) and events.
-    pub fn snapshot(&self) -> Snapshot {
+    /// Copies the live blocks (ordered by sequence number), the events, and how far each stack
+    /// dipped below what it holds now since the last snapshot. `snapshot` (a snapshot dump, not
+    /// the last) starts the next interval: each stack's floor becomes what it holds now.
+    ///
+    /// A stack's floor is the sum of its floors in the shards, taken independently: at most its
+    /// true floor (the shards may bottom out at different moments), and at least what it kept
+    /// through the whole interval, which is what growth is judged on.
+    pub fn snapshot(&self, snapshot: bool) -> Snapshot {
         let mut live = Vec::new();
         let mut totals = Totals::default();
+        let mut dips: HashMap<StackId, Counts> = HashMap::new();
         for shard in self.shards.iter() {
-            let shard = shard.lock();
+            let mut shard = shard.lock();
             for (s, map) in shard.live.iter().enumerate() {
                 let space = ALL_SPACES[s];
                 live.extend(map.iter().map(|(&addr, &block)| Live {
@@ -635,6 +747,15 @@ impl Table {
                 }));
             }
             totals.add(&shard.counts);
+            for (&stack, h) in shard.by_stack.iter_mut() {
+                let dip = h.dip();
+                if dip != Counts::default() {
+                    dips.entry(stack).or_default().add(dip);
+                }
+                if snapshot {
+                    h.floor = h.now;
+                }
+            }
         }
         {
             let m = self.mappings.lock();
@@ -652,7 +773,34 @@ impl Table {
             live,
             events: self.events.lock().clone(),
             totals,
+            dips,
+            finalizing: self.finalizing.lock().clone(),
         }
+    }
+
+    /// Notes, once, what every stack holds now and its floor so far: the Python interpreter
+    /// began to shut down (`unix_ms`, sequence number `seq`). False if it was noted before.
+    /// (Mappings are left out: they hold what their physical allocation's record counts.)
+    pub fn note_finalizing(&self, unix_ms: u64, seq: u64) -> bool {
+        if self.finalizing.lock().is_some() {
+            return false;
+        }
+        let mut held: HashMap<StackId, (Counts, Counts)> = HashMap::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (&stack, h) in shard.by_stack.iter() {
+                let e = held.entry(stack).or_default();
+                e.0.add(h.now);
+                e.1.add(h.floor);
+            }
+        }
+        let mut f = self.finalizing.lock();
+        if f.is_some() {
+            return false;
+        }
+        *f = Some(Finalizing { unix_ms, seq, held });
+        self.finalizing_noted.store(true, Relaxed);
+        true
     }
 }
 
@@ -685,7 +833,7 @@ mod tests {
         t.allocated(Space::Device, 0x1000, block(256, 1));
         assert!(!t.abandon(), "nothing held");
         assert!(
-            t.snapshot().live.is_empty(),
+            t.snapshot(false).live.is_empty(),
             "the parent's records are left behind"
         );
         t.allocated(Space::Device, 0x1000, block(256, 1));
@@ -695,9 +843,9 @@ mod tests {
         // Every lock held for good: every lock usable again.
         t.lock_all();
         assert!(t.abandon());
-        assert!(t.snapshot().live.is_empty());
+        assert!(t.snapshot(false).live.is_empty());
         t.allocated(Space::Device, 0x2000, block(512, 2));
-        assert_eq!(t.snapshot().live.len(), 1);
+        assert_eq!(t.snapshot(false).live.len(), 1);
     }
 
     #[test]
@@ -706,7 +854,7 @@ mod tests {
         t.allocated(Space::Device, 0x1000, block(256, 1));
         t.allocated(Space::Device, 0x2000, block(512, 2));
         assert_eq!(free(&t, 0x1000, true), FreeOutcome::Freed);
-        let snap = t.snapshot();
+        let snap = t.snapshot(false);
         assert_eq!(snap.live.len(), 1);
         assert_eq!(snap.live[0].addr, 0x2000);
         let c = t.totals();
@@ -772,14 +920,14 @@ mod tests {
         t.allocated(Space::Device, 0x1000, block(256, 1));
         t.allocated(Space::Device, 0x2000, block(256, 2));
         let taken = t.take(Space::Device, 0x1000);
-        let snap = t.snapshot();
+        let snap = t.snapshot(false);
         assert_eq!(
             snap.totals.allocations - snap.totals.frees,
             snap.live.len() as u64
         );
         assert_eq!(snap.live.len(), 1);
         t.free_finished(Space::Device, 0x1000, taken, false);
-        let snap = t.snapshot();
+        let snap = t.snapshot(false);
         assert_eq!(
             (snap.totals.frees, snap.live.len()),
             (0, 2),
@@ -838,7 +986,7 @@ mod tests {
             (3, MIB2, MIB2)
         );
         assert_eq!(c.bytes_allocated, MIB2);
-        let snap = t.snapshot();
+        let snap = t.snapshot(false);
         let held: Vec<(Space, u64, u64)> = snap
             .live
             .iter()
@@ -864,12 +1012,17 @@ mod tests {
         assert!(!t.is_live(Space::Physical, 0xa));
         let c = t.totals();
         assert_eq!((c.live_bytes, c.peak_live_bytes, c.frees), (MIB2, MIB2, 1));
-        let holding: Vec<(u64, u64)> = t.snapshot().live.iter().map(|l| (l.addr, l.held)).collect();
+        let holding: Vec<(u64, u64)> = t
+            .snapshot(false)
+            .live
+            .iter()
+            .map(|l| (l.addr, l.held))
+            .collect();
         assert_eq!(holding, [(0x1000_0000, MIB2), (0x2000_0000, 0)]);
         // The mapping that held the bytes goes first: the other one takes them over.
         assert_eq!(unmap(&t, 0x1000_0000, MIB2, true), FreeOutcome::Freed);
         assert_eq!(t.totals().live_bytes, MIB2);
-        assert_eq!(t.snapshot().live[0].held, MIB2);
+        assert_eq!(t.snapshot(false).live[0].held, MIB2);
         assert_eq!(unmap(&t, 0x2000_0000, MIB2, true), FreeOutcome::Freed);
         let c = t.totals();
         assert_eq!((c.live_bytes, c.peak_live_bytes), (0, MIB2));
@@ -923,7 +1076,12 @@ mod tests {
         t.allocated(Space::Physical, 0xa, block(2 * MIB2, 3));
         t.mapped(0x2000_0000, 0xa, block(2 * MIB2, 4));
         release(&t, 0xa);
-        let holding: Vec<(u64, u64)> = t.snapshot().live.iter().map(|l| (l.addr, l.held)).collect();
+        let holding: Vec<(u64, u64)> = t
+            .snapshot(false)
+            .live
+            .iter()
+            .map(|l| (l.addr, l.held))
+            .collect();
         assert_eq!(holding, [(0x1000_0000, MIB2), (0x2000_0000, 2 * MIB2)]);
         // Unmapping the first frees the first allocation; the second keeps its own bytes.
         unmap(&t, 0x1000_0000, MIB2, true);
@@ -938,7 +1096,7 @@ mod tests {
         t.mapped(0x1000_0000, 0xb, block(MIB2, 2)); // another allocation's mapping
         release(&t, 0xa);
         assert_eq!(t.totals().live_bytes, 0);
-        assert_eq!(t.snapshot().live[0].held, 0);
+        assert_eq!(t.snapshot(false).live[0].held, 0);
     }
 
     #[test]
@@ -970,7 +1128,7 @@ mod tests {
         for _ in 0..MAX_EVENTS + 5 {
             t.event(e.clone());
         }
-        assert_eq!(t.snapshot().events.len(), MAX_EVENTS);
+        assert_eq!(t.snapshot(false).events.len(), MAX_EVENTS);
         assert_eq!(t.totals().dropped_events, 5);
     }
 
@@ -993,8 +1151,135 @@ mod tests {
         });
         let c = t.totals();
         assert_eq!((c.allocations, c.frees), (80_000, 72_000));
-        assert_eq!(t.snapshot().live.len(), 8_000);
+        assert_eq!(t.snapshot(false).live.len(), 8_000);
         assert_eq!(c.live_bytes, 8_000 * 16);
         assert_eq!(c.bytes_allocated, 80_000 * 16);
+    }
+
+    fn at(stack: u32, size: u64, seq: u64) -> Block {
+        Block {
+            stack: StackId(stack),
+            ..block(size, seq)
+        }
+    }
+
+    /// How far stack `id` dipped below what it holds now.
+    fn dip(snap: &Snapshot, id: u32) -> Counts {
+        snap.dips.get(&StackId(id)).copied().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_block_in_flight_at_the_snapshot_leaves_the_floor_where_it_was() {
+        let t = Table::default();
+        // Stack 1 keeps one block per step; stack 2's block lives one step, and one is in flight
+        // when the snapshot is taken.
+        for step in 0..4u64 {
+            t.allocated(Space::Device, 0x10_000 + step * 0x100, at(1, 64, step));
+            let a = 0x90_000 + step * 0x100;
+            t.allocated(Space::Device, a, at(2, 4096, step));
+            if step < 3 {
+                free(&t, a, true);
+            }
+        }
+        let snap = t.snapshot(true);
+        // Both began the interval with nothing: their floor is nothing.
+        assert_eq!(dip(&snap, 1).blocks, 4);
+        assert_eq!(dip(&snap, 2).blocks, 1);
+        // The next interval: stack 1 keeps one more; stack 2 has one in flight at each end.
+        t.allocated(Space::Device, 0x10_400, at(1, 64, 10));
+        let a = 0x90_400;
+        t.allocated(Space::Device, a, at(2, 4096, 11));
+        free(&t, 0x90_300, true);
+        let snap = t.snapshot(true);
+        assert_eq!(
+            dip(&snap, 1),
+            Counts {
+                blocks: 1,
+                bytes: 64
+            },
+            "kept: its floor is what it held when the interval began"
+        );
+        // Never without a block, though not the same one: the shards of the two addresses
+        // bottomed out apart (one before its block came, the other after its block went), and
+        // the floor counts only what was kept through the interval.
+        assert_eq!(dip(&snap, 2).blocks, 1);
+        free(&t, a, true);
+        t.allocated(Space::Device, a, at(2, 4096, 12));
+        assert_eq!(dip(&t.snapshot(true), 2).blocks, 1, "in flight: floor 0");
+        // Nothing happened since: no stack dipped.
+        let snap = t.snapshot(true);
+        assert!(snap.dips.is_empty(), "{:?}", snap.dips);
+        // Freeing the rest of stack 1 drops its entry; its blocks no longer count anywhere.
+        for step in 0..5u64 {
+            free(&t, 0x10_000 + step * 0x100, true);
+        }
+        assert!(t.snapshot(true).dips.is_empty());
+        assert!(t
+            .shards
+            .iter()
+            .all(|s| s.lock().by_stack.keys().all(|&k| k == StackId(2))));
+    }
+
+    #[test]
+    fn the_floor_counts_held_bytes_and_a_failed_free_puts_the_block_back() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, at(3, 100, 1));
+        t.allocated(Space::Device, 0x2000, at(3, 100, 2));
+        t.snapshot(true);
+        let taken = t.take(Space::Device, 0x1000);
+        assert_eq!(
+            t.free_finished(Space::Device, 0x1000, taken, false),
+            FreeOutcome::Failed
+        );
+        let snap = t.snapshot(false);
+        // It was gone for a moment: the floor went down with it, and what it holds came back.
+        assert_eq!(
+            dip(&snap, 3),
+            Counts {
+                blocks: 1,
+                bytes: 100
+            }
+        );
+        // A snapshot that is not a snapshot dump leaves the interval open.
+        assert_eq!(dip(&t.snapshot(false), 3).blocks, 1);
+        // A reservation holds no bytes, but its block counts.
+        t.allocated(Space::Reserved, 0x9000, at(4, 1 << 30, 3));
+        t.allocated(Space::Reserved, 0xa000, at(4, 1 << 30, 4));
+        t.snapshot(true);
+        t.allocated(Space::Reserved, 0xb000, at(4, 1 << 30, 5));
+        assert!(t.forget(Space::Reserved, 0x9000));
+        assert!(t.forget(Space::Reserved, 0xb000));
+        // Two at the start, one now, one at the least: the floor is what it holds.
+        assert_eq!(dip(&t.snapshot(false), 4), Counts::default());
+    }
+
+    #[test]
+    fn finalizing_is_noted_once_with_what_each_stack_held_and_its_floor() {
+        let t = Table::default();
+        t.allocated(Space::Device, 0x1000, at(5, 8, 1));
+        t.snapshot(true);
+        t.allocated(Space::Device, 0x2000, at(5, 8, 2));
+        free(&t, 0x2000, true);
+        t.allocated(Space::Device, 0x3000, at(5, 8, 3));
+        assert!(t.note_finalizing(1234, 3));
+        // Teardown frees everything; what the script held at its end stays on record.
+        free(&t, 0x1000, true);
+        free(&t, 0x3000, true);
+        assert!(!t.note_finalizing(9999, 9), "noted once");
+        let snap = t.snapshot(false);
+        assert!(snap.live.is_empty());
+        let f = snap.finalizing.expect("noted");
+        assert_eq!((f.unix_ms, f.seq), (1234, 3));
+        let two = Counts {
+            blocks: 2,
+            bytes: 16,
+        };
+        let one = Counts {
+            blocks: 1,
+            bytes: 8,
+        };
+        assert_eq!(f.held[&StackId(5)], (two, one));
+        t.clear();
+        assert!(t.snapshot(false).finalizing.is_none());
     }
 }

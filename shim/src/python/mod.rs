@@ -122,6 +122,17 @@ pub fn present() -> bool {
     runtime().is_some()
 }
 
+/// Whether the interpreter is running and has begun to shut down (`Py_FinalizeEx` set its
+/// finalizing flag, after the `atexit` callbacks). False in a process without a known Python.
+pub fn finalizing() -> bool {
+    let Some(rt) = runtime() else { return false };
+    let Some(finalizing) = rt.is_finalizing else {
+        return false;
+    };
+    // SAFETY: argument-less reads of the interpreter's static globals, as in `capture`.
+    unsafe { (rt.is_initialized)() != 0 && finalizing() != 0 }
+}
+
 fn symbol(name: &CStr) -> usize {
     let p = real::lookup(std::ptr::null_mut(), name);
     if p.is_null() {
