@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/corpus-prep.sh — fills DEST with what the growth corpus (scripts/gpu-corpus.sh) needs
 # and the repository does not hold: the pytorch/examples programs it runs unmodified, taken from
-# the local git mirror, and a small fake MNIST in torchvision's raw idx format (the GPU machine
-# has no network, and torchvision's MNIST skips its download when the raw files exist).
+# the local git mirror, a small fake MNIST in torchvision's raw idx format (the GPU machine has no
+# network, and torchvision's MNIST skips its download when the raw files exist) and a tiny
+# ImageFolder for the imagenet example.
 # Writes nothing outside DEST; keeps it small (a few MiB), since DEST travels to the GPU machine.
 #
 #   scripts/corpus-prep.sh DEST        (EXAMPLES_GIT=DIR overrides the mirror's git directory)
@@ -36,6 +37,22 @@ done
 git --git-dir="$git_dir" archive HEAD -- "${archive_paths[@]}" | tar -x -C "$dest/examples"
 cp "$dest/examples/$wlm_data/test.txt" "$dest/examples/$wlm_data/train.txt"
 git --git-dir="$git_dir" rev-parse HEAD > "$dest/examples/COMMIT"
+
+# A tiny ImageFolder for imagenet/main.py (as the examples' own CI makes one, from a download):
+# train/ and val/ with 4 classes of 32x32 random-noise PPM images (ImageFolder reads .ppm; its
+# RandomResizedCrop(224) scales them up), so an epoch is 16 steps of 64.
+python3 - "$dest/data/imagenet-sample" <<'EOF'
+import os, random, sys
+root = sys.argv[1]
+rng = random.Random(20261204)
+for split, per_class in (("train", 256), ("val", 64)):
+    for c in range(4):
+        folder = os.path.join(root, split, f"n{c:08d}")
+        os.makedirs(folder)
+        for i in range(per_class):
+            with open(os.path.join(folder, f"{i:04d}.ppm"), "wb") as f:
+                f.write(b"P6\n32 32\n255\n" + rng.randbytes(32 * 32 * 3))
+EOF
 
 # Fake MNIST: 6000 train and 1000 test images of random bytes, labels 0-9, in the big-endian
 # idx layout torchvision's read_sn3_pascalvincent_tensor checks (magic 0x0803 / 0x0801, dims).

@@ -47,9 +47,8 @@ wlm_lstm            ok    90  word_language_model                 python3 main.p
 leak_lstm_hidden    leak  90  -                                   python3 @T@/leak_lstm_hidden.py 9
 wlm_transformer     ok    90  word_language_model                 python3 main.py --accel --epochs 4 --model Transformer --lr 5
 leak_cache_dict     leak  90  -                                   python3 @T@/leak_cache_dict.py 9
-imagenet_eval       ok    90  imagenet                            python3 main.py --dummy -a resnet18 --evaluate -b 256 -j 12
 leak_closure        leak  90  -                                   python3 @T@/leak_closure.py 9
-imagenet_train_int  ok    25  imagenet                            python3 main.py --dummy -a resnet18 --epochs 1 -b 128 -j 12
+imagenet            ok    90  imagenet                            python3 main.py -a resnet18 --epochs 5 -b 64 -j 8 ../data/imagenet-sample
 leak_after_warmup   leak  90  -                                   python3 @T@/leak_after_warmup.py 10
 vae                 ok    90  vae                                 python3 main.py --epochs 12
 leak_slow           leak  90  -                                   python3 @T@/leak_slow.py 10
@@ -166,6 +165,7 @@ for mode in ${MODES:-default exact}; do
         printf '%s\t%s\t%s\t%s\t%d.%03d\t%s\t%s\t%s\n' "$name" "$mode" "$expected" "$rc" \
             $((ms / 1000)) $((ms % 1000)) "$stopped" "$suspects" "$frame" | tee -a "$tsv"
         echo "dumps: $(find "$d/out" -name 'cudaleak.*.json' 2> /dev/null | wc -l), result: $d/result.json"
+        rm -rf "$d/run"   # checkpoints and images: only the dumps are kept
     done < <(entries)
 done
 ((${#skipped[@]} == 0)) || echo "skipped (over the ${budget}s budget): ${skipped[*]}"
