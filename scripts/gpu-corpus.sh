@@ -126,6 +126,7 @@ pack() {
 }
 
 exec > >(tee "$out/corpus.log") 2>&1
+tee_pid=$!
 echo "date: $(date -u +%FT%TZ)  modes: ${MODES:-default exact}  budget: ${budget}s  corpus: $corpus"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
@@ -172,3 +173,5 @@ done
 
 for mode in ${MODES:-default exact}; do pack "$mode"; done
 echo "done in $((SECONDS - t_start)) s; work directory $work"
+exec >&- 2>&-
+wait "$tee_pid"   # corpus.log complete before the device tool collects $OUT
