@@ -12,7 +12,8 @@
 # examples and a fake MNIST: the GPU machine has no network). NAMEs pick entries (default: all).
 # exact mode adds --exact-pools. Entries that would start after BUDGET_S seconds are skipped (and
 # listed), so that one call of the device tool (9 minutes) always ends with its results packed:
-# run MODES=default and MODES=exact as two calls.
+# run MODES=default and MODES=exact as two calls. TAR_LIMIT_BYTES (default 15 MiB) caps each
+# tarball.
 #
 # Each run happens in its own scratch directory under a mktemp directory (outputs such as
 # checkpoints and images stay there). With $OUT set, leaves in $OUT: corpus.tsv (one line per
@@ -154,7 +155,10 @@ python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", 
 [[ -x "$cudaleak" ]] || { echo "no cudaleak in $bin_dir"; exit 2; }
 
 declare -A wanted=()
-for name in "$@"; do wanted[$name]=1; done
+for name in "$@"; do
+    entries | grep -q "^$name " || { echo "gpu-corpus: no entry named $name"; exit 2; }
+    wanted[$name]=1
+done
 tsv="$out/corpus.tsv"
 [[ -s "$tsv" ]] || printf 'name\tmode\texpected\texit\tseconds\tstopped\tsuspects\ttop_frame\n' > "$tsv"
 t_start=$SECONDS
