@@ -2,7 +2,7 @@
 """corpus-table.py — scores a run of scripts/gpu-corpus.sh: a markdown table of the growth
 verdict per corpus entry and mode, and its precision and recall. Reads only; never runs anything.
 
-    scripts/corpus-table.py [--tsv corpus.tsv] INPUT...
+    scripts/corpus-table.py [--tsv corpus.tsv]... INPUT...
 
 INPUT: a dumps-MODE.tar.xz the runner left (read in place), or a directory holding NAME/result.json
 (an unpacked tarball, or the runner's work directory WORK/MODE); the mode is taken from the
@@ -86,9 +86,9 @@ def parse(data):
         return f"bad json (line {e.lineno})" if hasattr(e, "lineno") else "bad json"
 
 
-def read_tsv(path):
+def read_tsv(paths):
     rows = {}
-    if path:
+    for path in paths or []:
         with open(path) as f:
             header = f.readline().rstrip("\n").split("\t")
             for line in f:
@@ -132,7 +132,8 @@ def judge(report, markers):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tsv", help="the runner's corpus.tsv (adds exit status and seconds)")
+    ap.add_argument("--tsv", action="append",
+                    help="a corpus.tsv of the runner (adds exit status and seconds); repeatable")
     ap.add_argument("inputs", nargs="+", help="dumps-MODE.tar.xz files or MODE directories")
     args = ap.parse_args()
     entries = corpus_entries()
