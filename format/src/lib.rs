@@ -83,8 +83,9 @@ pub struct Dump<S = String> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floors: Option<Vec<StackCounts>>,
     /// Version 4: the Python interpreter began to shut down before this dump was written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finalizing: Option<Finalizing>,
+    // A default by path: a plain `default` would bound `S: Default`.
+    #[serde(default = "Option::default", skip_serializing_if = "Option::is_none")]
+    pub finalizing: Option<Finalizing<S>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shim: Option<ShimInfo>,
 }
@@ -99,17 +100,27 @@ pub struct StackCounts {
     pub bytes: u64,
 }
 
+/// What one stack held, and the call that made its blocks (as a live record's `api`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Held<S = String> {
+    pub stack: usize,
+    pub api: S,
+    pub allocations: u64,
+    pub bytes: u64,
+}
+
 /// The moment the Python interpreter began to shut down (`Py_FinalizeEx` set its finalizing
 /// flag; seen at the first free after it): what the script still held when it ended, apart
 /// from what the interpreter's teardown freed afterwards.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Finalizing {
+pub struct Finalizing<S = String> {
     pub unix_ms: u64,
     /// The sequence number then: live records with a larger `seq` were allocated by teardown.
     pub seq: u64,
     /// Every stack that held memory then, and what it held.
-    pub held: Vec<StackCounts>,
+    pub held: Vec<Held<S>>,
     /// The stacks whose floor since the previous snapshot, up to that moment, lay below what
     /// they held then (as `Dump::floors`).
     pub floors: Vec<StackCounts>,
@@ -690,7 +701,7 @@ pub struct DumpParts<'a, S = String> {
     pub stacks: &'a [Stack<S>],
     pub events: &'a [Event<S>],
     pub floors: Option<&'a [StackCounts]>,
-    pub finalizing: Option<&'a Finalizing>,
+    pub finalizing: Option<&'a Finalizing<S>>,
     pub shim: Option<&'a ShimInfo>,
 }
 
@@ -858,18 +869,17 @@ impl<S> Dump<S> {
                 }
             }
         }
-        let floors = self.floors.iter().flatten().map(|c| ("floors", c));
+        let floors = self.floors.iter().flatten().map(|c| ("floors", c.stack));
         let fin = self.finalizing.iter().flat_map(|f| {
             f.held
                 .iter()
-                .map(|c| ("finalizing.held", c))
-                .chain(f.floors.iter().map(|c| ("finalizing.floors", c)))
+                .map(|c| ("finalizing.held", c.stack))
+                .chain(f.floors.iter().map(|c| ("finalizing.floors", c.stack)))
         });
-        for (i, (field, c)) in floors.chain(fin).enumerate() {
-            if c.stack >= n {
+        for (field, stack) in floors.chain(fin) {
+            if stack >= n {
                 return Err(format!(
-                    "{field} names stack {} but there are only {n} stacks (entry {i})",
-                    c.stack
+                    "{field} names stack {stack} but there are only {n} stacks"
                 ));
             }
         }
@@ -1022,8 +1032,9 @@ mod tests {
             finalizing: Some(Finalizing {
                 unix_ms: 1_700_000_000_500,
                 seq: 2,
-                held: vec![StackCounts {
+                held: vec![Held {
                     stack: 0,
+                    api: "cudaMalloc".into(),
                     allocations: 2,
                     bytes: 2048,
                 }],

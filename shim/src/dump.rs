@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 
 use cudaleak_format::{
-    self as format, DumpParts, End, Event, Finalizing, Hex, LiveRecord, Module, Process, ShimInfo,
-    Stack, StackCounts, Summary,
+    self as format, DumpParts, End, Event, Finalizing, Held, Hex, LiveRecord, Module, Process,
+    ShimInfo, Stack, StackCounts, Summary,
 };
 
 use crate::modules::Modules;
@@ -115,22 +115,32 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         (i, b0.saturating_sub(blocks), y0.saturating_sub(bytes))
     }));
     let finalizing = snap.finalizing.as_ref().map(|f| {
-        let mut held: HashMap<usize, [u64; 4]> = HashMap::new();
-        for (&id, &(now, floor)) in &f.held {
-            let h = held.entry(stack_index(id)).or_default();
+        let mut held: HashMap<usize, ([u64; 4], &'static str)> = HashMap::new();
+        for (&id, &(now, floor, api)) in &f.held {
+            let (h, _) = held.entry(stack_index(id)).or_insert(([0; 4], api.name()));
             h[0] += now.blocks;
             h[1] += now.bytes;
             h[2] += floor.blocks;
             h[3] += floor.bytes;
         }
+        let mut by_stack: Vec<Held> = held
+            .iter()
+            .map(|(&stack, &(h, api))| Held {
+                stack,
+                api: api.to_string(),
+                allocations: h[0],
+                bytes: h[1],
+            })
+            .collect();
+        by_stack.sort_unstable_by_key(|h| h.stack);
         Finalizing {
             unix_ms: f.unix_ms,
             seq: f.seq,
-            held: counts_by_stack(held.iter().map(|(&i, h)| (i, h[0], h[1]))),
+            held: by_stack,
             floors: counts_by_stack(
                 held.iter()
-                    .filter(|(_, h)| (h[2], h[3]) != (h[0], h[1]))
-                    .map(|(&i, h)| (i, h[2], h[3])),
+                    .filter(|(_, (h, _))| (h[2], h[3]) != (h[0], h[1]))
+                    .map(|(&i, (h, _))| (i, h[2], h[3])),
             ),
         }
     });

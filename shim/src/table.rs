@@ -147,10 +147,12 @@ impl Counts {
 }
 
 /// One stack in one shard: what it holds now and its floor since the last snapshot.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Holding {
     now: Counts,
     floor: Counts,
+    /// The call that made its last block (a stack makes one kind, in practice).
+    api: Api,
 }
 
 impl Holding {
@@ -164,8 +166,13 @@ impl Holding {
 }
 
 impl Shard {
-    fn hold(&mut self, stack: StackId, bytes: u64) {
-        let h = self.by_stack.entry(stack).or_default();
+    fn hold(&mut self, stack: StackId, bytes: u64, api: Api) {
+        let h = self.by_stack.entry(stack).or_insert(Holding {
+            now: Counts::default(),
+            floor: Counts::default(),
+            api,
+        });
+        h.api = api;
         h.now.blocks += 1;
         h.now.bytes += bytes;
     }
@@ -234,8 +241,8 @@ pub struct Finalizing {
     pub unix_ms: u64,
     /// The sequence number then: later blocks were allocated during teardown.
     pub seq: u64,
-    /// Per stack: held then, and the floor since the last snapshot up to then.
-    pub held: HashMap<StackId, (Counts, Counts)>,
+    /// Per stack: held then, the floor since the last snapshot up to then, and its call.
+    pub held: HashMap<StackId, (Counts, Counts, Api)>,
 }
 
 /// What all threads update at every call: the sequence (one order for allocations, frees and
@@ -396,7 +403,7 @@ impl Table {
             let mut shard = self.shard(addr).lock();
             shard.counts.allocations += 1;
             shard.counts.bytes_allocated += bytes;
-            shard.hold(block.stack, bytes);
+            shard.hold(block.stack, bytes, block.api);
             let old = shard.live[s].insert(addr, block);
             if let Some(old) = &old {
                 shard.release(old.stack, held(space, old));
@@ -490,7 +497,7 @@ impl Table {
                 let mut shard = self.shard(addr).lock();
                 shard.freed.forget(s, addr);
                 if !shard.live[s].contains_key(&addr) {
-                    shard.hold(block.stack, held(space, &block));
+                    shard.hold(block.stack, held(space, &block), block.api);
                     shard.live[s].insert(addr, block);
                 }
                 shard.counts.frees -= 1;
@@ -785,11 +792,13 @@ impl Table {
         if self.finalizing.lock().is_some() {
             return false;
         }
-        let mut held: HashMap<StackId, (Counts, Counts)> = HashMap::new();
+        let mut held: HashMap<StackId, (Counts, Counts, Api)> = HashMap::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
             for (&stack, h) in shard.by_stack.iter() {
-                let e = held.entry(stack).or_default();
+                let e = held
+                    .entry(stack)
+                    .or_insert((Counts::default(), Counts::default(), h.api));
                 e.0.add(h.now);
                 e.1.add(h.floor);
             }
@@ -1278,7 +1287,7 @@ mod tests {
             blocks: 1,
             bytes: 8,
         };
-        assert_eq!(f.held[&StackId(5)], (two, one));
+        assert_eq!(f.held[&StackId(5)], (two, one, Api::cudaMalloc));
         t.clear();
         assert!(t.snapshot(false).finalizing.is_none());
     }

@@ -490,3 +490,56 @@ fn daemon_threads_inside_hooks_while_the_interpreter_finalizes_never_crash_it() 
         eprintln!("{context}: {RUNS} runs, each exited 7");
     }
 }
+
+#[test]
+fn the_exit_dump_notes_what_the_script_held_when_the_interpreter_began_to_shut_down() {
+    let script = python_script("teardown.py");
+    let line = |m| python_marker_line(&script, m);
+    for py in &pythons() {
+        let context = format!("python {}.{}", py.version.0, py.version.1);
+        let run = Scenario::program(&py.path)
+            .arg(script.to_str().unwrap())
+            .arg(NULLCUDA_DIR)
+            .run_shim();
+        run.assert_exit(0).assert_stdout("done\n");
+        let dump = run.dump();
+        // Teardown freed the four buffers: at exit only the block never freed is left.
+        let sizes: Vec<u64> = dump.live.iter().map(|r| r.size).collect();
+        assert_eq!(sizes, [2000], "{context}");
+        let f = dump
+            .finalizing
+            .as_ref()
+            .unwrap_or_else(|| panic!("{context}: no finalizing in the exit dump"));
+        assert!(
+            f.unix_ms >= dump.process.start_unix_ms && f.unix_ms <= dump.process.end_unix_ms,
+            "{context}: {f:?}"
+        );
+        // What each stack held then, by its Python line: the buffers and the block never freed.
+        let mut held: Vec<(u32, u64, u64, &str)> = f
+            .held
+            .iter()
+            .map(|h| {
+                let top = dump.stacks[h.stack]
+                    .frames
+                    .iter()
+                    .find(|fr| fr.is_python() && fr.function.as_deref() != Some("cuda_malloc"))
+                    .and_then(|fr| fr.line)
+                    .unwrap_or(0);
+                (top, h.allocations, h.bytes, h.api.as_str())
+            })
+            .collect();
+        held.sort_unstable();
+        // The call as the live records name it.
+        let api = dump.live[0].api.as_str();
+        let mut want = vec![
+            (line("buffer"), 4, 4000, api),
+            (line("never"), 1, 2000, api),
+        ];
+        want.sort_unstable();
+        assert_eq!(held, want, "{context}");
+        assert!(
+            dump.live.iter().all(|r| r.seq <= f.seq),
+            "{context}: nothing was allocated by teardown"
+        );
+    }
+}

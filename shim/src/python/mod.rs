@@ -122,15 +122,16 @@ pub fn present() -> bool {
     runtime().is_some()
 }
 
-/// Whether the interpreter is running and has begun to shut down (`Py_FinalizeEx` set its
-/// finalizing flag, after the `atexit` callbacks). False in a process without a known Python.
+/// Whether the interpreter has begun to shut down: `Py_FinalizeEx` set its finalizing flag
+/// (after the `atexit` callbacks; it clears `Py_IsInitialized` at the same moment, so that is
+/// not asked). False in a process without a known Python.
 pub fn finalizing() -> bool {
     let Some(rt) = runtime() else { return false };
     let Some(finalizing) = rt.is_finalizing else {
         return false;
     };
-    // SAFETY: argument-less reads of the interpreter's static globals, as in `capture`.
-    unsafe { (rt.is_initialized)() != 0 && finalizing() != 0 }
+    // SAFETY: an argument-less read of the interpreter's static `_PyRuntime`, as in `capture`.
+    unsafe { finalizing() != 0 }
 }
 
 fn symbol(name: &CStr) -> usize {
