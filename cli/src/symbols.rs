@@ -370,7 +370,8 @@ pub fn splice<S: AsRef<str>>(native: Vec<Frame<S>>, runs: Vec<Vec<Frame<S>>>) ->
     out
 }
 
-/// Names each driver record (`cuMemAlloc_v2`) by the runtime function in its stack
+/// Names each driver record (`cuMemAlloc_v2`; live, event or held at finalization) by the
+/// runtime function in its stack
 /// (`cudaMalloc` of a statically linked runtime), once per API and stack.
 fn label_driver_records<S: NameText>(dump: &mut Dump<S>) {
     // By stack, the APIs asked about and their answers (a million records come from a few
@@ -405,6 +406,11 @@ fn label_driver_records<S: NameText>(dump: &mut Dump<S>) {
     for e in &mut dump.events {
         if let Some(n) = label(&e.api, e.stack) {
             e.api = n;
+        }
+    }
+    for h in dump.finalizing.iter_mut().flat_map(|f| f.held.iter_mut()) {
+        if let Some(n) = label(&h.api, h.stack) {
+            h.api = n;
         }
     }
 }
