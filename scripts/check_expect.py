@@ -126,8 +126,8 @@ def load_dump(path):
             dump = json.load(f)
     except (OSError, ValueError) as e:
         raise BadInput(f"{path}: {e}") from None
-    if not isinstance(dump, dict) or dump.get("cudaleak_dump") not in (1, 2, 3):
-        raise BadInput(f"{path}: not a cudaleak dump of version 1 to 3")
+    if not isinstance(dump, dict) or dump.get("cudaleak_dump") not in (1, 2, 3, 4):
+        raise BadInput(f"{path}: not a cudaleak dump of version 1 to 4")
     if dump.get("unnamed"):
         raise BadInput(f"{path}: its frames are not named yet: run `cudaleak symbolize` on it first")
     return dump

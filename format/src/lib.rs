@@ -1,4 +1,4 @@
-//! The cudaleak dump schema, versions 1 to 3: the one definition of what the shim writes and the
+//! The cudaleak dump schema, versions 1 to 4: the one definition of what the shim writes and the
 //! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
 //! This crate holds types, the version constant, reading (with positions in errors),

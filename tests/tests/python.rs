@@ -4,6 +4,7 @@
 //! name each Python function and line, group a loop's blocks per line, and keep apart two Python
 //! paths that reach the same native stack.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -68,7 +69,11 @@ fn check_dump(py: &Python, dump: &Dump) {
     let context = format!("python {}.{}", v.0, v.1);
     // Version 3 since the shim writes addresses and modules (the CLI named this dump, and
     // spliced its Python runs in: none is left over).
-    assert_eq!(dump.cudaleak_dump, 3, "{context}: the shim's version");
+    assert_eq!(
+        dump.cudaleak_dump,
+        cudaleak_format::SCHEMA_VERSION,
+        "{context}: the shim's version"
+    );
     assert!(dump.stacks.iter().all(|s| s.python.is_empty()), "{context}");
     let mut sizes: Vec<u64> = dump.live.iter().map(|r| r.size).collect();
     sizes.sort_unstable();
@@ -514,21 +519,24 @@ fn the_exit_dump_notes_what_the_script_held_when_the_interpreter_began_to_shut_d
             f.unix_ms >= dump.process.start_unix_ms && f.unix_ms <= dump.process.end_unix_ms,
             "{context}: {f:?}"
         );
-        // What each stack held then, by its Python line: the buffers and the block never freed.
-        let mut held: Vec<(u32, u64, u64, &str)> = f
-            .held
-            .iter()
-            .map(|h| {
-                let top = dump.stacks[h.stack]
-                    .frames
-                    .iter()
-                    .find(|fr| fr.is_python() && fr.function.as_deref() != Some("cuda_malloc"))
-                    .and_then(|fr| fr.line)
-                    .unwrap_or(0);
-                (top, h.allocations, h.bytes, h.api.as_str())
-            })
+        // What was held then, by Python line: the buffers and the block never freed. One line
+        // can be several stacks (on 3.13 the interpreter reaches it through two native paths).
+        let mut by_line: BTreeMap<(u32, &str), (u64, u64)> = BTreeMap::new();
+        for h in &f.held {
+            let top = dump.stacks[h.stack]
+                .frames
+                .iter()
+                .find(|fr| fr.is_python() && fr.function.as_deref() != Some("cuda_malloc"))
+                .and_then(|fr| fr.line)
+                .unwrap_or(0);
+            let sum = by_line.entry((top, h.api.as_str())).or_default();
+            sum.0 += h.allocations;
+            sum.1 += h.bytes;
+        }
+        let held: Vec<(u32, u64, u64, &str)> = by_line
+            .into_iter()
+            .map(|((line, api), (n, bytes))| (line, n, bytes, api))
             .collect();
-        held.sort_unstable();
         // The call as the live records name it.
         let api = dump.live[0].api.as_str();
         let mut want = vec![
