@@ -1414,6 +1414,9 @@ pub struct CallsiteLive {
     pub api: String,
     pub stack: StackView,
     pub live: Counts,
+    /// The least it held since the previous snapshot (the dump's `floors`; `live` where the dump
+    /// has none): what it kept through the interval, not a block in flight at the dump's instant.
+    pub floor: Counts,
     /// The cache rule (index into the `caches` passed) that holds what this callsite allocated.
     pub held_by: Option<usize>,
 }
@@ -1427,6 +1430,46 @@ pub fn live_by_callsite(
     rules: &[Rule],
     caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    let records = dump
+        .live
+        .iter()
+        .map(|r| (r.stack, r.api.as_str(), 1, r.held()));
+    by_callsite(
+        dump,
+        records,
+        dump.floors.as_deref().unwrap_or(&[]),
+        view,
+        rules,
+        caches,
+    )
+}
+
+/// What each callsite held when the Python interpreter began to shut down (`finalizing.held`),
+/// with its floor since the previous snapshot; `None` when the dump does not say.
+pub fn held_at_finalizing(
+    dump: &format::Dump,
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> Option<Vec<CallsiteLive>> {
+    let f = dump.finalizing.as_ref()?;
+    let held = f
+        .held
+        .iter()
+        .map(|h| (h.stack, h.api.as_str(), h.allocations, h.bytes));
+    Some(by_callsite(dump, held, &f.floors, view, rules, caches).0)
+}
+
+/// Sums (stack, API, blocks, bytes) per callsite, with each stack's floor (where `floors` names
+/// none, its floor is what it holds) taken off the callsite its stack went to first.
+fn by_callsite<'d>(
+    dump: &'d format::Dump,
+    held: impl Iterator<Item = (usize, &'d str, u64, u64)>,
+    floors: &[format::StackCounts],
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
     let mut index: HashMap<Callsite, usize> = HashMap::new();
@@ -1434,52 +1477,75 @@ pub fn live_by_callsite(
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
     // Records of one stack index and API share a callsite: found without building its key.
     let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
+    // Per stack: the callsite it went to first, and what it holds in all.
+    let mut by_stack: HashMap<usize, (usize, u64, u64)> = HashMap::new();
     let mut stacks = Stacks::new(dump, view, caches);
-    for r in &dump.live {
+    for (stack, api, blocks, bytes) in held {
         if !rules.is_empty() {
-            let rule = *rule_of.entry(r.stack).or_insert_with(|| {
+            let rule = *rule_of.entry(stack).or_insert_with(|| {
                 dump.stacks
-                    .get(r.stack)
+                    .get(stack)
                     .and_then(|s| suppressing_rule(rules, s))
             });
             if let Some(i) = rule {
                 suppressed[i].add(Counts {
                     groups: 0,
-                    allocations: 1,
-                    bytes: r.held(),
+                    allocations: blocks,
+                    bytes,
                 });
                 continue;
             }
         }
-        if let Some(&slot) = fast.get(&(r.stack, r.api.as_str())) {
-            let c = &mut out[slot].live;
-            c.allocations += 1;
-            c.bytes = c.bytes.saturating_add(r.held());
-            continue;
-        }
-        let p = stacks.get(r.stack, &r.api);
-        let key = p.callsite(&r.api);
-        let slot = match index.get(&key) {
-            Some(&i) => i,
+        let slot = match fast.get(&(stack, api)) {
+            Some(&slot) => slot,
             None => {
-                out.push(CallsiteLive {
-                    key: key.clone(),
-                    api: cut(&r.api),
-                    stack: p.view.clone(),
-                    live: Counts {
-                        groups: 1,
-                        ..Counts::default()
-                    },
-                    held_by: p.held_by,
-                });
-                index.insert(key, out.len() - 1);
-                out.len() - 1
+                let p = stacks.get(stack, api);
+                let key = p.callsite(api);
+                let slot = match index.get(&key) {
+                    Some(&i) => i,
+                    None => {
+                        out.push(CallsiteLive {
+                            key: key.clone(),
+                            api: cut(api),
+                            stack: p.view.clone(),
+                            live: Counts {
+                                groups: 1,
+                                ..Counts::default()
+                            },
+                            floor: Counts::default(),
+                            held_by: p.held_by,
+                        });
+                        index.insert(key, out.len() - 1);
+                        out.len() - 1
+                    }
+                };
+                fast.insert((stack, api), slot);
+                slot
             }
         };
-        fast.insert((r.stack, r.api.as_str()), slot);
         let c = &mut out[slot].live;
-        c.allocations += 1;
-        c.bytes = c.bytes.saturating_add(r.held());
+        c.allocations += blocks;
+        c.bytes = c.bytes.saturating_add(bytes);
+        let s = by_stack.entry(stack).or_insert((slot, 0, 0));
+        s.1 += blocks;
+        s.2 = s.2.saturating_add(bytes);
+    }
+    for c in &mut out {
+        c.floor = Counts {
+            groups: 0,
+            ..c.live
+        };
+    }
+    for f in floors {
+        // A floor of a stack with nothing left (all freed since) or one suppressed: no row.
+        let Some(&(slot, blocks, bytes)) = by_stack.get(&f.stack) else {
+            continue;
+        };
+        let c = &mut out[slot].floor;
+        c.allocations = c
+            .allocations
+            .saturating_sub(blocks.saturating_sub(f.allocations));
+        c.bytes = c.bytes.saturating_sub(bytes.saturating_sub(f.bytes));
     }
     (out, suppressed)
 }

@@ -298,10 +298,11 @@ pub fn run(a: &RunArgs) -> u8 {
             );
             return Ok(program.map_or(EXIT_ERROR, |p| p.shell()));
         }
-        // The run's dumps get their names now, where the program's files are: a run directory
-        // kept as a CI artifact reads the same on any machine. A dump that cannot be rewritten
-        // is still reported (named in memory), and said.
-        for f in &files {
+        // The run's dumps, snapshots included, get their names now, where the program's files
+        // are: a run directory kept as a CI artifact reads the same on any machine (a series
+        // of named and unnamed dumps would not match its callsites there). A dump that cannot
+        // be rewritten is still reported (named in memory), and said.
+        for f in &load::expand_again(std::slice::from_ref(&dir), true)? {
             if let Err(Failure(why)) = name_into(f, f) {
                 say!("{why}; the report names its frames, the file stays unnamed");
             }

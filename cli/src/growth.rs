@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 
 use crate::load::schema as format;
 
-use crate::analyze::{cut, live_by_callsite, process_view, Config, Counts, StackView};
+use crate::analyze::{
+    cut, held_at_finalizing, live_by_callsite, process_view, CallsiteLive, Config, Counts,
+    StackView,
+};
 use crate::callsite::Callsite;
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
@@ -28,6 +31,8 @@ pub struct Point {
     pub signal: Option<String>,
     pub end_unix_ms: u64,
     pub live: Counts,
+    /// The dump records each stack's floor since the previous snapshot (schema 4).
+    pub floors: bool,
 }
 
 impl Point {
@@ -55,6 +60,14 @@ pub enum NotSuspect {
     /// It peaked in the first half of the series and was released: it followed a phase of
     /// the program, not the run.
     Released,
+    /// What it kept grew by two blocks or fewer: a tensor or two held a little longer is not
+    /// a trend (the rule for long series).
+    FewBlocks,
+    /// What it kept between dumps did not rise steadily (the trend test; long series).
+    NoTrend,
+    /// It reached new highs less and less often, as a cache that warms up does (the record
+    /// test; long series).
+    Settled,
 }
 
 impl NotSuspect {
@@ -65,6 +78,9 @@ impl NotSuspect {
             NotSuspect::OneStep => "rose in only one interval",
             NotSuspect::BelowMinBytes => "grew less than --min-bytes",
             NotSuspect::Released => "peaked in the first half and was released",
+            NotSuspect::FewBlocks => "kept at most two blocks more",
+            NotSuspect::NoTrend => "what it kept did not rise steadily",
+            NotSuspect::Settled => "its new highs became rare, as a warming cache's do",
         }
     }
 }
@@ -77,6 +93,11 @@ pub struct GrowthRow {
     pub stack: StackView,
     /// Live blocks in each dump of the series (zero where the callsite had none).
     pub series: Vec<Counts>,
+    /// What it kept through the interval that ends at each dump (the dump's floors; its live
+    /// blocks where the dump records none).
+    pub floors: Vec<Counts>,
+    /// The statistical evidence, for a series long enough to judge by it (`MIN_JUDGED`).
+    pub evidence: Option<Evidence>,
     pub grew_intervals: u64,
     pub shrank_intervals: u64,
     /// Index in `series` of the peak the growth is measured to (its last maximum).
@@ -87,6 +108,17 @@ pub struct GrowthRow {
     pub not_suspect: Option<NotSuspect>,
     /// The cache or library handle that holds what this callsite allocated.
     pub held_by: Option<HeldBy>,
+}
+
+/// What the rule for long series measured (docs/report-format.md, "The growth rule").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evidence {
+    /// What it kept at each judged point, in order: the floor of each interval after the first
+    /// (or live blocks, for dumps without floors), ending where the script did.
+    pub kept: Vec<Counts>,
+    /// The judged series ends when the Python interpreter began to shut down.
+    pub ends_at_finalizing: bool,
+    pub stats: Stats,
 }
 
 /// A cache rule as a growth row names it.
@@ -102,26 +134,42 @@ impl GrowthRow {
     pub fn first(&self) -> Counts {
         self.series.first().copied().unwrap_or_default()
     }
+    /// Where the growth is measured from: the first dump (short series) or what it kept at
+    /// the first judged point.
+    pub fn from(&self) -> Counts {
+        match &self.evidence {
+            Some(e) => e.kept.first().copied().unwrap_or_default(),
+            None => self.first(),
+        }
+    }
     pub fn last(&self) -> Counts {
         self.series.last().copied().unwrap_or_default()
     }
-    /// Intervals up to the peak: the stretch the verdict judged.
+    /// Intervals judged: up to the peak (short series), or between the judged points.
     pub fn intervals(&self) -> u64 {
-        self.peak as u64
+        match &self.evidence {
+            Some(e) => e.kept.len().saturating_sub(1) as u64,
+            None => self.peak as u64,
+        }
     }
+    /// Where the growth is measured to: the peak (short series) or the last judged point.
     pub fn at_peak(&self) -> Counts {
-        self.series.get(self.peak).copied().unwrap_or_default()
+        match &self.evidence {
+            Some(e) => e.kept.last().copied().unwrap_or_default(),
+            None => self.series.get(self.peak).copied().unwrap_or_default(),
+        }
     }
-    /// Growth from the first dump to the peak.
+    /// Growth from the first dump to the peak, or between the first and last judged points.
     pub fn growth_bytes(&self) -> i128 {
-        i128::from(self.at_peak().bytes) - i128::from(self.first().bytes)
+        i128::from(self.at_peak().bytes) - i128::from(self.from().bytes)
     }
     pub fn growth_blocks(&self) -> i128 {
-        i128::from(self.at_peak().allocations) - i128::from(self.first().allocations)
+        i128::from(self.at_peak().allocations) - i128::from(self.from().allocations)
     }
     /// Bytes freed between the peak and the last dump (the program's teardown, often).
     pub fn released_bytes(&self) -> u64 {
-        self.at_peak().bytes.saturating_sub(self.last().bytes)
+        let peak = self.series.get(self.peak).copied().unwrap_or_default();
+        peak.bytes.saturating_sub(self.last().bytes)
     }
     pub fn is_suspect(&self) -> bool {
         self.not_suspect.is_none()
@@ -190,6 +238,9 @@ struct ProcessAcc {
     points: Vec<Point>,
     rows: Vec<RowAcc>,
     index: HashMap<Callsite, usize>,
+    /// When the Python interpreter began to shut down, and the dump (index into `points`)
+    /// that said so.
+    finalizing: Option<(u64, usize)>,
 }
 
 struct RowAcc {
@@ -198,8 +249,29 @@ struct RowAcc {
     stack: StackView,
     /// Index into the configuration's cache rules.
     held_by: Option<usize>,
-    /// (index into `points`, live blocks)
-    seen: Vec<(usize, Counts)>,
+    /// (index into `points`, live blocks, floor)
+    seen: Vec<(usize, Counts, Counts)>,
+    /// What it held when the interpreter began to shut down, and its floor until then.
+    finalizing: Option<(Counts, Counts)>,
+}
+
+impl ProcessAcc {
+    /// The row of a callsite, made on first sight.
+    fn row(&mut self, c: CallsiteLive) -> usize {
+        if let Some(&i) = self.index.get(&c.key) {
+            return i;
+        }
+        self.index.insert(c.key.clone(), self.rows.len());
+        self.rows.push(RowAcc {
+            callsite: c.key,
+            api: c.api,
+            stack: c.stack,
+            held_by: c.held_by,
+            seen: Vec::new(),
+            finalizing: None,
+        });
+        self.rows.len() - 1
+    }
 }
 
 impl<'a> Builder<'a> {
@@ -227,6 +299,7 @@ impl<'a> Builder<'a> {
                 allocations: dump.live.len() as u64,
                 bytes: dump.summary.live_bytes,
             },
+            floors: dump.floors.is_some(),
         };
         let order = point.order();
         let key = (p.pid, p.start_unix_ms);
@@ -237,6 +310,7 @@ impl<'a> Builder<'a> {
                 points: Vec::new(),
                 rows: Vec::new(),
                 index: HashMap::new(),
+                finalizing: None,
             });
             self.processes.len() - 1
         });
@@ -249,25 +323,23 @@ impl<'a> Builder<'a> {
         acc.points.push(point);
         let (callsites, suppressed) =
             live_by_callsite(dump, &self.cfg.view, &self.cfg.rules, &self.cfg.caches);
+        let callsites = callsites.into_iter();
         for (total, c) in self.suppressed.iter_mut().zip(suppressed) {
             total.add(c);
         }
         for c in callsites {
-            let row = match acc.index.get(&c.key) {
-                Some(&i) => i,
-                None => {
-                    acc.index.insert(c.key.clone(), acc.rows.len());
-                    acc.rows.push(RowAcc {
-                        callsite: c.key,
-                        api: c.api,
-                        stack: c.stack,
-                        held_by: c.held_by,
-                        seen: Vec::new(),
-                    });
-                    acc.rows.len() - 1
-                }
-            };
-            acc.rows[row].seen.push((at, c.live));
+            let (live, floor) = (c.live, c.floor);
+            let row = acc.row(c);
+            acc.rows[row].seen.push((at, live, floor));
+        }
+        let cfg = self.cfg;
+        if let Some(held) = held_at_finalizing(dump, &cfg.view, &cfg.rules, &cfg.caches) {
+            acc.finalizing = dump.finalizing.as_ref().map(|f| (f.unix_ms, at));
+            for c in held {
+                let held = (c.live, c.floor);
+                let row = acc.row(c);
+                acc.rows[row].finalizing = Some(held);
+            }
         }
     }
 
@@ -374,40 +446,100 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     let (first_ms, last_ms) = (points[0].end_unix_ms, points[points.len() - 1].end_unix_ms);
     let span_ms = last_ms.saturating_sub(first_ms);
 
+    // The points the rule for long series judges: each interval's floor from the second
+    // interval on (the first starts with the program), up to the moment the interpreter began
+    // to shut down when a dump says so (what teardown freed is not the run).
+    let fin = acc
+        .finalizing
+        .map(|(ms, at)| (ms, position[at]))
+        .filter(|&(ms, _)| ms >= first_ms);
+    let judged = judged_points(&points, fin.map(|f| f.0));
+    let candidates: Vec<(RowAcc, Vec<Counts>, Vec<Counts>)> = acc
+        .rows
+        .drain(..)
+        .map(|mut r| {
+            let mut series = vec![Counts::default(); points.len()];
+            let mut floors = vec![Counts::default(); points.len()];
+            for &(at, live, floor) in &r.seen {
+                series[position[at]].add(live);
+                floors[position[at]].add(floor);
+            }
+            r.seen = Vec::new();
+            (r, series, floors)
+        })
+        .collect();
+    // Kept per judged point, per row; the rows that grew share the significance level.
+    let kept: Vec<(Vec<Counts>, Vec<u64>)> = candidates
+        .iter()
+        .map(|(r, series, floors)| kept_series(&judged, series, floors, r.finalizing, &points))
+        .collect();
+    let grew = kept
+        .iter()
+        .filter(|(k, _)| k.len() >= MIN_JUDGED && k.iter().any(|c| c.bytes > k[0].bytes))
+        .count();
+    let alpha = FAMILY_ALPHA / grew.max(1) as f64;
+
     let mut rows: Vec<GrowthRow> = Vec::new();
-    for r in acc.rows.drain(..) {
-        let mut series = vec![Counts::default(); points.len()];
-        for (at, c) in r.seen {
-            series[position[at]].add(c);
-        }
+    for ((r, series, floors), (kept, levels)) in candidates.into_iter().zip(kept) {
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
-        let Some((peak, verdict)) = judge(&bytes) else {
-            continue; // never rose above the first dump
-        };
-        let growth = bytes[peak] - bytes[0];
-        let peak_ms = points[peak].end_unix_ms.saturating_sub(first_ms);
-        let not_suspect = verdict.err().or(if growth < cfg.min_bytes {
-            Some(NotSuspect::BelowMinBytes)
+        let (peak, verdict, evidence) = if kept.len() >= MIN_JUDGED {
+            let per_tensor = r.held_by.is_none();
+            let Some((verdict, stats)) = judge_kept(&kept, &levels, per_tensor, alpha) else {
+                continue; // what it kept never rose above the first judged point
+            };
+            let e = Evidence {
+                ends_at_finalizing: fin.is_some() && kept.len() == judged.len(),
+                kept,
+                stats,
+            };
+            // Growth up to the last point judged; what was freed after it is teardown.
+            let last = judged.last().map_or(points.len() - 1, |j| j.point);
+            (last, verdict, Some(e))
         } else {
-            None
-        });
-        let (grew, shrank) = steps(&bytes[..=peak]);
-        rows.push(GrowthRow {
+            let Some((peak, verdict)) = judge(&bytes) else {
+                continue; // never rose above the first dump
+            };
+            (peak, verdict, None)
+        };
+        let mut row = GrowthRow {
             callsite: r.callsite,
             api: r.api,
             stack: r.stack,
             series,
-            grew_intervals: grew,
-            shrank_intervals: shrank,
+            floors,
+            evidence,
+            grew_intervals: 0,
+            shrank_intervals: 0,
             peak,
-            bytes_per_hour: (peak_ms > 0).then(|| growth as f64 * 3_600_000.0 / peak_ms as f64),
-            not_suspect,
+            bytes_per_hour: None,
+            not_suspect: None,
             held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(|c| HeldBy {
                 id: c.id.clone(),
                 name: c.name.clone(),
                 grows: c.grows.clone(),
             }),
+        };
+        let growth = u64::try_from(row.growth_bytes()).unwrap_or(0);
+        row.not_suspect = verdict.err().or(if growth < cfg.min_bytes {
+            Some(NotSuspect::BelowMinBytes)
+        } else if row.held_by.is_none() && row.growth_blocks() < MIN_GROWTH_BLOCKS {
+            // One or two tensors held a little longer (a batch in flight, a loss kept for a
+            // log line) are not a trend, however few dumps there are.
+            Some(NotSuspect::FewBlocks)
+        } else {
+            None
         });
+        let (from_ms, to_ms) = match &row.evidence {
+            Some(e) => (judged[0].level_ms, judged[e.kept.len() - 1].level_ms),
+            None => (first_ms, points[peak].end_unix_ms),
+        };
+        let span = to_ms.saturating_sub(from_ms);
+        row.bytes_per_hour = (span > 0).then(|| growth as f64 * 3_600_000.0 / span as f64);
+        (row.grew_intervals, row.shrank_intervals) = match &row.evidence {
+            Some(e) => (e.stats.rose, e.stats.fell),
+            None => steps(&bytes[..=peak]),
+        };
+        rows.push(row);
     }
     rows.sort_by(|a, b| {
         b.is_suspect()
@@ -434,6 +566,261 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         suspects: suspects as u64,
         suspect_growth_bytes,
         suspects_not_shown: not_shown as u64,
+    }
+}
+
+/// Series with at least this many judged points are judged by the rule for long series
+/// (`judge_kept`); shorter ones by `judge`. `run --growth` makes 16 dumps in its first 16 s.
+pub const MIN_JUDGED: usize = 8;
+
+/// A callsite not held by a cache must have grown by at least this many blocks.
+pub const MIN_GROWTH_BLOCKS: i128 = 3;
+
+/// The chance, per process, that the rule for long series calls a stationary callsite a
+/// suspect: each test runs at this level divided by the callsites that grew (Bonferroni).
+pub const FAMILY_ALPHA: f64 = 0.01;
+
+/// Where a judged point's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The floor of the interval that ends at this dump.
+    Floor,
+    /// Live blocks at this dump (a dump without floors).
+    Live,
+    /// What was held when the interpreter began to shut down, and its floor until then.
+    Finalizing,
+}
+
+/// One point of the series the rule for long series judges.
+#[derive(Debug, Clone, Copy)]
+struct Judged {
+    /// Index into the ordered points: the dump the value is read from.
+    point: usize,
+    source: Source,
+    /// The moment the value stands for: a floor is reached at its interval's start at the
+    /// latest for memory that only grows, so its interval's start; a live count, its dump.
+    level_ms: u64,
+}
+
+/// The judged points of a series: every interval's floor but the first's (which starts with
+/// the program, from nothing), or live blocks at each dump that has no floors; when the
+/// interpreter's shutdown is known (`fin_ms`), nothing after it, and the floor up to it last.
+fn judged_points(points: &[Point], fin_ms: Option<u64>) -> Vec<Judged> {
+    let mut out = Vec::new();
+    let mut before_fin = None;
+    for (i, p) in points.iter().enumerate() {
+        if fin_ms.is_some_and(|f| p.end_unix_ms > f) {
+            break; // teardown
+        }
+        before_fin = Some(i);
+        if !p.floors {
+            out.push(Judged {
+                point: i,
+                source: Source::Live,
+                level_ms: p.end_unix_ms,
+            });
+        } else if i > 0 {
+            out.push(Judged {
+                point: i,
+                source: Source::Floor,
+                level_ms: points[i - 1].end_unix_ms,
+            });
+        }
+    }
+    if fin_ms.is_some() {
+        if let Some(i) = before_fin {
+            out.push(Judged {
+                point: points.len() - 1,
+                source: Source::Finalizing,
+                level_ms: points[i].end_unix_ms,
+            });
+        }
+    }
+    out
+}
+
+/// A row's value at each judged point. Without a shutdown moment, a final dump's floor below
+/// the point before it is left out: a program's teardown is not its run.
+fn kept_series(
+    judged: &[Judged],
+    series: &[Counts],
+    floors: &[Counts],
+    finalizing: Option<(Counts, Counts)>,
+    points: &[Point],
+) -> (Vec<Counts>, Vec<u64>) {
+    let mut kept: Vec<Counts> = judged
+        .iter()
+        .map(|j| match j.source {
+            Source::Floor => floors[j.point],
+            Source::Live => series[j.point],
+            Source::Finalizing => finalizing.map(|f| f.1).unwrap_or_default(),
+        })
+        .collect();
+    if let [.., before, last] = kept[..] {
+        let j = judged[judged.len() - 1];
+        if j.source != Source::Finalizing
+            && points[j.point].end != format::End::Snapshot
+            && last.bytes < before.bytes
+        {
+            kept.pop();
+        }
+    }
+    let levels = judged[..kept.len()].iter().map(|j| j.level_ms).collect();
+    (kept, levels)
+}
+
+/// The rule for long series. `None`: what the callsite kept never rose above the first judged
+/// point (not listed). Otherwise the verdict and what it rests on. A suspect
+/// 1. kept more at the end than at the start, and (`per_tensor`: not a cache's segments)
+///    at least three blocks more;
+/// 2. kept more and more through the run: Mann–Kendall's one-sided rank test of trend on the
+///    kept bytes, at `alpha`;
+/// 3. kept reaching new highs in the second half of the run as often as in the first: under
+///    a stationary workload (a cache growing to the largest demand so far) the point at time
+///    t_k is a new high with probability (t_k − t_{k−1}) / (t_k − t_0), so new highs become
+///    rarer; the number seen in the second half is tested against that Poisson-binomial law,
+///    at `alpha`. A leak's highs do not thin out.
+pub fn judge_kept(
+    kept: &[Counts],
+    levels: &[u64],
+    per_tensor: bool,
+    alpha: f64,
+) -> Option<(Result<(), NotSuspect>, Stats)> {
+    let bytes: Vec<u64> = kept.iter().map(|c| c.bytes).collect();
+    let first = *bytes.first()?;
+    if !bytes.iter().any(|&b| b > first) {
+        return None;
+    }
+    let (rose, fell) = steps(&bytes);
+    let m = bytes.len();
+    let late_from = m - m / 2;
+    let mut high = first;
+    let mut late_highs = 0u64;
+    let mut p_late = Vec::with_capacity(m / 2);
+    for k in 1..m {
+        let is_high = bytes[k] > high;
+        high = high.max(bytes[k]);
+        if k < late_from {
+            continue;
+        }
+        let (t0, prev, t) = (levels[0], levels[k - 1], levels[k]);
+        let p = if t > t0 {
+            (t.saturating_sub(prev) as f64 / (t - t0) as f64).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        p_late.push(p);
+        late_highs += u64::from(is_high);
+    }
+    let stats = Stats {
+        rose,
+        fell,
+        late: p_late.len() as u64,
+        late_highs,
+        expected_late_highs: p_late.iter().sum(),
+        p_highs: at_least(&p_late, late_highs),
+        p_trend: mann_kendall(&bytes),
+        alpha,
+    };
+    let (start, end) = (kept[0], kept[m - 1]);
+    let verdict = if end.bytes <= start.bytes {
+        Err(NotSuspect::Released)
+    } else if per_tensor
+        && i128::from(end.allocations) - i128::from(start.allocations) < MIN_GROWTH_BLOCKS
+    {
+        Err(NotSuspect::FewBlocks)
+    } else if stats.p_trend >= alpha {
+        Err(NotSuspect::NoTrend)
+    } else if stats.p_highs >= alpha {
+        Err(NotSuspect::Settled)
+    } else {
+        Ok(())
+    };
+    Some((verdict, stats))
+}
+
+/// The tests' numbers (see [`Evidence`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    pub rose: u64,
+    pub fell: u64,
+    pub late: u64,
+    pub late_highs: u64,
+    pub expected_late_highs: f64,
+    pub p_highs: f64,
+    pub p_trend: f64,
+    pub alpha: f64,
+}
+
+/// P(X ≥ n) for X the number of successes of independent trials with probabilities `p`
+/// (Poisson-binomial; exact, by dynamic programming).
+fn at_least(p: &[f64], n: u64) -> f64 {
+    // dist[j]: the chance of j successes so far.
+    let mut dist = vec![0.0; p.len() + 1];
+    dist[0] = 1.0;
+    for (i, &q) in p.iter().enumerate() {
+        for j in (0..=i + 1).rev() {
+            let stay = dist[j] * (1.0 - q);
+            let came = if j > 0 { dist[j - 1] * q } else { 0.0 };
+            dist[j] = stay + came;
+        }
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    dist.iter().skip(n).sum::<f64>().clamp(0.0, 1.0)
+}
+
+/// One-sided Mann–Kendall test for an upward trend: the chance of S (pairs rising minus
+/// pairs falling) as large as this one in a series without trend, by the normal approximation
+/// with the variance corrected for ties and a continuity correction.
+fn mann_kendall(x: &[u64]) -> f64 {
+    let n = x.len();
+    let mut s: i64 = 0;
+    for i in 0..n {
+        for j in i + 1..n {
+            s += match x[j].cmp(&x[i]) {
+                std::cmp::Ordering::Greater => 1,
+                std::cmp::Ordering::Less => -1,
+                std::cmp::Ordering::Equal => 0,
+            };
+        }
+    }
+    let mut sorted = x.to_vec();
+    sorted.sort_unstable();
+    let tie_term: f64 = sorted
+        .chunk_by(|a, b| a == b)
+        .map(|g| {
+            let t = g.len() as f64;
+            t * (t - 1.0) * (2.0 * t + 5.0)
+        })
+        .sum();
+    let nf = n as f64;
+    let var = (nf * (nf - 1.0) * (2.0 * nf + 5.0) - tie_term) / 18.0;
+    if s <= 0 || var <= 0.0 {
+        return 1.0;
+    }
+    let z = (s as f64 - 1.0) / var.sqrt();
+    0.5 * erfc(z / std::f64::consts::SQRT_2)
+}
+
+/// The complementary error function (Numerical Recipes' erfcc: relative error below 1.2e-7).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
     }
 }
 

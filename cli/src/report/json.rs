@@ -647,9 +647,36 @@ struct GrowthRowDoc<'a> {
     grew_intervals: u64,
     shrank_intervals: u64,
     series: Vec<LiveDoc>,
+    /// What it kept through the interval ending at each dump (its floor).
+    floors: Vec<LiveDoc>,
+    /// The rule for long series: what it judged and measured; null for a short series.
+    evidence: Option<EvidenceDoc>,
     frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
+}
+
+#[derive(Serialize)]
+struct EvidenceDoc {
+    kept: Vec<LiveDoc>,
+    ends_at_finalizing: bool,
+    rose: u64,
+    fell: u64,
+    late: u64,
+    late_highs: u64,
+    expected_late_highs: f64,
+    p_highs: f64,
+    p_trend: f64,
+    alpha: f64,
+}
+
+fn live_docs(c: &[Counts]) -> Vec<LiveDoc> {
+    c.iter()
+        .map(|c| LiveDoc {
+            bytes: c.bytes,
+            allocations: c.allocations,
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -763,14 +790,20 @@ fn growth_doc(g: &GrowthFindings) -> GrowthDoc<'_> {
                         intervals: r.intervals(),
                         grew_intervals: r.grew_intervals,
                         shrank_intervals: r.shrank_intervals,
-                        series: r
-                            .series
-                            .iter()
-                            .map(|c| LiveDoc {
-                                bytes: c.bytes,
-                                allocations: c.allocations,
-                            })
-                            .collect(),
+                        series: live_docs(&r.series),
+                        floors: live_docs(&r.floors),
+                        evidence: r.evidence.as_ref().map(|e| EvidenceDoc {
+                            kept: live_docs(&e.kept),
+                            ends_at_finalizing: e.ends_at_finalizing,
+                            rose: e.stats.rose,
+                            fell: e.stats.fell,
+                            late: e.stats.late,
+                            late_highs: e.stats.late_highs,
+                            expected_late_highs: e.stats.expected_late_highs,
+                            p_highs: e.stats.p_highs,
+                            p_trend: e.stats.p_trend,
+                            alpha: e.stats.alpha,
+                        }),
                         frames: frames(&r.stack),
                         hidden_frames: r.stack.hidden,
                         omitted_frames: r.stack.omitted,
