@@ -38,6 +38,10 @@ pub struct CacheRule {
     /// What a growth suspect of this cache means, where its stack alone would mislead (a pool
     /// allocates where it ran out, not where the memory it hands out is kept).
     pub grows: Option<String>,
+    /// `blocks = segments`: each block is a pool's segment that many objects share, so one more
+    /// segment can be a leak; otherwise each block is one object (a tensor, a workspace), and
+    /// growth of one or two is not a trend (`report --growth`).
+    pub segments: bool,
     pub origin: Origin,
     anchors: Vec<Pattern>,
     within: Vec<Pattern>,
@@ -80,6 +84,8 @@ fn from_suppression(r: &Rule) -> CacheRule {
         name: format!("{} ({}:{})", r.text(), r.file.display(), r.line),
         release: "your rule: what your cache frees".into(),
         grows: None,
+        // A cache of the user's is taken for a pool: one more of its blocks can be a leak.
+        segments: true,
         origin: Origin::Suppressions {
             file: r.file.clone(),
             line: r.line,
@@ -123,6 +129,7 @@ pub fn parse(text: &str) -> Result<Vec<CacheRule>, ParseError> {
                 name: String::new(),
                 release: String::new(),
                 grows: None,
+                segments: false,
                 origin: Origin::Builtin { line: i + 1 },
                 anchors: Vec::new(),
                 within: Vec::new(),
@@ -146,6 +153,13 @@ pub fn parse(text: &str) -> Result<Vec<CacheRule>, ParseError> {
             "name" => rule.name = value.to_string(),
             "release" => rule.release = value.to_string(),
             "grows" => rule.grows = Some(value.to_string()),
+            "blocks" if value == "segments" => rule.segments = true,
+            "blocks" if value == "objects" => rule.segments = false,
+            "blocks" => {
+                return Err(fail(format!(
+                    "blocks is segments or objects, not {value:?}"
+                )))
+            }
             "anchor" => rule.anchors.push(Pattern::new(value)),
             "within" => rule.within.push(Pattern::new(value)),
             "module" => rule.modules.push(Pattern::new(value)),

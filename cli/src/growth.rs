@@ -128,6 +128,8 @@ pub struct HeldBy {
     pub name: String,
     /// What the growth of this cache means (the rule's `grows`).
     pub grows: Option<String>,
+    /// Its blocks are a pool's segments (the rule's `blocks = segments`).
+    pub segments: bool,
 }
 
 impl GrowthRow {
@@ -473,17 +475,36 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         .iter()
         .map(|(r, series, floors)| kept_series(&judged, series, floors, r.finalizing, &points))
         .collect();
-    let grew = kept
+    // The tests run only on callsites that kept more at the end than at the start, by three
+    // blocks or more unless their blocks are a pool's segments: those share the level.
+    let tested = candidates
         .iter()
-        .filter(|(k, _)| k.len() >= MIN_JUDGED && k.iter().any(|c| c.bytes > k[0].bytes))
+        .zip(&kept)
+        .filter(|((r, _, _), (k, _))| {
+            let segments = r
+                .held_by
+                .and_then(|i| cfg.caches.get(i))
+                .is_some_and(|c| c.segments);
+            match (k.first(), k.last()) {
+                (Some(a), Some(b)) if k.len() >= MIN_JUDGED && b.bytes > a.bytes => {
+                    segments
+                        || i128::from(b.allocations) - i128::from(a.allocations)
+                            >= MIN_GROWTH_BLOCKS
+                }
+                _ => false,
+            }
+        })
         .count();
-    let alpha = FAMILY_ALPHA / grew.max(1) as f64;
+    let alpha = FAMILY_ALPHA / tested.max(1) as f64;
 
     let mut rows: Vec<GrowthRow> = Vec::new();
     for ((r, series, floors), (kept, levels)) in candidates.into_iter().zip(kept) {
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
         let (peak, verdict, evidence) = if kept.len() >= MIN_JUDGED {
-            let per_tensor = r.held_by.is_none();
+            let per_tensor = !r
+                .held_by
+                .and_then(|i| cfg.caches.get(i))
+                .is_some_and(|c| c.segments);
             let Some((verdict, stats)) = judge_kept(&kept, &levels, per_tensor, alpha) else {
                 continue; // what it kept never rose above the first judged point
             };
@@ -517,12 +538,15 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
                 id: c.id.clone(),
                 name: c.name.clone(),
                 grows: c.grows.clone(),
+                segments: c.segments,
             }),
         };
         let growth = u64::try_from(row.growth_bytes()).unwrap_or(0);
         row.not_suspect = verdict.err().or(if growth < cfg.min_bytes {
             Some(NotSuspect::BelowMinBytes)
-        } else if row.held_by.is_none() && row.growth_blocks() < MIN_GROWTH_BLOCKS {
+        } else if !row.held_by.as_ref().is_some_and(|h| h.segments)
+            && row.growth_blocks() < MIN_GROWTH_BLOCKS
+        {
             // One or two tensors held a little longer (a batch in flight, a loss kept for a
             // log line) are not a trend, however few dumps there are.
             Some(NotSuspect::FewBlocks)
@@ -915,7 +939,7 @@ mod tests {
     fn a_callsite_held_by_a_cache_names_it_and_what_its_growth_means() {
         let mut c = cfg();
         c.caches = crate::caches::parse(
-            "[my-pool]\nname = My pool\nrelease = free_all()\n\
+            "[my-pool]\nname = My pool\nrelease = free_all()\nblocks = segments\n\
              grows = the pool ran out here\nanchor = Cache::fill*\n",
         )
         .unwrap();
@@ -936,6 +960,7 @@ mod tests {
                 id: "my-pool".into(),
                 name: "My pool".into(),
                 grows: Some("the pool ran out here".into()),
+                segments: true,
             })
         );
         assert!(rest.iter().all(|r| r.held_by.is_none()), "{rest:#?}");
