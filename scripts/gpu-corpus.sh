@@ -22,7 +22,7 @@
 # --out directory, as NAME/result.json and NAME/out/run-*/).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bin_dir="${CUDALEAK_BIN_DIR:-$repo/target/release}"
+bin_dir="$(cd "${CUDALEAK_BIN_DIR:-$repo/target/release}" && pwd)"   # absolute: runs cd away
 cudaleak="$bin_dir/cudaleak"
 corpus="$(cd "${CORPUS:?CORPUS=DEST (made by scripts/corpus-prep.sh DEST)}" && pwd)"
 budget="${BUDGET_S:-470}"
