@@ -17,10 +17,13 @@ use crate::analyze::{
 use crate::callsite::Callsite;
 
 /// The suspect rule, in words, for reports (docs/report-format.md explains it).
-pub const RULE_TEXT: &str = "up to its peak (its last maximum, in the second half of the \
-series), live bytes rose from the first dump, and to a new high in the second half of that stretch, fell in \
-at most a quarter of its intervals, and (with three or more dumps) rose in at least two; memory \
-released after the peak, as at interpreter shutdown, does not clear a suspect";
+pub const RULE_TEXT: &str = "with 8 or more points to judge, what a callsite kept through each \
+interval (its floor between dumps, up to the moment Python began to shut down) must end at least \
+three blocks higher (a pool's segments: any higher), rise steadily (Mann-Kendall trend test) and \
+keep reaching new highs in the second half of the run as often as in the first (a warming \
+cache's highs thin out), each test at 1 % shared among the callsites tested; with fewer points, \
+live bytes must rise to a peak in the second half, to a new high in the second half of that \
+stretch, fall in at most a quarter of the intervals and rise in at least two";
 
 /// One dump of a series, in series order.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,6 +197,10 @@ pub struct Series {
     /// Sum of the suspects' growth in bytes, before `--top`.
     pub suspect_growth_bytes: u64,
     pub suspects_not_shown: u64,
+    /// Pools whose blocks are segments (`blocks = segments`) that held blocks of this process
+    /// while none of their callsites is a suspect: growth smaller than a segment, or than the
+    /// room a pool took ahead, does not show in them.
+    pub coarse_pools: Vec<HeldBy>,
 }
 
 /// A process with a single dump: nothing to compare.
@@ -497,6 +504,14 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         .count();
     let alpha = FAMILY_ALPHA / tested.max(1) as f64;
 
+    let mut coarse: Vec<usize> = candidates
+        .iter()
+        .filter_map(|(r, series, _)| r.held_by.filter(|_| series.iter().any(|c| c.bytes > 0)))
+        .filter(|&i| cfg.caches.get(i).is_some_and(|c| c.segments))
+        .collect();
+    coarse.sort_unstable();
+    coarse.dedup();
+
     let mut rows: Vec<GrowthRow> = Vec::new();
     for ((r, series, floors), (kept, levels)) in candidates.into_iter().zip(kept) {
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
@@ -576,6 +591,21 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     let suspect_growth_bytes = rows.iter().filter(|r| r.is_suspect()).fold(0u64, |a, r| {
         a.saturating_add(u64::try_from(r.growth_bytes()).unwrap_or(u64::MAX))
     });
+    let coarse_pools = coarse
+        .into_iter()
+        .filter_map(|i| cfg.caches.get(i))
+        .filter(|c| {
+            !rows
+                .iter()
+                .any(|r| r.is_suspect() && r.held_by.as_ref().is_some_and(|h| h.id == c.id))
+        })
+        .map(|c| HeldBy {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            grows: c.grows.clone(),
+            segments: c.segments,
+        })
+        .collect();
     let top = cfg.view.top.unwrap_or(usize::MAX);
     let mut not_shown = 0;
     if suspects > top {
@@ -590,6 +620,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         suspects: suspects as u64,
         suspect_growth_bytes,
         suspects_not_shown: not_shown as u64,
+        coarse_pools,
     }
 }
 

@@ -20,12 +20,13 @@ use std::io::{self, Write};
 
 use super::flame::{self, Class, Node, Weighted};
 use super::{
-    cached_by_rule, cached_gate_text, clean, counts_text, diff_summary_line, error_text,
-    folded_text, frame_text_short, gate_reasons, growth_summary_line, human_bytes, human_duration,
-    placement, plural, point_label, pool_growth_text, process_label, rate_text, short_function,
-    signed_human, steps_text, summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
-    VERSION,
+    cached_by_rule, cached_gate_text, clean, coarse_pools_text, counts_text, diff_summary_line,
+    error_text, folded_text, frame_text_short, gate_reasons, growth_summary_line, human_bytes,
+    human_duration, placement, plural, point_label, pool_growth_text, process_label, rate_text,
+    short_function, signed_human, steps_text, summary_line, Reporter, FAILED_ADVICE,
+    MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
+use super::{skipped_rest_text, NAMED_SKIPPED};
 use crate::analyze::View;
 use crate::analyze::{BadFreeGroup, DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
@@ -1377,15 +1378,21 @@ fn growth_sections(p: &mut Page, g: &GrowthFindings) {
             ("more callsite", "more callsites"),
             "--top; the HTML report lists at most 50",
         );
+        if let Some(note) = coarse_pools_text(&s.coarse_pools) {
+            let _ = writeln!(p.s, "<p class=\"note\">note: {}.</p>", esc_text(&note));
+        }
         let _ = suspects;
     }
-    for sk in &g.skipped {
+    for sk in g.skipped.iter().take(NAMED_SKIPPED) {
         let _ = writeln!(
             p.s,
             "<p class=\"note\">note: {} has only one dump ({}): nothing to compare</p>",
             esc_text(&process_label(&sk.process)),
             esc(&sk.source.display().to_string())
         );
+    }
+    if let Some(rest) = skipped_rest_text(g.skipped.len()) {
+        let _ = writeln!(p.s, "<p class=\"note\">note: {}</p>", esc_text(&rest));
     }
     p.s.push_str("</section>\n");
 }

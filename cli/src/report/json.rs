@@ -7,7 +7,10 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{cached_totals, error_name, gate_reasons, suppressed_per_rule, Reporter, VERSION};
+use super::{
+    cached_totals, coarse_pools_text, error_name, gate_reasons, suppressed_per_rule, Reporter,
+    VERSION,
+};
 use crate::analyze::View;
 use crate::analyze::{
     signal_name, Counts, DiffFindings, DiffSide, Findings, FrameView, LeakGroup, ProgramStatus,
@@ -693,6 +696,10 @@ struct SeriesDoc<'a> {
     suspects: u64,
     suspect_growth_bytes: u64,
     suspects_not_shown: u64,
+    /// Pools whose blocks are segments, holding blocks here with no suspect among them: growth
+    /// below their granularity does not show (`coarse_pools_note` says so in words).
+    coarse_pools: Vec<&'a str>,
+    coarse_pools_note: Option<String>,
     callsites: Vec<GrowthRowDoc<'a>>,
 }
 
@@ -768,6 +775,8 @@ fn growth_doc(g: &GrowthFindings) -> GrowthDoc<'_> {
                 suspects: s.suspects,
                 suspect_growth_bytes: s.suspect_growth_bytes,
                 suspects_not_shown: s.suspects_not_shown,
+                coarse_pools: s.coarse_pools.iter().map(|h| h.id.as_str()).collect(),
+                coarse_pools_note: coarse_pools_text(&s.coarse_pools),
                 callsites: s
                     .rows
                     .iter()

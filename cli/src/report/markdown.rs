@@ -15,7 +15,9 @@ use super::{growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::{series_text, steps_text};
+use crate::report::{
+    coarse_pools_text, kept_text, series_text, skipped_rest_text, steps_text, NAMED_SKIPPED,
+};
 use cudaleak_format::EventType;
 
 pub struct Markdown;
@@ -436,6 +438,10 @@ impl Reporter for Markdown {
                 )?;
             }
             not_shown(w, s.suspects_not_shown, "more suspect", "more suspects")?;
+            if let Some(note) = coarse_pools_text(&s.coarse_pools) {
+                writeln!(w)?;
+                writeln!(w, "Note: {}.", escape(&note))?;
+            }
             writeln!(w)?;
             writeln!(
                 w,
@@ -451,6 +457,10 @@ impl Reporter for Markdown {
                     escape(&r.api),
                     series_text(r)
                 )?;
+                if let Some(k) = kept_text(r) {
+                    writeln!(w)?;
+                    writeln!(w, "kept: {}", escape(&k))?;
+                }
                 writeln!(w)?;
                 stack(w, &r.stack, root)?;
             }
@@ -459,12 +469,15 @@ impl Reporter for Markdown {
         }
         if !g.skipped.is_empty() {
             writeln!(w)?;
-            for s in &g.skipped {
+            for s in g.skipped.iter().take(NAMED_SKIPPED) {
                 writeln!(
                     w,
                     "Note: {} has only one dump: nothing to compare.",
                     escape(&process_label(&s.process))
                 )?;
+            }
+            if let Some(rest) = skipped_rest_text(g.skipped.len()) {
+                writeln!(w, "Note: {}.", escape(&rest))?;
             }
         }
         Ok(())

@@ -129,9 +129,28 @@ pub fn series_text(r: &GrowthRow) -> String {
     format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
 }
 
-/// `rose in 8 of 8 intervals` (and `, fell in 1` when it did; `, then 2.00 MiB released`
-/// when memory was freed after the peak).
+/// Why the rule decided as it did, in a few words. Long series (the rule on what was kept):
+/// `kept more in 12 of 13 intervals, new highs in 6 of the last 7 against 0.9 for a warming
+/// cache`,
+/// with `, less in 1` when it fell. Short series: `rose in 8 of 8 intervals` (and `, fell in
+/// 1`; `, then 2.00 MiB released` when memory was freed after the peak).
 pub fn steps_text(r: &GrowthRow) -> String {
+    if let Some(e) = &r.evidence {
+        let st = &e.stats;
+        let mut s = format!(
+            "kept more in {} of {}",
+            st.rose,
+            plural(r.intervals(), "interval", "intervals")
+        );
+        if st.fell > 0 {
+            s.push_str(&format!(", less in {}", st.fell));
+        }
+        s.push_str(&format!(
+            ", new highs in {} of the last {} against {:.1} for a warming cache",
+            st.late_highs, st.late, st.expected_late_highs
+        ));
+        return s;
+    }
     let mut s = format!(
         "rose in {} of {}",
         r.grew_intervals,
@@ -147,6 +166,59 @@ pub fn steps_text(r: &GrowthRow) -> String {
         ));
     }
     s
+}
+
+/// What a row kept at each judged point (long series only), shortened like [`series_text`],
+/// and `(until Python began to shut down)` when the series ends there.
+pub fn kept_text(r: &GrowthRow) -> Option<String> {
+    let e = r.evidence.as_ref()?;
+    let v: Vec<String> = e.kept.iter().map(|c| human_bytes(c.bytes)).collect();
+    let mut s = if v.len() <= 12 {
+        v.join(", ")
+    } else {
+        format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
+    };
+    if e.ends_at_finalizing {
+        s.push_str(" (until Python began to shut down)");
+    }
+    Some(s)
+}
+
+/// Processes with one dump named in a growth report's notes; the rest are counted (a JAX run
+/// starts a hundred ptxas processes, each dumped once).
+pub const NAMED_SKIPPED: usize = 5;
+
+/// The note on the processes beyond [`NAMED_SKIPPED`], if any.
+pub fn skipped_rest_text(skipped: usize) -> Option<String> {
+    (skipped > NAMED_SKIPPED).then(|| {
+        format!(
+            "… and {} with one dump each (the JSON report lists them all)",
+            plural(
+                (skipped - NAMED_SKIPPED) as u64,
+                "more process",
+                "more processes"
+            )
+        )
+    })
+}
+
+/// The note for pools whose blocks are segments and that show no suspect: growth inside a
+/// segment does not reach the driver (issue 22; docs/report-format.md).
+pub fn coarse_pools_text(pools: &[crate::growth::HeldBy]) -> Option<String> {
+    if pools.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = pools
+        .iter()
+        .map(|h| format!("{} [{}]", h.name, h.id))
+        .collect();
+    Some(format!(
+        "{} held blocks as segments shared by many objects: growth smaller than a segment, or \
+         than the room the pool took ahead, does not show (below the pool's granularity); to \
+         see each object's growth turn the pool off (PyTorch, JAX: run with --exact-pools; \
+         others: `cudaleak report --list-caches`)",
+        names.join(", ")
+    ))
 }
 
 /// `+4.00 KiB`, `-512 B`, `±0 B`.

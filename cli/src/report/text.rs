@@ -7,12 +7,13 @@ use std::io::{self, Write};
 
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
-    counts_text, diff_summary_line, error_text, exit_line, folded_text, frame_text_short,
-    growth_summary_line, human_bytes, human_bytes_exact, human_duration, placement, plural,
-    point_label, pool_growth_text, process_label, quiet_line, rate_text, series_text, signed_human,
-    steps_text, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE,
-    TEARDOWN_TEXT,
+    coarse_pools_text, counts_text, diff_summary_line, error_text, exit_line, folded_text,
+    frame_text_short, growth_summary_line, human_bytes, human_bytes_exact, human_duration,
+    kept_text, placement, plural, point_label, pool_growth_text, process_label, quiet_line,
+    rate_text, series_text, signed_human, steps_text, summary_line, suppressed_per_rule, Reporter,
+    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
+use super::{skipped_rest_text, NAMED_SKIPPED};
 use crate::analyze::View;
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -681,6 +682,9 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
             steps_text(r)
         )?;
         writeln!(o.w, "    live: {}", series_text(r))?;
+        if let Some(k) = kept_text(r) {
+            writeln!(o.w, "    kept: {k}")?;
+        }
         if let Some(h) = &r.held_by {
             let what = h
                 .grows
@@ -721,6 +725,10 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
         }
         writeln!(o.w)?;
     }
+    if let Some(note) = coarse_pools_text(&s.coarse_pools) {
+        writeln!(o.w, "note: {}.", clean(&note))?;
+        writeln!(o.w)?;
+    }
     Ok(())
 }
 
@@ -751,13 +759,16 @@ fn suppressions_table(
 }
 
 fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
-    for s in &g.skipped {
+    for s in g.skipped.iter().take(NAMED_SKIPPED) {
         writeln!(
             o.w,
             "note: {} has only one dump ({}): nothing to compare",
             process_label(&s.process),
             clean(&s.source.display().to_string())
         )?;
+    }
+    if let Some(rest) = skipped_rest_text(g.skipped.len()) {
+        writeln!(o.w, "note: {rest}")?;
     }
     if !g.skipped.is_empty() {
         writeln!(o.w)?;
