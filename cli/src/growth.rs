@@ -1227,4 +1227,94 @@ mod tests {
     fn steps_count_rises_and_falls() {
         assert_eq!(steps(&[1, 2, 2, 1, 3]), (2, 1));
     }
+
+    /// `n` judged points one second apart, `kept[i]` bytes in `blocks[i]` blocks.
+    fn kept(bytes: &[u64], blocks: &[u64]) -> (Vec<Counts>, Vec<u64>) {
+        let k = bytes
+            .iter()
+            .zip(blocks)
+            .map(|(&bytes, &allocations)| Counts {
+                groups: 0,
+                allocations,
+                bytes,
+            })
+            .collect();
+        (k, (0..bytes.len() as u64).map(|i| i * 1000).collect())
+    }
+
+    #[test]
+    fn a_tensor_kept_every_step_is_a_suspect_of_the_long_rule() {
+        let n: Vec<u64> = (0..12).collect();
+        let (k, t) = kept(&n.iter().map(|i| i << 20).collect::<Vec<_>>(), &n);
+        let (verdict, st) = judge_kept(&k, &t, true, FAMILY_ALPHA).unwrap();
+        assert_eq!(verdict, Ok(()));
+        assert_eq!((st.rose, st.fell, st.late, st.late_highs), (11, 0, 6, 6));
+        assert!(st.p_trend < 1e-4 && st.p_highs < 1e-3, "{st:?}");
+    }
+
+    #[test]
+    fn a_cache_that_warms_up_is_settled_not_a_suspect() {
+        // New highs at 1, 2, 4 and 8 (a cache growing to the largest batch so far), then level:
+        // a rising trend, but its records thin out as a stationary workload's do.
+        let bytes = [
+            10, 20, 30, 30, 40, 40, 40, 40, 50, 50, 50, 50, 50, 50, 50, 50,
+        ];
+        let (k, t) = kept(&bytes, &bytes);
+        let (verdict, st) = judge_kept(&k, &t, false, FAMILY_ALPHA).unwrap();
+        assert_eq!(verdict, Err(NotSuspect::Settled), "{st:?}");
+        assert!(
+            st.p_trend < FAMILY_ALPHA,
+            "the trend alone would call it: {st:?}"
+        );
+        // One new high in the second half (the 50 at index 8), about what a warming cache makes.
+        assert_eq!(st.late_highs, 1);
+        assert!(st.p_highs > 0.3, "{st:?}");
+    }
+
+    #[test]
+    fn a_series_that_only_wanders_has_no_trend() {
+        let bytes = [5, 9, 4, 8, 3, 9, 5, 7, 4, 6, 5, 10];
+        let (k, t) = kept(&bytes, &[50; 12]);
+        let (verdict, st) = judge_kept(&k, &t, false, FAMILY_ALPHA).unwrap();
+        assert_eq!(verdict, Err(NotSuspect::NoTrend), "{st:?}");
+    }
+
+    #[test]
+    fn two_more_tensors_are_not_a_trend_but_two_more_segments_may_be() {
+        let bytes: Vec<u64> = (0..12)
+            .map(|i| if i < 6 { 1 << 20 } else { 3 << 20 })
+            .collect();
+        let blocks: Vec<u64> = (0..12).map(|i| if i < 6 { 1 } else { 3 }).collect();
+        let (k, t) = kept(&bytes, &blocks);
+        assert_eq!(
+            judge_kept(&k, &t, true, FAMILY_ALPHA).unwrap().0,
+            Err(NotSuspect::FewBlocks)
+        );
+        // As segments the same two blocks go to the tests: one step up ranks as a trend, but
+        // one new high in the second half is what a warming cache makes.
+        assert_eq!(
+            judge_kept(&k, &t, false, FAMILY_ALPHA).unwrap().0,
+            Err(NotSuspect::Settled)
+        );
+        // Never above the first point: not listed at all.
+        let (k, t) = kept(&[4, 4, 3, 4, 4, 4, 4, 4], &[1; 8]);
+        assert!(judge_kept(&k, &t, true, FAMILY_ALPHA).is_none());
+    }
+
+    #[test]
+    fn poisson_binomial_tail_and_trend_test_match_hand_computed_values() {
+        // Three fair coins: P(X >= 2) = 4/8; P(X >= 0) = 1; P(X >= 4) = 0.
+        assert!((at_least(&[0.5, 0.5, 0.5], 2) - 0.5).abs() < 1e-12);
+        assert!((at_least(&[0.5, 0.5, 0.5], 0) - 1.0).abs() < 1e-12);
+        assert_eq!(at_least(&[0.5, 0.5, 0.5], 4), 0.0);
+        // Unequal trials: P(both) = 0.2 * 0.7.
+        assert!((at_least(&[0.2, 0.7], 2) - 0.14).abs() < 1e-12);
+        // Mann-Kendall, n = 10 strictly rising: S = 45, var = 125, z = 44 / sqrt(125) = 3.935.
+        let p = mann_kendall(&(0..10).collect::<Vec<u64>>());
+        assert!((p - 4.16e-5).abs() < 0.05e-5, "{p}");
+        // Falling or flat: no upward trend.
+        assert_eq!(mann_kendall(&[5, 4, 3, 2, 1]), 1.0);
+        assert_eq!(mann_kendall(&[3, 3, 3, 3]), 1.0);
+        assert!((erfc(0.0) - 1.0).abs() < 1e-7 && (erfc(1.0) - 0.157_299_2).abs() < 1e-6);
+    }
 }
