@@ -276,7 +276,28 @@ pub struct ProcessFindings {
     pub stats: Stats,
     /// Pools that kept taking memory until the dump (see [`pools_still_growing`]).
     pub pools_growing: Vec<PoolGrowth>,
+    /// What the script held when the Python interpreter began to shut down, for dumps that
+    /// say when (schema 4): information, not a verdict.
+    pub script_end: Option<ScriptEnd>,
 }
+
+/// What a Python program still held when its interpreter began to shut down: what the script
+/// ended with, apart from what teardown freed afterwards (a list of tensors kept every step is
+/// here, whatever the exit dump shows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptEnd {
+    /// Milliseconds from the process's start to that moment.
+    pub after_ms: u64,
+    /// Everything held then (caches and library handles included).
+    pub held: Counts,
+    /// The [`SCRIPT_END_TOP`] callsites that held the most bytes and the
+    /// [`SCRIPT_END_NUMEROUS`] that held the most blocks, largest first.
+    pub top: Vec<CallsiteLive>,
+}
+
+/// Callsites a report names under "When the script ended": by bytes, and by blocks.
+pub const SCRIPT_END_TOP: usize = 3;
+pub const SCRIPT_END_NUMEROUS: usize = 2;
 
 /// A pool (a cache rule with a `grows` note) whose blocks live in the dump were taken all
 /// through the run rather than at its start: what a program that keeps a tensor every step
@@ -1095,6 +1116,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
 
     let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
     let pools_growing = pools_still_growing(dump, &mut stacks, &cfg.caches, &cached_per_rule);
+    let script_end = script_end(dump, cfg);
     let count = |t: EventType| {
         dump.events
             .iter()
@@ -1129,7 +1151,37 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         teardown_bad_frees: teardown_count(true),
         stats,
         pools_growing,
+        script_end,
     }
+}
+
+/// What the script held when Python began to shut down (`finalizing.held`).
+fn script_end(dump: &format::Dump, cfg: &Config) -> Option<ScriptEnd> {
+    let f = dump.finalizing.as_ref()?;
+    let held = held_at_finalizing(dump, &cfg.view, &cfg.rules, &cfg.caches)?;
+    let total = held.iter().fold(Counts::default(), |mut a, c| {
+        a.add(c.live);
+        a
+    });
+    // The largest, and the most numerous (a list that keeps a small tensor every step holds
+    // few bytes in many blocks).
+    let mut order: Vec<usize> = (0..held.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse((held[i].live.allocations, held[i].live.bytes)));
+    let numerous: Vec<usize> = order.iter().copied().take(SCRIPT_END_NUMEROUS).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse((held[i].live.bytes, held[i].live.allocations)));
+    let mut pick: Vec<usize> = order.iter().copied().take(SCRIPT_END_TOP).collect();
+    for i in numerous {
+        if !pick.contains(&i) {
+            pick.push(i);
+        }
+    }
+    pick.sort_by_key(|&i| std::cmp::Reverse((held[i].live.bytes, held[i].live.allocations)));
+    let mut slots: Vec<Option<CallsiteLive>> = held.into_iter().map(Some).collect();
+    Some(ScriptEnd {
+        after_ms: f.unix_ms.saturating_sub(dump.process.start_unix_ms),
+        held: total,
+        top: pick.iter().filter_map(|&i| slots[i].take()).collect(),
+    })
 }
 
 /// Adds `code` to a sorted list of at most 16 distinct codes.

@@ -26,7 +26,7 @@ use super::{
     short_function, signed_human, steps_text, summary_line, Reporter, FAILED_ADVICE,
     MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
-use super::{skipped_rest_text, NAMED_SKIPPED};
+use super::{script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use crate::analyze::View;
 use crate::analyze::{BadFreeGroup, DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
@@ -1141,6 +1141,7 @@ fn report_sections(p: &mut Page, f: &Findings) {
         failed(p, pf);
         managed(p, &pf.managed);
         teardown(p, pf);
+        script_end(p, pf, f);
         cached(p, pf, f);
     }
     p.not_shown(
@@ -1284,6 +1285,32 @@ fn teardown(p: &mut Page, pf: &crate::analyze::ProcessFindings) {
         );
         p.group(&head, &g.stack, false);
     }
+}
+
+/// What the script held when Python began to shut down (dumps that say when).
+fn script_end(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
+    let Some(e) = pf.script_end.as_ref().filter(|e| e.held.allocations > 0) else {
+        return;
+    };
+    let _ = writeln!(
+        p.s,
+        "<p class=\"note\">{}:</p>\n<ul>",
+        esc_text(&script_end_text(e))
+    );
+    for c in &e.top {
+        let cache = c
+            .held_by
+            .and_then(|i| f.caches.get(i))
+            .map_or(String::new(), |r| format!(" [{}]", esc(&r.id)));
+        let _ = writeln!(
+            p.s,
+            "<li>{} via <code>{}</code> at {}{cache}</li>",
+            counts_text(c.live),
+            esc(&c.api),
+            esc_text(&p.where_text(&c.stack))
+        );
+    }
+    p.s.push_str("</ul>\n");
 }
 
 fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {

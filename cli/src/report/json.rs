@@ -235,6 +235,26 @@ struct Process<'a> {
     teardown: u64,
     stats: Stats<'a>,
     pools_growing: Vec<PoolGrowing<'a>>,
+    /// What the script held when Python began to shut down; null when the dump does not say.
+    script_end: Option<ScriptEndDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct ScriptEndDoc<'a> {
+    after_ms: u64,
+    held_bytes: u64,
+    held_allocations: u64,
+    /// The callsites that held the most, largest first.
+    callsites: Vec<ScriptEndCallsite<'a>>,
+}
+
+#[derive(Serialize)]
+struct ScriptEndCallsite<'a> {
+    api: &'a str,
+    bytes: u64,
+    allocations: u64,
+    held_by: Option<&'a str>,
+    frames: Frames<'a>,
 }
 
 /// A pool still taking memory at the end of the run (`analyze::PoolGrowth`).
@@ -505,6 +525,25 @@ fn document(f: &Findings) -> Doc<'_> {
                     })
                 })
                 .collect(),
+            script_end: p.script_end.as_ref().map(|e| ScriptEndDoc {
+                after_ms: e.after_ms,
+                held_bytes: e.held.bytes,
+                held_allocations: e.held.allocations,
+                callsites: e
+                    .top
+                    .iter()
+                    .map(|c| ScriptEndCallsite {
+                        api: &c.api,
+                        bytes: c.live.bytes,
+                        allocations: c.live.allocations,
+                        held_by: c
+                            .held_by
+                            .and_then(|i| f.caches.get(i))
+                            .map(|r| r.id.as_str()),
+                        frames: frames(&c.stack),
+                    })
+                    .collect(),
+            }),
         });
         doc.leaks.extend(p.leaks.iter().map(|g| group(f, pid, g)));
         doc.managed

@@ -11,7 +11,9 @@ use super::{
     human_bytes, placement, plural, pool_growth_text, process_label, quiet_line, summary_line,
     suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
-use super::{growth_summary_line, human_duration, point_label, rate_text};
+use super::{
+    counts_text, growth_summary_line, human_duration, point_label, rate_text, script_end_text,
+};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::growth::{GrowthFindings, RULE_TEXT};
@@ -231,6 +233,24 @@ impl Reporter for Markdown {
                         escape(&errors.join(", ")),
                         g.during_exit,
                         first_frame(&g.stack, root)
+                    )?;
+                }
+            }
+            if let Some(e) = p.script_end.as_ref().filter(|e| e.held.allocations > 0) {
+                writeln!(w)?;
+                writeln!(w, "{}:", escape(&script_end_text(e)))?;
+                writeln!(w)?;
+                for c in &e.top {
+                    let cache = c
+                        .held_by
+                        .and_then(|i| f.caches.get(i))
+                        .map_or(String::new(), |r| format!(" `{}`", escape(&r.id)));
+                    writeln!(
+                        w,
+                        "- {} via {} at {}{cache}",
+                        escape(&counts_text(c.live)),
+                        escape(&c.api),
+                        first_frame(&c.stack, root)
                     )?;
                 }
             }

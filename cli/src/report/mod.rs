@@ -184,6 +184,18 @@ pub fn kept_text(r: &GrowthRow) -> Option<String> {
     Some(s)
 }
 
+/// The head of the "script ended" note: `When the script ended (Python began to shut down
+/// 14.2 s after the start) it held 326.55 MiB in 151 allocations; the largest and the most
+/// numerous (teardown freed what the exit dump no longer holds)`.
+pub fn script_end_text(e: &crate::analyze::ScriptEnd) -> String {
+    format!(
+        "When the script ended (Python began to shut down {} after the start) it held {}; \
+         the largest and the most numerous (teardown freed what the exit dump no longer holds)",
+        human_duration(e.after_ms),
+        counts_text(e.held)
+    )
+}
+
 /// Processes with one dump named in a growth report's notes; the rest are counted (a JAX run
 /// starts a hundred ptxas processes, each dumped once).
 pub const NAMED_SKIPPED: usize = 5;

@@ -13,7 +13,7 @@ use super::{
     rate_text, series_text, signed_human, steps_text, summary_line, suppressed_per_rule, Reporter,
     FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
-use super::{skipped_rest_text, NAMED_SKIPPED};
+use super::{script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use crate::analyze::View;
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -306,6 +306,24 @@ fn process_section(
                 leak_header(g)
             )?;
             o.stack(&g.stack, "    ")?;
+        }
+        writeln!(o.w)?;
+    }
+
+    if let Some(e) = p.script_end.as_ref().filter(|e| e.held.allocations > 0) {
+        writeln!(o.w, "{}:", clean(&script_end_text(e)))?;
+        for c in &e.top {
+            let cache = c
+                .held_by
+                .and_then(|i| f.caches.get(i))
+                .map_or(String::new(), |r| format!(" [{}]", clean(&r.id)));
+            writeln!(
+                o.w,
+                "  {} via {} at {}{cache}",
+                counts_text(c.live),
+                clean(&c.api),
+                o.where_text(&c.stack)
+            )?;
         }
         writeln!(o.w)?;
     }
