@@ -594,7 +594,8 @@ pub struct Config {
 pub const DEFAULT_EXIT_CODE: u8 = 23;
 
 /// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
-/// The default is the plain view: everything shown, no colour, paths as the dump has them.
+/// The default is the plain view: every leak and frame shown (caches one line each in text and
+/// Markdown), no colour, paths as the dump has them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
     pub top: Option<usize>,
@@ -605,6 +606,8 @@ pub struct View {
     /// of Python frames of installed packages, next to the program's Python frames is folded
     /// into one line).
     pub native: bool,
+    /// List each cache's callsites in text and Markdown (`--show-cached`), not one line per cache.
+    pub show_cached: bool,
     pub color: bool,
     /// Absolute source paths under this directory are written relative to it in SARIF
     /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.

@@ -154,6 +154,10 @@ pub struct OutputOptions {
     /// In stacks with Python frames, show every frame instead of folding framework runs
     #[arg(long)]
     pub native: bool,
+    /// List every callsite whose blocks a cache or library handle holds (text and Markdown
+    /// show one line per cache by default; JSON and HTML always list them)
+    #[arg(long)]
+    pub show_cached: bool,
 }
 
 #[derive(Debug, Args)]
@@ -267,6 +271,7 @@ impl OutputOptions {
             stats,
             show_internal: self.show_internal,
             native: self.native,
+            show_cached: self.show_cached,
             color: self.format == Format::Text && use_color(self.color, auto_color),
             source_root: None,
         }

@@ -32,6 +32,7 @@ fn views() -> [View; 2] {
         stats: true,
         show_internal: false,
         native: false,
+        show_cached: false,
         color: false,
         source_root: Some("/work/".into()),
     };
@@ -41,6 +42,7 @@ fn views() -> [View; 2] {
         stats: false,
         show_internal: true,
         native: true,
+        show_cached: true,
         color: true,
         source_root: None,
     };

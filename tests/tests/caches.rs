@@ -230,13 +230,27 @@ fn the_text_report_shows_caches_apart_with_what_releases_them() {
         out.contains("Held by caches and library handles: 6.00 MiB in 5 allocations; not leaks, not counted by the gate (--fail-on strict counts them)\n"),
         "{out}"
     );
+    // One line per cache by default; --show-cached lists the callsites and the release text.
+    assert!(
+        out.contains("  cuBLAS / cuBLASLt handles [cublas]: 1.00 MiB in 2 allocations from "),
+        "{out}"
+    );
+    assert!(!out.contains("    release: "), "{out}");
+    assert!(
+        out.contains("  (--show-cached lists each callsite and what would release the memory)\n"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with("SUMMARY: 0 B leaked in 0 allocations from 0 callsites (1 process); 6.00 MiB held by caches\n"),
+        "{out}"
+    );
+    let run = cudaleak_run(&["--show-cached"], "framework_caches", &[], &[]);
+    run.assert_exit(0);
+    let out = &run.stdout;
     assert!(
         out.contains("    release: torch.cuda.empty_cache()"),
         "{out}"
     );
     assert!(out.contains("  cuBLAS / cuBLASLt handles [cublas]: 1.00 MiB in 2 allocations\n"));
-    assert!(
-        out.ends_with("SUMMARY: 0 B leaked in 0 allocations from 0 callsites (1 process); 6.00 MiB held by caches\n"),
-        "{out}"
-    );
+    assert!(!out.contains("--show-cached lists"), "{out}");
 }

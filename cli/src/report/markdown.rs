@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-use super::signed_human;
+use super::{cache_callsites_text, cached_by_rule, signed_human};
 use super::{
     cached_gate_text, cached_totals, error_text, exit_line, folded_text, frame_text_under,
     human_bytes, placement, plural, pool_growth_text, process_label, quiet_line, summary_line,
@@ -264,16 +264,34 @@ impl Reporter for Markdown {
                     escape(cached_gate_text(f))
                 )?;
                 writeln!(w)?;
-                writeln!(w, "| Held by | Bytes | Allocations | API | Where |")?;
-                writeln!(w, "|---|--:|--:|---|---|")?;
-                for g in &p.cached {
-                    let by = g
-                        .held_by
-                        .and_then(|i| f.caches.get(i))
-                        .map_or(String::new(), |r| escape(&r.id));
-                    group_row(w, &by, g, root)?;
+                if view.show_cached {
+                    writeln!(w, "| Held by | Bytes | Allocations | API | Where |")?;
+                    writeln!(w, "|---|--:|--:|---|---|")?;
+                    for g in &p.cached {
+                        let by = g
+                            .held_by
+                            .and_then(|i| f.caches.get(i))
+                            .map_or(String::new(), |r| escape(&r.id));
+                        group_row(w, &by, g, root)?;
+                    }
+                    not_shown(w, p.cached_not_shown(), "more group", "more groups")?;
+                } else {
+                    writeln!(w, "| Held by | Bytes | Allocations | Callsites |")?;
+                    writeln!(w, "|---|--:|--:|---|")?;
+                    for (rule, total, groups) in cached_by_rule(p) {
+                        let Some(r) = f.caches.get(rule) else {
+                            continue;
+                        };
+                        writeln!(
+                            w,
+                            "| `{}` | {} | {} | {} |",
+                            escape(&r.id),
+                            human_bytes(total.bytes),
+                            total.allocations,
+                            escape(&cache_callsites_text(&groups, root))
+                        )?;
+                    }
                 }
-                not_shown(w, p.cached_not_shown(), "more group", "more groups")?;
                 for g in &p.pools_growing {
                     if let Some(r) = f.caches.get(g.rule) {
                         writeln!(w)?;

@@ -606,6 +606,45 @@ pub fn cached_by_rule(
     out
 }
 
+/// The first frame of the program's own code in a stack: one with a source line, outside the
+/// CUDA libraries and installed Python packages.
+pub fn own_frame(s: &crate::analyze::StackView) -> Option<&FrameView> {
+    s.frames.iter().find(|f| {
+        !f.internal
+            && f.line.is_some()
+            && f.file.as_deref().is_some_and(|file| {
+                !(file.contains("/site-packages/")
+                    || file.contains("/dist-packages/")
+                    || file.starts_with('<')
+                    || is_python_library(file))
+            })
+    })
+}
+
+/// `/usr/lib/python3.12/…`, `/opt/venv/lib/python3.12/…` (not site-packages, tested before).
+fn is_python_library(file: &str) -> bool {
+    file.split('/').any(|part| {
+        part.strip_prefix("python3.")
+            .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+    }) && file.contains("/lib/")
+}
+
+/// One cache's line when its callsites are not listed (`--show-cached` lists them): `from 11
+/// callsites; top line of yours: Generator.forward at main.py:158`.
+pub fn cache_callsites_text(groups: &[&crate::analyze::LeakGroup], root: Option<&str>) -> String {
+    let mut s = format!(
+        "from {}",
+        plural(groups.len() as u64, "callsite", "callsites")
+    );
+    if let Some(f) = groups.iter().find_map(|g| own_frame(&g.stack)) {
+        s.push_str(&format!(
+            "; top line of yours: {}",
+            frame_text_short(f, root)
+        ));
+    }
+    s
+}
+
 /// The caches that hold something over all processes, largest first: (rule index, total).
 pub fn cached_totals(f: &Findings) -> Vec<(usize, Counts)> {
     let mut v: Vec<(usize, Counts)> = f

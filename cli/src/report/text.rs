@@ -5,6 +5,7 @@
 
 use std::io::{self, Write};
 
+use super::{cache_callsites_text, script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
     coarse_pools_text, counts_text, diff_summary_line, error_text, exit_line, folded_text,
@@ -13,7 +14,6 @@ use super::{
     rate_text, series_text, signed_human, steps_text, summary_line, suppressed_per_rule, Reporter,
     FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
-use super::{script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use crate::analyze::View;
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
@@ -36,6 +36,8 @@ struct Out<'a> {
     w: &'a mut dyn Write,
     color: bool,
     root: Option<&'a str>,
+    /// `--show-cached`: each cache's callsites, not one line per cache.
+    show_cached: bool,
 }
 
 impl Out<'_> {
@@ -340,6 +342,21 @@ fn process_section(
             let Some(r) = f.caches.get(rule) else {
                 continue;
             };
+            if !o.show_cached {
+                writeln!(
+                    o.w,
+                    "  {} [{}]: {} {}",
+                    clean(&r.name),
+                    clean(&r.id),
+                    counts_text(total),
+                    clean(&cache_callsites_text(&groups, o.root))
+                )?;
+                if let Some(g) = p.pools_growing.iter().find(|g| g.rule == rule) {
+                    let head = o.paint("note:", Style::Bold);
+                    writeln!(o.w, "    {head} {}", pool_growth_text(g, p.process.end))?;
+                }
+                continue;
+            }
             writeln!(
                 o.w,
                 "  {} [{}]: {}",
@@ -356,7 +373,12 @@ fn process_section(
                 writeln!(o.w, "    {} at {}", leak_header(g), o.where_text(&g.stack))?;
             }
         }
-        if p.cached_not_shown() > 0 {
+        if !o.show_cached {
+            writeln!(
+                o.w,
+                "  (--show-cached lists each callsite and what would release the memory)"
+            )?;
+        } else if p.cached_not_shown() > 0 {
             writeln!(
                 o.w,
                 "  ... {} not shown (--top {})",
@@ -564,6 +586,7 @@ impl Reporter for Text {
             w,
             color: view.color,
             root: view.source_root.as_deref(),
+            show_cached: view.show_cached,
         };
         for p in &f.processes {
             process_section(&mut o, p, f, view)?;
@@ -576,6 +599,7 @@ impl Reporter for Text {
             w,
             color: view.color,
             root: view.source_root.as_deref(),
+            show_cached: view.show_cached,
         };
         // Without --frames, a pool's suspect shows only the top of its stack (the allocation
         // that found the pool full says little about what keeps the memory).
@@ -591,6 +615,7 @@ impl Reporter for Text {
             w,
             color: view.color,
             root: view.source_root.as_deref(),
+            show_cached: view.show_cached,
         };
         writeln!(o.w, "{}", o.paint("== cudaleak diff ==", Style::Bold))?;
         for (name, side) in [("old", &d.old), ("new", &d.new)] {
