@@ -404,13 +404,21 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     };
     // SAFETY: passed through unchanged.
     let rc = unsafe { real(dptr, pitch, width, height, element_size) };
-    let size = match (rc, unsafe { read(pitch as *const u64) }) {
-        (CUDA_SUCCESS, Some(p)) => p.saturating_mul(height as u64),
-        _ => (width as u64).saturating_mul(height as u64),
+    // *pitch is the driver's only once the call succeeded: before that it may be uninitialised.
+    let pitch = if rc == CUDA_SUCCESS {
+        // SAFETY: the call succeeded, so pitch (if not null) holds the pitch it wrote.
+        unsafe { read(pitch as *const u64) }
+    } else {
+        None
+    };
+    let size = match pitch {
+        Some(p) => p.saturating_mul(height as u64),
+        None => (width as u64).saturating_mul(height as u64),
     };
     after_alloc(
         Api::cuMemAllocPitch_v2,
         rc,
+        // SAFETY: after_alloc reads the address only after success, when dptr holds it.
         || unsafe { read(dptr) },
         size,
         current_device,
