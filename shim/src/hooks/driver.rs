@@ -9,9 +9,10 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
+use super::enter;
+use super::recorder::enter_unlabelled;
 use super::{keeping_errno, CuResult, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::api::Api;
-use crate::guard::Guard;
 use crate::{process, real, record};
 
 type DevPtr = u64;
@@ -300,25 +301,6 @@ fn device_count() -> i32 {
     count
 }
 
-/// Records the result of an allocation whose address the real call wrote to `out`.
-#[inline]
-fn after_alloc(
-    api: Api,
-    rc: CuResult,
-    out: impl FnOnce() -> Option<u64>,
-    size: u64,
-    device: impl FnOnce() -> Option<i32>,
-) {
-    keeping_errno(|| match rc {
-        CUDA_SUCCESS => {
-            if let Some(addr) = out() {
-                record::allocated(api, addr, size, device());
-            }
-        }
-        error => record::allocation_failed(api, size, error),
-    });
-}
-
 /// Reads an out-parameter the real call filled in.
 ///
 /// # Safety
@@ -342,12 +324,12 @@ unsafe fn alloc_with(
     device: impl FnOnce() -> Option<i32>,
     real: impl FnOnce() -> CuResult,
 ) -> CuResult {
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(api) else {
         return real();
     };
     let rc = real();
     // SAFETY: per the function's contract; read only after success.
-    after_alloc(api, rc, || unsafe { read(out) }, size, device);
+    rec.allocated(rc, || unsafe { read(out) }, size, device);
     rc
 }
 
@@ -357,12 +339,12 @@ fn free_with(api: Api, addr: u64, real: impl FnOnce() -> CuResult) -> CuResult {
     if addr == 0 {
         return real(); // cuMemFree(0) and friends: nothing to record.
     }
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(api) else {
         return real();
     };
-    let taken = keeping_errno(|| record::free_started(api, addr));
+    let taken = rec.free_started(addr);
     let rc = real();
-    keeping_errno(|| record::free_finished(api, addr, taken, rc));
+    rec.free_finished(addr, taken, rc);
     rc
 }
 
@@ -398,7 +380,7 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemAllocPitch_v2) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(Api::cuMemAllocPitch_v2) else {
         // SAFETY: arguments are the caller's, passed through unchanged.
         return unsafe { real(dptr, pitch, width, height, element_size) };
     };
@@ -415,14 +397,8 @@ pub unsafe extern "C" fn cuMemAllocPitch_v2(
         Some(p) => p.saturating_mul(height as u64),
         None => (width as u64).saturating_mul(height as u64),
     };
-    after_alloc(
-        Api::cuMemAllocPitch_v2,
-        rc,
-        // SAFETY: after_alloc reads the address only after success, when dptr holds it.
-        || unsafe { read(dptr) },
-        size,
-        current_device,
-    );
+    // SAFETY: the recorder reads the address only after success, when dptr holds it.
+    rec.allocated(rc, || unsafe { read(dptr) }, size, current_device);
     rc
 }
 
@@ -613,18 +589,18 @@ unsafe fn alloc_stream_ordered(
     stream: Stream,
     real: impl FnOnce() -> CuResult,
 ) -> CuResult {
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(api) else {
         return real();
     };
     let rc = real();
     if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
         // SAFETY: the call succeeded, so out (if not null) holds the node's address.
         if let Some(addr) = unsafe { read(out) } {
-            keeping_errno(|| record::graph_node_added(api, addr));
+            rec.graph_node_added(addr);
         }
     } else {
         // SAFETY: per the function's contract; read only after success.
-        after_alloc(api, rc, || unsafe { read(out) }, size, current_device);
+        rec.allocated(rc, || unsafe { read(out) }, size, current_device);
     }
     rc
 }
@@ -879,19 +855,19 @@ fn graph_memory(graph: Graph) -> Option<crate::graphs::ExecMemory> {
 }
 
 /// After a successful instantiation: learn what launches of the executable allocate and free.
+/// The guard is taken only now: the instantiation itself is forwarded as if unhooked.
 ///
 /// # Safety
 /// `exec` is null or points at the executable handle the real call wrote.
 unsafe fn instantiated(exec: *mut GraphExec, graph: Graph) {
+    let Some(rec) = enter_unlabelled() else {
+        return;
+    };
     // SAFETY: per the contract.
     let Some(exec) = (unsafe { read(exec as *const u64) }) else {
         return;
     };
-    keeping_errno(|| {
-        if let Some(memory) = graph_memory(graph) {
-            record::graph_instantiated(exec, memory);
-        }
-    });
+    rec.graph_instantiated(exec, || graph_memory(graph));
 }
 
 #[cfg_attr(not(test), unsafe(no_mangle))]
@@ -913,7 +889,7 @@ pub unsafe extern "C" fn cuGraphAddMemAllocNode(
     let Some(real) = (unsafe { real_fn::<F>(H::cuGraphAddMemAllocNode) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(Api::cuGraphAddMemAllocNode) else {
         // SAFETY: arguments are the caller's, passed through unchanged.
         return unsafe { real(node, graph, dependencies, dependency_count, params) };
     };
@@ -922,7 +898,7 @@ pub unsafe extern "C" fn cuGraphAddMemAllocNode(
     if rc == CUDA_SUCCESS {
         // SAFETY: the call succeeded, so params points at parameters with dptr filled in.
         if let Some(p) = unsafe { params.as_ref() } {
-            keeping_errno(|| record::graph_node_added(Api::cuGraphAddMemAllocNode, p.dptr));
+            rec.graph_node_added(p.dptr);
         }
     }
     rc
@@ -942,10 +918,8 @@ pub unsafe extern "C" fn cuGraphInstantiateWithFlags(
     // SAFETY: passed through unchanged.
     let rc = unsafe { real(exec, graph, flags) };
     if rc == CUDA_SUCCESS {
-        if let Some(_guard) = Guard::enter() {
-            // SAFETY: the call succeeded and wrote *exec.
-            unsafe { instantiated(exec, graph) };
-        }
+        // SAFETY: the call succeeded and wrote *exec.
+        unsafe { instantiated(exec, graph) };
     }
     rc
 }
@@ -964,10 +938,8 @@ pub unsafe extern "C" fn cuGraphInstantiateWithParams(
     // SAFETY: passed through unchanged.
     let rc = unsafe { real(exec, graph, params) };
     if rc == CUDA_SUCCESS {
-        if let Some(_guard) = Guard::enter() {
-            // SAFETY: the call succeeded and wrote *exec.
-            unsafe { instantiated(exec, graph) };
-        }
+        // SAFETY: the call succeeded and wrote *exec.
+        unsafe { instantiated(exec, graph) };
     }
     rc
 }
@@ -981,14 +953,14 @@ macro_rules! graph_launch {
             let Some(real) = (unsafe { real_fn::<F>(H::$name) }) else {
                 return CUDA_ERROR_NOT_INITIALIZED;
             };
-            let Some(_guard) = Guard::enter() else {
+            let Some(rec) = enter(Api::$name) else {
                 // SAFETY: passed through unchanged.
                 return unsafe { real(exec, stream) };
             };
             // SAFETY: passed through unchanged.
             let rc = unsafe { real(exec, stream) };
             if rc == CUDA_SUCCESS {
-                keeping_errno(|| record::graph_launched(Api::$name, exec as u64, current_device()));
+                rec.graph_launched(exec as u64, current_device);
             }
             rc
         }
@@ -1049,7 +1021,7 @@ fn allocation_size(dptr: DevPtr) -> u64 {
 /// `out` is the caller's out-parameter: null, or valid for reads once `real` has succeeded.
 #[inline]
 unsafe fn open_with(api: Api, out: *const u64, real: impl FnOnce() -> CuResult) -> CuResult {
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(api) else {
         return real();
     };
     let rc = real();
@@ -1060,7 +1032,7 @@ unsafe fn open_with(api: Api, out: *const u64, real: impl FnOnce() -> CuResult) 
     } else {
         0
     };
-    after_alloc(api, rc, opened, size, current_device);
+    rec.allocated(rc, opened, size, current_device);
     rc
 }
 
@@ -1205,16 +1177,13 @@ pub unsafe extern "C" fn cuMemMap(
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemMap) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(Api::cuMemMap) else {
         // SAFETY: arguments are the caller's, passed through unchanged.
         return unsafe { real(dptr, size, offset, handle, flags) };
     };
     // SAFETY: passed through unchanged.
     let rc = unsafe { real(dptr, size, offset, handle, flags) };
-    keeping_errno(|| match rc {
-        CUDA_SUCCESS => record::mapped(Api::cuMemMap, dptr, size as u64, handle),
-        error => record::allocation_failed(Api::cuMemMap, size as u64, error),
-    });
+    rec.mapped(rc, dptr, size as u64, handle);
     rc
 }
 
@@ -1226,14 +1195,14 @@ pub unsafe extern "C" fn cuMemUnmap(dptr: DevPtr, size: usize) -> CuResult {
     let Some(real) = (unsafe { real_fn::<F>(H::cuMemUnmap) }) else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let Some(_guard) = Guard::enter() else {
+    let Some(rec) = enter(Api::cuMemUnmap) else {
         // SAFETY: arguments are the caller's, passed through unchanged.
         return unsafe { real(dptr, size) };
     };
-    let taken = keeping_errno(|| record::unmap_started(dptr, size as u64));
+    let taken = rec.unmap_started(dptr, size as u64);
     // SAFETY: passed through unchanged.
     let rc = unsafe { real(dptr, size) };
-    keeping_errno(|| record::unmap_finished(Api::cuMemUnmap, dptr, taken, rc));
+    rec.unmap_finished(dptr, taken, rc);
     rc
 }
 

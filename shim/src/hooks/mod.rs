@@ -1,13 +1,16 @@
 //! The exported functions a CUDA program ends up calling instead of the real ones.
 //!
-//! A hook is a few lines: enter the guard, call the real function, record on success, return
-//! the real result unchanged. No I/O, no formatting, no symbol lookup beyond the first call,
+//! A hook is a few lines: [`enter`] (the guard, and a recorder that keeps errno and shields the
+//! program from a panic), call the real function, record, return the real result unchanged. No I/O, no formatting, no symbol lookup beyond the first call,
 //! no lock held across the real call. errno is restored after recording.
 
 pub mod control;
 pub mod dlsym;
 pub mod driver;
+pub mod recorder;
 pub mod runtime;
+
+pub use recorder::enter;
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;

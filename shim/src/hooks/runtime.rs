@@ -10,10 +10,10 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use super::driver::IpcMemHandle;
-use super::{keeping_errno, Slot, CUDA_ERROR_CUDART_UNLOADING, CUDA_ERROR_INITIALIZATION_ERROR};
+use super::recorder::forward;
+use super::{Slot, CUDA_ERROR_INITIALIZATION_ERROR};
 use crate::api::Api;
-use crate::guard::LabelScope;
-use crate::{real, record};
+use crate::real;
 
 type Stream = *mut c_void;
 
@@ -39,16 +39,10 @@ macro_rules! runtime_alloc {
             }
             // SAFETY: p is the runtime's function of this name and signature.
             let real = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
-            let label = LabelScope::set(Api::$name);
+            let call = forward(Api::$name);
             // SAFETY: arguments are the caller's, passed through unchanged.
             let rc = unsafe { real($($arg),*) };
-            // A failure is recorded once the label is gone (the driver wrapper left it to us):
-            // what the runtime returns is what the program is told.
-            let recorded = label.consumed();
-            drop(label);
-            if rc != 0 && !recorded {
-                keeping_errno(|| record::allocation_failed(Api::$name, $size as u64, rc));
-            }
+            call.allocation_returned(rc, $size as u64);
             rc
         }
     };
@@ -67,12 +61,10 @@ macro_rules! runtime_free {
             }
             // SAFETY: p is the runtime's function of this name and signature.
             let real = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
-            let _label = LabelScope::set(Api::$name);
+            let call = forward(Api::$name);
             // SAFETY: arguments are the caller's, passed through unchanged.
             let rc = unsafe { real($ptr $(, $arg)*) };
-            if rc == CUDA_ERROR_CUDART_UNLOADING && !$ptr.is_null() {
-                keeping_errno(|| record::freed_during_teardown(Api::$name, $ptr as u64));
-            }
+            call.free_returned(rc, $ptr as *mut c_void);
             rc
         }
     };
