@@ -8,7 +8,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
-use super::driver;
+use super::{driver, proc};
 use crate::{process, real};
 
 /// x86-64: `dlsym(RTLD_NEXT, …)` must search after the *caller's* object, and glibc's dlsym
@@ -70,11 +70,11 @@ pub unsafe extern "C" fn dlsym_rust(handle: *mut c_void, symbol: *const c_char) 
     }
     // SAFETY: dlsym found a definition, so symbol is a valid C string.
     let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
-    let Some(i) = driver::by_elf_name(name) else {
+    let Some(i) = proc::by_elf_name(name) else {
         return p;
     };
     if i == driver::H::cuGetProcAddress_v2 as usize || i == driver::H::cuGetProcAddress as usize {
         real::note_driver_handle(handle);
     }
-    driver::substitute(i, p)
+    proc::substitute(i, p)
 }

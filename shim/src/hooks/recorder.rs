@@ -143,19 +143,19 @@ impl Forward {
     /// never reached the driver, or the driver hook left it to the runtime) is recorded once
     /// the label is gone, with the code the program is told.
     #[inline]
-    pub fn allocation_returned(self, rc: c_int, size: u64) {
+    pub fn allocation(self, rc: c_int, size: usize) {
         let recorded = self.label.consumed();
         let api = self.api;
         drop(self);
         if rc != 0 && !recorded {
-            keeping_errno(|| record::allocation_failed(api, size, rc));
+            keeping_errno(|| record::allocation_failed(api, size as u64, rc));
         }
     }
 
     /// After the runtime free of `ptr` returned `rc`: a free refused because the runtime is
     /// unloading still counts as freed.
     #[inline]
-    pub fn free_returned(self, rc: c_int, ptr: *mut c_void) {
+    pub fn free(self, rc: c_int, ptr: *mut c_void) {
         if rc == CUDA_ERROR_CUDART_UNLOADING && !ptr.is_null() {
             keeping_errno(|| record::freed_during_teardown(self.api, ptr as u64));
         }
