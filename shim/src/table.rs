@@ -672,11 +672,11 @@ impl Table {
             // SAFETY: per the contract, lock_all holds this lock.
             unsafe { shard.force_unlock() };
         }
-        // SAFETY: as above.
+        // SAFETY: per the contract, lock_all holds this lock.
         unsafe { self.mappings.force_unlock() };
-        // SAFETY: as above.
+        // SAFETY: per the contract, lock_all holds this lock.
         unsafe { self.events.force_unlock() };
-        // SAFETY: as above.
+        // SAFETY: per the contract, lock_all holds this lock.
         unsafe { self.finalizing.force_unlock() };
     }
 

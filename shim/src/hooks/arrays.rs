@@ -59,7 +59,8 @@ pub unsafe fn create(
     let size = unsafe { desc.as_ref() }.map_or(0, |d| {
         array_bytes(d.width, d.height, 1, d.format, d.channels)
     });
-    // SAFETY: per the function's contract.
+    // SAFETY: array is the caller's out-parameter, null or valid for reads once the call has
+    // succeeded (this function's contract), which is all memory::alloc asks of `out`.
     unsafe { memory::alloc(call, api, array as *const u64, size, current_device) }
 }
 
@@ -77,7 +78,8 @@ pub unsafe fn create_3d(
     let size = unsafe { desc.as_ref() }.map_or(0, |d| {
         array_bytes(d.width, d.height, d.depth, d.format, d.channels)
     });
-    // SAFETY: per the function's contract.
+    // SAFETY: array is the caller's out-parameter, null or valid for reads once the call has
+    // succeeded (this function's contract), which is all memory::alloc asks of `out`.
     unsafe { memory::alloc(call, api, array as *const u64, size, current_device) }
 }
 

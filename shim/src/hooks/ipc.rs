@@ -45,7 +45,8 @@ pub unsafe fn open(call: impl FnOnce() -> CuResult, api: Api, out: *mut DevPtr) 
         return call();
     };
     let rc = call();
-    // SAFETY: per the function's contract; read only after success.
+    // SAFETY: out is null or valid for reads once the call has succeeded (this function's
+    // contract), and the closure runs only then: below, and in the recorder.
     let opened = || unsafe { read(out) };
     let size = if rc == CUDA_SUCCESS {
         keeping_errno(|| opened().map_or(0, allocation_size))

@@ -26,7 +26,8 @@ pub unsafe fn alloc(
         return call();
     };
     let rc = call();
-    // SAFETY: per the function's contract; the recorder reads only after success.
+    // SAFETY: out is null or valid for reads once the call has succeeded (this function's
+    // contract), and the recorder runs the closure only after success.
     rec.allocated(rc, || unsafe { read(out) }, size, device);
     rc
 }

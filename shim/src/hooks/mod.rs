@@ -157,7 +157,7 @@ impl<F: Copy> Helper<F> {
 /// `p` is null or valid for reads.
 #[inline]
 pub unsafe fn read(p: *const u64) -> Option<u64> {
-    // SAFETY: per the function's contract.
+    // SAFETY: p is not null here, so valid for reads by the function's contract.
     (!p.is_null()).then(|| unsafe { *p })
 }
 
@@ -166,10 +166,10 @@ pub unsafe fn read(p: *const u64) -> Option<u64> {
 pub fn keeping_errno<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: __errno_location always returns this thread's valid errno slot.
     let slot = unsafe { libc::__errno_location() };
-    // SAFETY: as above.
+    // SAFETY: slot is this thread's errno, valid for reads for the thread's life.
     let saved = unsafe { *slot };
     let r = f();
-    // SAFETY: as above.
+    // SAFETY: slot is this thread's errno, valid for writes for the thread's life.
     unsafe { *slot = saved };
     r
 }

@@ -55,7 +55,8 @@ pub unsafe fn alloc(
             rec.graph_node_added(addr);
         }
     } else {
-        // SAFETY: per the function's contract; the recorder reads only after success.
+        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
+        // contract), and the recorder runs the closure only after success.
         rec.allocated(rc, || unsafe { read(out) }, size, current_device);
     }
     rc
@@ -76,6 +77,6 @@ pub unsafe fn free(
     if addr != 0 && keeping_errno(|| capturing(stream, api)) {
         return call();
     }
-    // SAFETY: per the function's contract.
+    // SAFETY: memory::free asks nothing of its arguments: addr is a value.
     unsafe { memory::free(call, api, addr) }
 }

@@ -111,7 +111,8 @@ pub unsafe fn get_proc_address(
 ) -> CuResult {
     let rc = call();
     if rc == CUDA_SUCCESS && !process::passive() {
-        // SAFETY: the real call succeeded with these arguments.
+        // SAFETY: the real call succeeded, so symbol is the caller's C string (or null) and pfn null
+        // or the pointer it filled in: swap_proc's contract.
         keeping_errno(|| unsafe { swap_proc(symbol, pfn, cuda_version, flags) });
     }
     rc

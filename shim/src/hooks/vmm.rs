@@ -37,7 +37,8 @@ pub unsafe fn create(
         let head = unsafe { (prop as *const AllocationPropHead).as_ref() }?;
         (head.location_type == LOCATION_DEVICE).then_some(head.location_id)
     };
-    // SAFETY: per the function's contract.
+    // SAFETY: handle is the caller's out-parameter, null or valid for reads once the call has
+    // succeeded (this function's contract), which is all memory::alloc asks of `out`.
     unsafe { memory::alloc(call, api, handle, size, device) }
 }
 
