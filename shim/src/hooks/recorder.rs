@@ -1,11 +1,12 @@
 //! The one way into recording from a hook: [`enter`] takes this thread's re-entrancy guard and
-//! hands back a [`Recorder`]; every record it makes keeps errno as the real call left it and goes
-//! through the shield in `record` (a panic stops recording, never reaches the program).
+//! the shim's state together (bytehound's `acquire_lock()`) and hands back a [`Recorder`]; every
+//! record it makes keeps errno as the real call left it and goes through the shield in `record`
+//! (a panic stops recording, never reaches the program).
 //!
 //! A hook reads: `enter` → real call → record. Without a recorder (another hook of this thread
-//! is running, or another copy of the shim records this process) it only forwards.
-//! It must never hold a lock across the real call, allocate before it, or change what the real
-//! call returned.
+//! is running, another copy of the shim records this process, or this one is not recording:
+//! not yet started, paused, stopped) it only forwards.
+//! Nothing here holds a lock across the real call or changes what the real call returned.
 
 use std::ffi::{c_int, c_void};
 
@@ -13,33 +14,48 @@ use crate::api::Api;
 use crate::graphs::ExecMemory;
 use crate::guard::{Guard, LabelScope};
 use crate::record;
+use crate::state::{self, State};
 use crate::table::{Block, Mapping};
 
 use super::{keeping_errno, CuResult, CUDA_ERROR_CUDART_UNLOADING, CUDA_SUCCESS};
 
-/// Held from before the real call to the last record of one hooked call. The state is looked up
-/// by each record, after the real call, as it always was: recording may be paused, stopped or
-/// (in a child made without fork) adopted meanwhile, and a record follows what holds then.
+/// Held from before the real call to the last record of one hooked call: the guard, and the
+/// state the shim records into.
 pub struct Recorder {
     api: Api,
+    state: &'static State,
     _guard: Guard,
 }
 
-/// Enters recording for a call of `api`; `None` when the call must only be forwarded.
+/// Enters recording for a call of `api`; `None` when the call must only be forwarded. The guard
+/// is taken first: looking up the state may adopt it (a child made without fork), and nothing
+/// that does may reach a hook that records.
 #[inline]
 pub fn enter(api: Api) -> Option<Recorder> {
-    Guard::enter().map(|guard| Recorder { api, _guard: guard })
+    let guard = Guard::enter()?;
+    let state = state::recording()?;
+    Some(Recorder {
+        api,
+        state,
+        _guard: guard,
+    })
 }
 
 /// [`enter`] for calls recorded under no API name: graph instantiation, which only learns what
 /// later launches do.
 #[inline]
 pub fn enter_unlabelled() -> Option<Unlabelled> {
-    Guard::enter().map(|guard| Unlabelled { _guard: guard })
+    let guard = Guard::enter()?;
+    let state = state::recording()?;
+    Some(Unlabelled {
+        state,
+        _guard: guard,
+    })
 }
 
 /// A [`Recorder`] without an API name.
 pub struct Unlabelled {
+    state: &'static State,
     _guard: Guard,
 }
 
@@ -49,7 +65,7 @@ impl Unlabelled {
     pub fn graph_instantiated(&self, exec: u64, memory: impl FnOnce() -> Option<ExecMemory>) {
         keeping_errno(|| {
             if let Some(memory) = memory() {
-                record::graph_instantiated(exec, memory);
+                record::graph_instantiated(self.state, exec, memory);
             }
         });
     }
@@ -69,56 +85,56 @@ impl Recorder {
         keeping_errno(|| match rc {
             CUDA_SUCCESS => {
                 if let Some(addr) = out() {
-                    record::allocated(self.api, addr, size, device());
+                    record::allocated(self.state, self.api, addr, size, device());
                 }
             }
-            error => record::allocation_failed(self.api, size, error),
+            error => record::allocation_failed(self.state, self.api, size, error),
         });
     }
 
     /// Before a free is forwarded: forgets `addr`. Pass the result to [`Recorder::free_finished`].
     #[inline]
     pub fn free_started(&self, addr: u64) -> Option<Block> {
-        keeping_errno(|| record::free_started(self.api, addr))
+        keeping_errno(|| record::free_started(self.state, self.api, addr))
     }
 
     /// After the real free of `addr` answered `rc`.
     #[inline]
     pub fn free_finished(&self, addr: u64, taken: Option<Block>, rc: CuResult) {
-        keeping_errno(|| record::free_finished(self.api, addr, taken, rc));
+        keeping_errno(|| record::free_finished(self.state, self.api, addr, taken, rc));
     }
 
     /// A graph allocation node was made at `addr` (its memory comes with the graph's launches).
     #[inline]
     pub fn graph_node_added(&self, addr: u64) {
-        keeping_errno(|| record::graph_node_added(self.api, addr));
+        keeping_errno(|| record::graph_node_added(self.state, self.api, addr));
     }
 
     /// A launch of executable graph `exec` succeeded.
     #[inline]
     pub fn graph_launched(&self, exec: u64, device: impl FnOnce() -> Option<i32>) {
-        keeping_errno(|| record::graph_launched(self.api, exec, device()));
+        keeping_errno(|| record::graph_launched(self.state, self.api, exec, device()));
     }
 
     /// After `cuMemMap` of physical allocation `handle` over `size` bytes at `addr` answered `rc`.
     #[inline]
     pub fn mapped(&self, rc: CuResult, addr: u64, size: u64, handle: u64) {
         keeping_errno(|| match rc {
-            CUDA_SUCCESS => record::mapped(self.api, addr, size, handle),
-            error => record::allocation_failed(self.api, size, error),
+            CUDA_SUCCESS => record::mapped(self.state, self.api, addr, size, handle),
+            error => record::allocation_failed(self.state, self.api, size, error),
         });
     }
 
     /// Before `cuMemUnmap(addr, size)` is forwarded: forgets the mappings it covers.
     #[inline]
     pub fn unmap_started(&self, addr: u64, size: u64) -> Vec<(u64, Mapping)> {
-        keeping_errno(|| record::unmap_started(addr, size))
+        keeping_errno(|| record::unmap_started(self.state, addr, size))
     }
 
     /// After the real unmap answered `rc`.
     #[inline]
     pub fn unmap_finished(&self, addr: u64, taken: Vec<(u64, Mapping)>, rc: CuResult) {
-        keeping_errno(|| record::unmap_finished(self.api, addr, taken, rc));
+        keeping_errno(|| record::unmap_finished(self.state, self.api, addr, taken, rc));
     }
 }
 
@@ -148,7 +164,7 @@ impl Forward {
         let api = self.api;
         drop(self);
         if rc != 0 && !recorded {
-            keeping_errno(|| record::allocation_failed(api, size as u64, rc));
+            keeping_errno(|| record::runtime_allocation_failed(api, size as u64, rc));
         }
     }
 
