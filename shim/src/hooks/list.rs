@@ -10,8 +10,10 @@
 //! - unlabelled (driver functions that record under no name): the same without `Op`;
 //! - runtime (label-only forwards): `name Op fn(C parameters) => forward_method(arguments)`.
 //!
-//! Every C parameter is passed on unchanged to the real function; the body is given the hook's
-//! API name, the call of the real function and what it needs of the parameters.
+//! Every C parameter is passed on unchanged to the real function; the body is given the call of
+//! the real function, the hook's API name and what it needs of the parameters. Those arguments
+//! are evaluated inside the hook's one `unsafe` call of its body: keep them to names, casts and
+//! arithmetic (a dereference belongs in the body, under its own SAFETY comment).
 //!
 //! [`Api`]: crate::api::Api
 
