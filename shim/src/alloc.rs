@@ -395,7 +395,8 @@ mod tests {
                         }
                     }
                     for (i, p) in blocks.into_iter().enumerate() {
-                        // SAFETY: as above.
+                        // SAFETY: p is a live 48-byte block of this layout, written above; it is
+                        // read and then freed with the layout it was allocated with.
                         unsafe {
                             assert_eq!(*(p as *mut usize), t * 1_000_000 + i);
                             heap.dealloc(p, layout);

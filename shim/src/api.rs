@@ -1,4 +1,5 @@
-//! The names of every CUDA function the shim wraps and what each one does to the table.
+//! The names of every CUDA function the shim records under (generated from the rows of
+//! `hooks/list.rs`) and what each one does to the table.
 #![forbid(unsafe_code)]
 
 use cudaleak_format::Kind;
@@ -91,24 +92,40 @@ impl Op {
     }
 }
 
+/// Generates [`Api`] from the rows of `hooks/list.rs`: the recorded driver functions, then the
+/// runtime forwards, in the order of the list (the format crate's table of operations follows it).
 macro_rules! apis {
-    ($($name:ident => $op:ident,)*) => {
+    (
+        driver { $(
+            $name:ident $place:tt $op:ident fn $params:tt => $module:ident::$body:ident $args:tt;
+        )* }
+        unlabelled { $($unlabelled:tt)* }
+        runtime { $(
+            $rname:ident $rop:ident fn $rparams:tt => $returned:ident $rargs:tt;
+        )* }
+    ) => {
         /// Every wrapped function, by the name programs call it.
         #[allow(non_camel_case_types)]
         #[derive(Clone, Copy, PartialEq, Eq, Debug)]
         #[repr(u8)]
-        pub enum Api { $($name,)* }
+        pub enum Api { $($name,)* $($rname,)* }
 
         impl Api {
             #[cfg(test)]
-            pub const ALL: &'static [Api] = &[$(Api::$name,)*];
+            pub const ALL: &'static [Api] = &[$(Api::$name,)* $(Api::$rname,)*];
 
             pub fn name(self) -> &'static str {
-                match self { $(Api::$name => stringify!($name),)* }
+                match self {
+                    $(Api::$name => stringify!($name),)*
+                    $(Api::$rname => stringify!($rname),)*
+                }
             }
 
             pub fn op(self) -> Op {
-                match self { $(Api::$name => Op::$op,)* }
+                match self {
+                    $(Api::$name => Op::$op,)*
+                    $(Api::$rname => Op::$rop,)*
+                }
             }
 
             #[cfg(test)]
@@ -119,65 +136,7 @@ macro_rules! apis {
     };
 }
 
-apis! {
-    // Driver API: the point of record.
-    cuMemAlloc_v2 => AllocDevice,
-    cuMemAllocPitch_v2 => AllocPitch,
-    cuMemFree_v2 => FreeDevice,
-    cuMemAllocManaged => AllocManaged,
-    cuMemAllocHost_v2 => AllocHost,
-    cuMemHostAlloc => AllocHost,
-    cuMemFreeHost => FreeHost,
-    cuMemAllocAsync => AllocAsync,
-    cuMemAllocAsync_ptsz => AllocAsync,
-    cuMemFreeAsync => FreeAsync,
-    cuMemFreeAsync_ptsz => FreeAsync,
-    cuMemAllocFromPoolAsync => AllocFromPool,
-    cuMemAllocFromPoolAsync_ptsz => AllocFromPool,
-    cuMemCreate => AllocPhysical,
-    cuMemRelease => FreePhysical,
-    cuArrayCreate_v2 => AllocArray,
-    cuArray3DCreate_v2 => AllocArray,
-    cuArrayDestroy => FreeArray,
-    cuGraphLaunch => AllocGraph,
-    cuGraphLaunch_ptsz => AllocGraph,
-    cuGraphAddMemAllocNode => GraphNode,
-    // Registered host memory, IPC and virtual memory (issue 12).
-    cuMemHostRegister => Register,
-    cuMemHostRegister_v2 => Register,
-    cuMemHostUnregister => Unregister,
-    cuIpcOpenMemHandle => IpcOpen,
-    cuIpcOpenMemHandle_v2 => IpcOpen,
-    cuIpcCloseMemHandle => IpcClose,
-    cuMemPoolImportPointer => ImportPointer,
-    cuMemAddressReserve => Reserve,
-    cuMemAddressFree => AddressFree,
-    cuMemMap => Map,
-    cuMemUnmap => Unmap,
-    // Runtime API: labels only.
-    cudaMalloc => AllocDevice,
-    cudaMallocManaged => AllocManaged,
-    cudaFree => FreeDevice,
-    cudaMallocHost => AllocHost,
-    cudaHostAlloc => AllocHost,
-    cudaFreeHost => FreeHost,
-    cudaMallocPitch => AllocPitch,
-    cudaMalloc3D => AllocPitch,
-    cudaMallocAsync => AllocAsync,
-    cudaMallocAsync_ptsz => AllocAsync,
-    cudaFreeAsync => FreeAsync,
-    cudaFreeAsync_ptsz => FreeAsync,
-    cudaMallocFromPoolAsync => AllocFromPool,
-    cudaMallocFromPoolAsync_ptsz => AllocFromPool,
-    cudaMallocArray => AllocArray,
-    cudaFreeArray => FreeArray,
-    // Registered host memory and IPC (issue 12).
-    cudaHostRegister => Register,
-    cudaHostUnregister => Unregister,
-    cudaIpcOpenMemHandle => IpcOpen,
-    cudaIpcCloseMemHandle => IpcClose,
-    cudaMemPoolImportPointer => ImportPointer,
-}
+crate::hooks::list::hooked!(apis);
 
 #[cfg(test)]
 mod tests {

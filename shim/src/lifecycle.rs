@@ -156,7 +156,7 @@ extern "C" fn on_signal(sig: c_int) {
             libc::raise(sig);
         }
     }
-    // SAFETY: as above.
+    // SAFETY: __errno_location returns this thread's errno slot, valid for writes.
     unsafe { *libc::__errno_location() = errno };
 }
 
@@ -238,8 +238,10 @@ fn start_worker(s: &'static state::State) {
     // allocation, no dump after the wait). So it starts with every signal blocked, inherited
     // from this thread's mask for the moment of the spawn, rather than blocking them itself once
     // it runs.
-    // SAFETY: sigfillset and pthread_sigmask on this thread, its old mask restored below.
+    // SAFETY: sigset_t is plain data, for which all-zero is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigfillset and pthread_sigmask on valid local sets, for this thread only; its old
+    // mask is restored below, once the worker is spawned.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);

@@ -1,5 +1,8 @@
 //! What every hook does after its real call: turn the result into table entries and events.
 //! Each entry point is shielded, so a failure here stops recording and never reaches the host.
+//! The state comes from the hook's recorder (`hooks::enter`), which found the shim recording;
+//! only the hooks that record without one (a runtime forward, the end of a graph executable)
+//! look it up here.
 #![forbid(unsafe_code)]
 
 use cudaleak_format::EventType;
@@ -52,8 +55,7 @@ fn new_block(s: &State, api: Api, size: u64, stack: StackId, device: Option<i32>
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
-pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
-    let Some(s) = state::recording() else { return };
+pub fn allocated(s: &'static State, driver: Api, addr: u64, size: u64, device: Option<i32>) {
     state::shield(|| {
         let op = driver.op();
         let api = guard::label_for(op, driver);
@@ -65,8 +67,7 @@ pub fn allocated(driver: Api, addr: u64, size: u64, device: Option<i32>) {
 }
 
 /// A failed allocation: the program was told no, and may not have checked.
-pub fn allocation_failed(driver: Api, size: u64, error: i32) {
-    let Some(s) = state::recording() else { return };
+pub fn allocation_failed(s: &State, driver: Api, size: u64, error: i32) {
     if guard::runtime_pending(driver.op()) {
         // The runtime forward above records what the program is told (seen on the H200: the
         // runtime's first cudaMallocAsync on a new thread fails in the driver with 201, sets
@@ -92,9 +93,15 @@ pub fn allocation_failed(driver: Api, size: u64, error: i32) {
     });
 }
 
+/// A runtime allocation failed, and no driver hook below recorded it (the runtime forward's own
+/// record: it holds no recorder, so the state is looked up here).
+pub fn runtime_allocation_failed(runtime: Api, size: u64, error: i32) {
+    let Some(s) = state::recording() else { return };
+    allocation_failed(s, runtime, size, error);
+}
+
 /// Before a free is forwarded: forget the address. Pass the result to [`free_finished`].
-pub fn free_started(driver: Api, addr: u64) -> Option<Block> {
-    let s = state::recording()?;
+pub fn free_started(s: &State, driver: Api, addr: u64) -> Option<Block> {
     state::shield(|| {
         note_finalizing(s);
         s.table.take(driver.op().space(), addr)
@@ -113,8 +120,7 @@ fn note_finalizing(s: &State) {
 }
 
 /// After the real free answered `error` (0 is success).
-pub fn free_finished(driver: Api, addr: u64, taken: Option<Block>, error: i32) {
-    let Some(s) = state::recording() else { return };
+pub fn free_finished(s: &State, driver: Api, addr: u64, taken: Option<Block>, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         let outcome = s
@@ -151,8 +157,7 @@ fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, er
 
 /// A successful `cuMemMap` of physical allocation `handle` over `size` bytes at `addr`; its
 /// device is the allocation's, when the shim recorded it.
-pub fn mapped(driver: Api, addr: u64, size: u64, handle: u64) {
-    let Some(s) = state::recording() else { return };
+pub fn mapped(s: &'static State, driver: Api, addr: u64, size: u64, handle: u64) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         let stack = capture_stack(s, api, driver);
@@ -164,16 +169,12 @@ pub fn mapped(driver: Api, addr: u64, size: u64, handle: u64) {
 }
 
 /// Before `cuMemUnmap(addr, size)` is forwarded: forget the mappings it covers.
-pub fn unmap_started(addr: u64, size: u64) -> Vec<(u64, Mapping)> {
-    let Some(s) = state::recording() else {
-        return Vec::new();
-    };
+pub fn unmap_started(s: &State, addr: u64, size: u64) -> Vec<(u64, Mapping)> {
     state::shield(|| s.table.take_mappings(addr, size)).unwrap_or_default()
 }
 
 /// After the real unmap answered `error` (0 is success).
-pub fn unmap_finished(driver: Api, addr: u64, taken: Vec<(u64, Mapping)>, error: i32) {
-    let Some(s) = state::recording() else { return };
+pub fn unmap_finished(s: &State, driver: Api, addr: u64, taken: Vec<(u64, Mapping)>, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         let outcome = s.table.unmap_finished(addr, taken, error == 0);
@@ -190,8 +191,7 @@ pub fn freed_during_teardown(runtime: Api, addr: u64) {
 
 /// A graph allocation node was made by `driver` (explicitly, or by an allocation captured from
 /// a stream) at `addr`: remember where, for the records its launches make.
-pub fn graph_node_added(driver: Api, addr: u64) {
-    let Some(s) = state::recording() else { return };
+pub fn graph_node_added(s: &State, driver: Api, addr: u64) {
     state::shield(|| {
         let stack = capture_stack(s, driver, driver);
         s.graphs.node_added(addr, stack);
@@ -199,8 +199,7 @@ pub fn graph_node_added(driver: Api, addr: u64) {
 }
 
 /// An executable graph was made: what its launches will allocate and free.
-pub fn graph_instantiated(exec: u64, memory: crate::graphs::ExecMemory) {
-    let Some(s) = state::recording() else { return };
+pub fn graph_instantiated(s: &State, exec: u64, memory: crate::graphs::ExecMemory) {
     state::shield(|| s.graphs.instantiated(exec, memory));
 }
 
@@ -212,8 +211,7 @@ pub fn graph_exec_destroyed(exec: u64) {
 /// A launch of `exec` succeeded: each allocation node's memory is live from now on (a record
 /// of kind `graph`, with the stack where the node was made, or this launch's when unknown), and
 /// each free node of memory from outside the graph frees it.
-pub fn graph_launched(driver: Api, exec: u64, device: Option<i32>) {
-    let Some(s) = state::recording() else { return };
+pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<i32>) {
     let Some(memory) = state::shield(|| s.graphs.memory_of(exec)).flatten() else {
         return;
     };

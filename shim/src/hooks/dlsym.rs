@@ -8,7 +8,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
-use super::driver;
+use super::{driver, proc};
 use crate::{process, real};
 
 /// x86-64: `dlsym(RTLD_NEXT, …)` must search after the *caller's* object, and glibc's dlsym
@@ -50,7 +50,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
 #[cfg(all(not(test), not(target_arch = "x86_64")))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    // SAFETY: arguments are the caller's, passed through.
+    // SAFETY: handle and symbol are what the C caller passed to dlsym: dlsym_rust's contract.
     unsafe { dlsym_rust(handle, symbol) }
 }
 
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn dlsym_rust(handle: *mut c_void, symbol: *const c_char) 
     let Some(real_dlsym) = real::dlsym_fn() else {
         return std::ptr::null_mut();
     };
-    // SAFETY: arguments are the caller's, passed through.
+    // SAFETY: real_dlsym is libc's dlsym, given exactly what the C caller gave ours.
     let p = unsafe { real_dlsym(handle, symbol) };
     // A passive copy (another one records) hands out what the loader found, never its wrappers.
     if p.is_null() || symbol.is_null() || process::passive() {
@@ -70,11 +70,11 @@ pub unsafe extern "C" fn dlsym_rust(handle: *mut c_void, symbol: *const c_char) 
     }
     // SAFETY: dlsym found a definition, so symbol is a valid C string.
     let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
-    let Some(i) = driver::by_elf_name(name) else {
+    let Some(i) = proc::by_elf_name(name) else {
         return p;
     };
     if i == driver::H::cuGetProcAddress_v2 as usize || i == driver::H::cuGetProcAddress as usize {
         real::note_driver_handle(handle);
     }
-    driver::substitute(i, p)
+    proc::substitute(i, p)
 }

@@ -1,15 +1,32 @@
 //! The exported functions a CUDA program ends up calling instead of the real ones.
 //!
-//! A hook is a few lines: enter the guard, call the real function, record on success, return
-//! the real result unchanged. No I/O, no formatting, no symbol lookup beyond the first call,
-//! no lock held across the real call. errno is restored after recording.
+//! Every hooked function is one row of `list.rs`; `driver.rs` and `runtime.rs` generate the
+//! hooks from those rows, and the body of each driver hook lives in the file of its kind of
+//! memory (`memory`, `pools`, `vmm`, `arrays`, `graphs`, `ipc`; `proc` for the lookups).
+//!
+//! A hook is a few lines: [`enter`] (the guard, and a recorder that keeps errno and shields the
+//! program from a panic), call the real function, record, return the real result unchanged.
+//! No I/O, no formatting, no symbol lookup beyond the first call, no lock held across the real
+//! call.
 
+pub mod arrays;
 pub mod control;
 pub mod dlsym;
 pub mod driver;
+pub mod graphs;
+pub mod ipc;
+pub mod list;
+pub mod memory;
+pub mod pools;
+pub mod proc;
+pub mod recorder;
 pub mod runtime;
+pub mod vmm;
+
+pub use recorder::enter;
 
 use std::ffi::{c_int, c_void, CStr};
+use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -97,15 +114,62 @@ impl Slot {
     }
 }
 
+/// A driver function the shim calls for itself (`cuCtxGetDevice`, …), declared with its C type
+/// `F` beside its name, so the one cast from the looked-up address has its type from there.
+pub struct Helper<F> {
+    slot: Slot,
+    _type: PhantomData<F>,
+}
+
+impl<F: Copy> Helper<F> {
+    /// `F` must be the `unsafe extern "C" fn` type of the driver function `name` (cuda.h).
+    pub const fn new(name: &'static CStr) -> Helper<F> {
+        Helper {
+            slot: Slot::new(name),
+            _type: PhantomData,
+        }
+    }
+
+    /// The function, looked up once ([`Slot::get_helper`]); `None` if the driver lacks it.
+    pub fn get(&self) -> Option<F> {
+        Self::typed(self.slot.get_helper(crate::real::driver))
+    }
+
+    /// The function, looked up again at every call until found ([`Slot::get`]).
+    pub fn get_retrying(&self) -> Option<F> {
+        Self::typed(self.slot.get(ptr::null_mut(), crate::real::driver))
+    }
+
+    fn typed(p: *mut c_void) -> Option<F> {
+        const { assert!(size_of::<F>() == size_of::<*mut c_void>()) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: p is the driver's function of the name this helper was declared with, and F is
+        // the function-pointer type declared with it (the same size as a pointer, checked above).
+        Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+    }
+}
+
+/// Reads an out-parameter the real call filled in.
+///
+/// # Safety
+/// `p` is null or valid for reads.
+#[inline]
+pub unsafe fn read(p: *const u64) -> Option<u64> {
+    // SAFETY: p is not null here, so valid for reads by the function's contract.
+    (!p.is_null()).then(|| unsafe { *p })
+}
+
 /// Runs `f` and puts errno back as it was: recording must not change what the program sees.
 #[inline]
 pub fn keeping_errno<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: __errno_location always returns this thread's valid errno slot.
     let slot = unsafe { libc::__errno_location() };
-    // SAFETY: as above.
+    // SAFETY: slot is this thread's errno, valid for reads for the thread's life.
     let saved = unsafe { *slot };
     let r = f();
-    // SAFETY: as above.
+    // SAFETY: slot is this thread's errno, valid for writes for the thread's life.
     unsafe { *slot = saved };
     r
 }

@@ -9,11 +9,12 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use super::driver::IpcMemHandle;
-use super::{keeping_errno, Slot, CUDA_ERROR_CUDART_UNLOADING, CUDA_ERROR_INITIALIZATION_ERROR};
+use super::ipc::IpcMemHandle;
+use super::list::hooked;
+use super::recorder::forward;
+use super::{Slot, CUDA_ERROR_INITIALIZATION_ERROR};
 use crate::api::Api;
-use crate::guard::LabelScope;
-use crate::{real, record};
+use crate::real;
 
 type Stream = *mut c_void;
 
@@ -21,61 +22,43 @@ type Stream = *mut c_void;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Extent {
-    width: usize,
-    height: usize,
-    depth: usize,
+    pub width: usize,
+    pub height: usize,
+    pub depth: usize,
 }
 
-/// Forwards an allocation; records a failure only if it never reached the driver.
-macro_rules! runtime_alloc {
-    ($name:ident($($arg:ident: $ty:ty),*) size = $size:expr) => {
+/// Generates one forward per runtime row of `hooks/list.rs`: look up the runtime's function (its
+/// type from the row), call it under the row's label, and tell the [`Forward`] what it returned
+/// (`allocation` with the size asked for, or `free` with the pointer).
+///
+/// [`Forward`]: super::recorder::Forward
+macro_rules! runtime_forwards {
+    (
+        driver { $($driver:tt)* }
+        unlabelled { $($unlabelled:tt)* }
+        runtime { $(
+            $name:ident $op:ident fn($($arg:ident: $ty:ty),*) => $returned:ident($($rarg:expr),*);
+        )* }
+    ) => { $(
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            type F = unsafe extern "C" fn($($ty),*) -> c_int;
+            type Real = unsafe extern "C" fn($($ty),*) -> c_int;
             static SLOT: Slot = Slot::new(cstr_of!($name));
             let p = SLOT.get($name as *mut c_void, real::runtime);
             if p.is_null() {
                 return CUDA_ERROR_INITIALIZATION_ERROR;
             }
-            // SAFETY: p is the runtime's function of this name and signature.
-            let real = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
-            let label = LabelScope::set(Api::$name);
-            // SAFETY: arguments are the caller's, passed through unchanged.
+            // SAFETY: p is the runtime's function of the name in this forward's row of
+            // hooks/list.rs (never this forward: `Slot::get`), and Real is the C type that same
+            // row gives it.
+            let real = unsafe { std::mem::transmute::<*mut c_void, Real>(p) };
+            let call = forward(Api::$name);
+            // SAFETY: the arguments are the caller's, passed to the real function unchanged.
             let rc = unsafe { real($($arg),*) };
-            // A failure is recorded once the label is gone (the driver wrapper left it to us):
-            // what the runtime returns is what the program is told.
-            let recorded = label.consumed();
-            drop(label);
-            if rc != 0 && !recorded {
-                keeping_errno(|| record::allocation_failed(Api::$name, $size as u64, rc));
-            }
+            call.$returned(rc $(, $rarg)*);
             rc
         }
-    };
-}
-
-/// Forwards a free; a free refused because the runtime is unloading still counts as freed.
-macro_rules! runtime_free {
-    ($name:ident($ptr:ident: $pty:ty $(, $arg:ident: $ty:ty)*)) => {
-        #[cfg_attr(not(test), unsafe(no_mangle))]
-        pub unsafe extern "C" fn $name($ptr: $pty $(, $arg: $ty)*) -> c_int {
-            type F = unsafe extern "C" fn($pty $(, $ty)*) -> c_int;
-            static SLOT: Slot = Slot::new(cstr_of!($name));
-            let p = SLOT.get($name as *mut c_void, real::runtime);
-            if p.is_null() {
-                return CUDA_ERROR_INITIALIZATION_ERROR;
-            }
-            // SAFETY: p is the runtime's function of this name and signature.
-            let real = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
-            let _label = LabelScope::set(Api::$name);
-            // SAFETY: arguments are the caller's, passed through unchanged.
-            let rc = unsafe { real($ptr $(, $arg)*) };
-            if rc == CUDA_ERROR_CUDART_UNLOADING && !$ptr.is_null() {
-                keeping_errno(|| record::freed_during_teardown(Api::$name, $ptr as u64));
-            }
-            rc
-        }
-    };
+    )* };
 }
 
 macro_rules! cstr_of {
@@ -87,34 +70,4 @@ macro_rules! cstr_of {
     };
 }
 
-runtime_alloc!(cudaMalloc(dev_ptr: *mut *mut c_void, size: usize) size = size);
-runtime_alloc!(cudaMallocManaged(dev_ptr: *mut *mut c_void, size: usize, flags: c_uint) size = size);
-runtime_alloc!(cudaMallocHost(ptr: *mut *mut c_void, size: usize) size = size);
-runtime_alloc!(cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) size = size);
-runtime_alloc!(cudaMallocPitch(dev_ptr: *mut *mut c_void, pitch: *mut usize, width: usize, height: usize)
-    size = width.saturating_mul(height));
-runtime_alloc!(cudaMalloc3D(pitched: *mut c_void, extent: Extent)
-    size = extent.width.saturating_mul(extent.height).saturating_mul(extent.depth));
-runtime_alloc!(cudaMallocAsync(dev_ptr: *mut *mut c_void, size: usize, stream: Stream) size = size);
-runtime_alloc!(cudaMallocAsync_ptsz(dev_ptr: *mut *mut c_void, size: usize, stream: Stream) size = size);
-runtime_alloc!(cudaMallocFromPoolAsync(dev_ptr: *mut *mut c_void, size: usize, pool: *mut c_void, stream: Stream)
-    size = size);
-runtime_alloc!(cudaMallocFromPoolAsync_ptsz(dev_ptr: *mut *mut c_void, size: usize, pool: *mut c_void, stream: Stream)
-    size = size);
-runtime_alloc!(cudaMallocArray(array: *mut *mut c_void, desc: *const c_void, width: usize, height: usize, flags: c_uint)
-    size = width.saturating_mul(height.max(1)));
-
-runtime_free!(cudaFree(dev_ptr: *mut c_void));
-runtime_free!(cudaFreeHost(ptr: *mut c_void));
-runtime_free!(cudaFreeAsync(dev_ptr: *mut c_void, stream: Stream));
-runtime_free!(cudaFreeAsync_ptsz(dev_ptr: *mut c_void, stream: Stream));
-runtime_free!(cudaFreeArray(array: *mut c_void));
-
-// Registered host memory and IPC (issue 12).
-runtime_alloc!(cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) size = size);
-runtime_alloc!(cudaIpcOpenMemHandle(dev_ptr: *mut *mut c_void, handle: IpcMemHandle, flags: c_uint)
-    size = 0);
-runtime_alloc!(cudaMemPoolImportPointer(ptr: *mut *mut c_void, pool: *mut c_void, data: *mut c_void)
-    size = 0);
-runtime_free!(cudaHostUnregister(ptr: *mut c_void));
-runtime_free!(cudaIpcCloseMemHandle(dev_ptr: *mut c_void));
+hooked!(runtime_forwards);

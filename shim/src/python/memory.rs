@@ -253,7 +253,7 @@ mod tests {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = 1234 };
         assert_eq!(read::<u64>(8), None);
-        // SAFETY: as above.
+        // SAFETY: this thread's errno, valid for reads.
         assert_eq!(unsafe { *libc::__errno_location() }, 1234);
     }
 

@@ -1,0 +1,207 @@
+//! `cuGetProcAddress` and the per-name `dlsym` path: which hook a program's lookup of a driver
+//! function is for, and handing out that hook in place of the driver's function. Exact names
+//! only (never a prefix: `cudnn*` and `cublas*` start with "cu" too), and the real lookup is
+//! always the program's own, made first.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::Ordering;
+
+use super::driver::{wrapper, H, HOOKS};
+use super::{keeping_errno, CuResult, CUDA_SUCCESS};
+use crate::{process, real};
+
+const NOT_EXPORTED: *mut c_void = ptr::dangling_mut::<c_void>();
+/// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+const PER_THREAD_STREAM: u64 = 2;
+
+/// Index of the hook `name` names exactly, for the per-name `dlsym` path.
+pub fn by_elf_name(name: &[u8]) -> Option<usize> {
+    if !name.starts_with(b"cu") {
+        return None;
+    }
+    HOOKS.iter().position(|h| h.slot.name.to_bytes() == name)
+}
+
+/// If the program's lookup found `p` for hook `i`, the pointer to give it instead: ours.
+pub fn substitute(i: usize, p: *mut c_void) -> *mut c_void {
+    if HOOKS[i].slot.offer(p, wrapper(i)) {
+        wrapper(i)
+    } else {
+        p
+    }
+}
+
+fn exported_pointer(i: usize) -> *mut c_void {
+    let hook = &HOOKS[i];
+    let p = hook.exported.load(Ordering::Acquire);
+    if !p.is_null() {
+        return p;
+    }
+    let h = real::driver_handle();
+    if h.is_null() {
+        return NOT_EXPORTED;
+    }
+    let mut found = real::lookup(h, hook.slot.name);
+    if found.is_null() {
+        found = NOT_EXPORTED;
+    }
+    hook.exported.store(found, Ordering::Release);
+    found
+}
+
+/// Which hook a successful `cuGetProcAddress(symbol, cudaVersion, flags) = p` is for:
+/// the function whose exported pointer `p` is — first among those of that base name, then
+/// among all (since CUDA 12 the base name `cuGraphInstantiate` is `cuGraphInstantiateWithFlags`)
+/// — else the base-name + version + flags rule.
+fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Option<usize> {
+    let candidates = || HOOKS.iter().enumerate().filter(|(_, h)| h.base == name);
+    if let Some((i, _)) = candidates().find(|(i, _)| exported_pointer(*i) == p) {
+        return Some(i);
+    }
+    if let Some(i) = (0..HOOKS.len()).find(|&i| exported_pointer(i) == p) {
+        return Some(i);
+    }
+    let ptsz = flags & PER_THREAD_STREAM != 0;
+    candidates()
+        .filter(|(_, h)| version >= h.since && h.ptsz == ptsz)
+        .max_by_key(|(_, h)| h.since)
+        .map(|(i, _)| i)
+}
+
+/// After the real `cuGetProcAddress` succeeded: hand out our wrapper where we have one.
+///
+/// # Safety
+/// `symbol` is NUL-terminated or null; `pfn` is null or points at the filled-in pointer.
+unsafe fn swap_proc(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+    if symbol.is_null() || pfn.is_null() {
+        return;
+    }
+    // SAFETY: the real call succeeded, so *pfn is initialised; symbol is a C string.
+    let (name, p) = unsafe { (CStr::from_ptr(symbol).to_bytes(), *pfn) };
+    if p.is_null() || !name.starts_with(b"cu") {
+        return;
+    }
+    let i = if name == b"cuGetProcAddress" {
+        // The runtime asks for the lookup function itself; keep it going through us.
+        Some(if version < 12000 {
+            H::cuGetProcAddress
+        } else {
+            H::cuGetProcAddress_v2
+        } as usize)
+    } else {
+        hook_for_proc(name, p, version, flags)
+    };
+    if let Some(i) = i {
+        // SAFETY: pfn is valid for writes (the real call just wrote it).
+        unsafe { *pfn = substitute(i, p) };
+    }
+}
+
+/// `cuGetProcAddress(_v2)`: forwards, then hands out our hook for a function we hook.
+///
+/// # Safety
+/// The arguments are what the C caller passed to `cuGetProcAddress(_v2)`.
+pub unsafe fn get_proc_address(
+    call: impl FnOnce() -> CuResult,
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+) -> CuResult {
+    let rc = call();
+    if rc == CUDA_SUCCESS && !process::passive() {
+        // SAFETY: the real call succeeded, so symbol is the caller's C string (or null) and pfn null
+        // or the pointer it filled in: swap_proc's contract.
+        keeping_errno(|| unsafe { swap_proc(symbol, pfn, cuda_version, flags) });
+    }
+    rc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elf_names_are_matched_exactly() {
+        assert_eq!(
+            by_elf_name(b"cuMemAlloc_v2"),
+            Some(H::cuMemAlloc_v2 as usize)
+        );
+        assert_eq!(
+            by_elf_name(b"cuMemAllocAsync_ptsz"),
+            Some(H::cuMemAllocAsync_ptsz as usize)
+        );
+        assert_eq!(by_elf_name(b"cuMemAlloc"), None, "v1 has another ABI");
+        assert_eq!(by_elf_name(b"cuMemAlloc_v2x"), None);
+        assert_eq!(by_elf_name(b"cudnnCreate"), None);
+    }
+
+    #[test]
+    fn base_name_version_and_flags_pick_the_versioned_function() {
+        let p = 0x1234 as *mut c_void; // matches no exported pointer (no driver loaded)
+        assert_eq!(
+            hook_for_proc(b"cuMemAlloc", p, 3020, 0),
+            Some(H::cuMemAlloc_v2 as usize)
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemAlloc", p, 2000, 0),
+            None,
+            "v1: 32-bit ABI"
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemAllocAsync", p, 11020, PER_THREAD_STREAM),
+            Some(H::cuMemAllocAsync_ptsz as usize)
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemAllocAsync", p, 11020, 1),
+            Some(H::cuMemAllocAsync as usize)
+        );
+        assert_eq!(
+            hook_for_proc(b"cuMemFreeHost", p, 2000, 0),
+            Some(H::cuMemFreeHost as usize)
+        );
+        assert_eq!(hook_for_proc(b"cuMemcpy", p, 3020, 0), None);
+    }
+
+    #[test]
+    fn second_versions_are_picked_from_their_cuda_version_on() {
+        let p = 0x1234 as *mut c_void;
+        let pick = |name: &[u8], v| hook_for_proc(name, p, v, 0);
+        assert_eq!(
+            pick(b"cuMemHostRegister", 6000),
+            Some(H::cuMemHostRegister as usize)
+        );
+        assert_eq!(
+            pick(b"cuMemHostRegister", 6050),
+            Some(H::cuMemHostRegister_v2 as usize)
+        );
+        assert_eq!(
+            pick(b"cuIpcOpenMemHandle", 10020),
+            Some(H::cuIpcOpenMemHandle as usize)
+        );
+        assert_eq!(
+            pick(b"cuIpcOpenMemHandle", 12000),
+            Some(H::cuIpcOpenMemHandle_v2 as usize)
+        );
+        assert_eq!(pick(b"cuMemPoolImportPointer", 11010), None);
+        assert_eq!(pick(b"cuMemMap", 10020), Some(H::cuMemMap as usize));
+        assert_eq!(pick(b"cuMemAddressReserve", 10010), None);
+    }
+
+    #[test]
+    fn offering_our_own_wrapper_never_makes_it_the_real_function() {
+        let i = H::cuMemRelease as usize;
+        let ours = wrapper(i);
+        assert!(HOOKS[i].slot.offer(ours, ours));
+        assert_eq!(substitute(i, ours), ours);
+        let real = 0x5000 as *mut c_void;
+        assert_eq!(substitute(i, real), ours);
+        let other = 0x6000 as *mut c_void;
+        assert_eq!(
+            substitute(i, other),
+            other,
+            "a second, different driver is left alone"
+        );
+    }
+}
