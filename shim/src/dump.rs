@@ -469,11 +469,16 @@ pub fn write(s: &State, moment: Moment) {
     };
     // A process that never touched CUDA memory (a shell, a compiler, `nvidia-smi` run by the
     // program: every child inherits LD_PRELOAD) keeps its stderr as it was, even if its dump
-    // could not be written; the dump is written, for `cudaleak run` to count it. (What
-    // `format::Dump::is_quiet` says of the dump written.)
+    // could not be written. Its dump is written only where dumps were sent on purpose
+    // (`CUDALEAK_OUTPUT`: `cudaleak run`'s directory, which counts such processes): under a
+    // plain LD_PRELOAD it would litter the working directory of every pipeline the program
+    // runs. (What `format::Dump::is_quiet` says of the dump.)
     let untouched = dump.summary.is_empty()
         && dump.events.is_empty()
         && dump.process.recording_stopped.is_none();
+    if untouched && s.config.output.is_none() && moment != Moment::Snapshot {
+        return;
+    }
     let written = write_atomically(&path, |w| dump.write(w));
     if untouched {
         return;

@@ -134,6 +134,31 @@ fn a_process_that_used_no_cuda_memory_prints_nothing_but_still_dumps() {
 }
 
 #[test]
+fn without_an_output_directory_a_process_that_used_no_cuda_memory_leaves_no_file() {
+    // `LD_PRELOAD=libcudaleak.so sh -c 'echo hi | cat | wc -c'` in a working directory: no
+    // dump of the shell, cat or wc there (issue 25); the CUDA program's own dump still is.
+    let cwd = tempfile::tempdir().unwrap();
+    let run = Scenario::program(Path::new("/bin/sh"))
+        .arg("-c")
+        .arg("echo hi | cat | wc -c")
+        .unset("CUDALEAK_OUTPUT")
+        .cwd(cwd.path())
+        .run_shim();
+    run.assert_exit(0).assert_stdout("3\n");
+    assert_eq!(files_in(cwd.path()), Vec::<PathBuf>::new());
+    assert_eq!(run.files(), Vec::<PathBuf>::new());
+    let run = Scenario::new("leak_exit")
+        .unset("CUDALEAK_OUTPUT")
+        .cwd(cwd.path())
+        .run_shim();
+    run.assert_exit(0);
+    assert_eq!(
+        files_in(cwd.path()),
+        vec![cwd.path().join(format!("cudaleak.{}.json", run.pid))]
+    );
+}
+
+#[test]
 fn bad_configuration_is_reported_only_by_processes_that_use_cuda_once_each() {
     // A shell pipeline inherits LD_PRELOAD and the variables: three processes, no CUDA, and not
     // a word on stderr.
