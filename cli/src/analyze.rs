@@ -64,8 +64,8 @@ pub struct StackView {
     pub hidden: usize,
     /// Visible frames left out by `--frames`.
     pub omitted: usize,
-    /// Runs of frames folded into one line each (stacks with Python frames, without `--native`),
-    /// in stack order.
+    /// Runs of frames folded into one line each (without `--native`: native runs in stacks with
+    /// Python frames, the toolkit's header templates in others), in stack order.
     pub folded: Vec<Folded>,
 }
 
@@ -94,6 +94,70 @@ fn python_library(f: &format::Frame) -> Option<&str> {
     stdlib.then(|| basename(file))
 }
 
+/// The header library of the CUDA toolkit a frame's code comes from — `thrust`, `cub` or
+/// `libcu++` (CCCL's template code, instantiated in the program's own binary) — by its source
+/// file where the dump names one, else by its function's namespace.
+fn header_library(f: &format::Frame) -> Option<&'static str> {
+    const BY_DIR: [(&str, &str); 4] = [
+        ("/thrust/", "thrust"),
+        ("/cub/", "cub"),
+        ("/cuda/std/", "libcu++"),
+        ("/libcudacxx/", "libcu++"),
+    ];
+    if let Some(file) = f.file.as_deref() {
+        let in_include = file.contains("/include/") || file.contains("/cccl/");
+        return BY_DIR
+            .iter()
+            .find(|(dir, _)| in_include && file.contains(dir))
+            .map(|&(_, lib)| lib);
+    }
+    let name = f.function.as_deref()?;
+    // Demangled names may start with a return type: `void thrust::…` (a space before any
+    // template or parameter list).
+    let head = name.find(['(', '<']).unwrap_or(name.len());
+    let name = name[..head]
+        .find(' ')
+        .map_or(name, |space| &name[space + 1..]);
+    [
+        ("thrust::", "thrust"),
+        ("cub::", "cub"),
+        ("cuda::std::", "libcu++"),
+    ]
+    .iter()
+    .find(|(ns, _)| name.starts_with(ns))
+    .map(|&(_, lib)| lib)
+}
+
+/// In a stack without Python frames, folds each run of the toolkit's header-library frames
+/// (thrust, CUB, libcu++: nine frames of templates above a `thrust::device_vector` the program
+/// made) into one line, when a frame of the program's own is left to show first.
+fn fold_header_templates(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Folded>) {
+    let lib = |i: usize| header_library(&all[i]);
+    if frames.iter().all(|&i| lib(i).is_some()) || !frames.iter().any(|&i| lib(i).is_some()) {
+        return (frames.to_vec(), Vec::new());
+    }
+    let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
+    let mut run: Option<Folded> = None;
+    for &i in frames {
+        let Some(name) = lib(i) else {
+            folded.extend(run.take());
+            kept.push(i);
+            continue;
+        };
+        let r = run.get_or_insert_with(|| Folded {
+            at: kept.len(),
+            frames: 0,
+            modules: Vec::new(),
+        });
+        r.frames += 1;
+        if !r.modules.iter().any(|m| m == name) {
+            r.modules.push(name.to_string());
+        }
+    }
+    folded.extend(run);
+    (kept, folded)
+}
+
 /// Folds the runs of native frames of `frames` (indices into `all`) when any is a Python frame —
 /// and with them the Python frames of installed packages and the standard library, when a
 /// Python frame of the program's own is left: the frames kept, and the folded runs.
@@ -101,7 +165,7 @@ fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Fold
     let python = |i: &usize| all[*i].is_python();
     let own = |i: &usize| python(i) && python_library(&all[*i]).is_none();
     if !frames.iter().any(python) {
-        return (frames.to_vec(), Vec::new());
+        return fold_header_templates(all, frames);
     }
     let keep_libraries = !frames.iter().any(own);
     let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
@@ -1762,6 +1826,62 @@ mod tests {
         assert_eq!(visible_frames(&thread, "cudaMalloc", true), [0, 1, 2]);
         // A stack of nothing but unnamed libc frames is still shown.
         assert_eq!(visible_frames(&[unnamed_libc()], "cudaMalloc", false), [0]);
+    }
+
+    #[test]
+    fn thrust_template_frames_fold_so_the_program_s_frame_comes_first() {
+        let inc = |f: &str, file: &str| Frame {
+            file: Some(file.into()),
+            ..frame(f, "/bin/app")
+        };
+        let frames = [
+            inc(
+                "thrust::cuda_cub::malloc<thrust::cuda_cub::tag>(…)",
+                "/usr/local/cuda/include/thrust/system/cuda/detail/malloc_and_free.h",
+            ),
+            inc(
+                "thrust::detail::vector_base<float, thrust::device_allocator<float> >::vector_base(unsigned long)",
+                "/usr/local/cuda/targets/x86_64-linux/include/thrust/detail/vector_base.inl",
+            ),
+            // No source file: known by its namespace, past the return type.
+            Frame {
+                file: None,
+                line: None,
+                ..frame("void cub::DeviceReduce::Sum<float*>(…)", "/bin/app")
+            },
+            inc("make_scratch(int)", "svc.cu"),
+            inc("main", "svc.cu"),
+        ];
+        let idx: Vec<usize> = (0..frames.len()).collect();
+        let (kept, folded) = fold_native(&frames, &idx);
+        assert_eq!(kept, [3, 4]);
+        let unnamed_file = |f: &str| Frame {
+            file: None,
+            ..frame(f, "/bin/app")
+        };
+        assert_eq!(
+            header_library(&unnamed_file(
+                "thrust::detail::vector_base<float, thrust::device_allocator<float> >::vector_base(unsigned long)"
+            )),
+            Some("thrust")
+        );
+        assert_eq!(
+            header_library(&unnamed_file("scale(thrust::device_vector<float>&, float)")),
+            None
+        );
+        assert_eq!(
+            folded,
+            [Folded {
+                at: 0,
+                frames: 3,
+                modules: vec!["thrust".into(), "cub".into()],
+            }]
+        );
+        // All of it thrust's (the program's frames unnamed or cut): nothing is folded.
+        assert_eq!(fold_native(&frames[..2], &[0, 1]), (vec![0, 1], Vec::new()));
+        // A program's own function whose name only mentions thrust is not folded.
+        let own = [inc("scale(thrust::device_vector<float>&)", "svc.cu")];
+        assert_eq!(fold_native(&own, &[0]), (vec![0], Vec::new()));
     }
 
     fn record(size: u64, stack: usize, device: Option<i32>) -> LiveRecord {
