@@ -37,6 +37,19 @@ pub struct FrameView {
 }
 
 impl FrameView {
+    /// A frame of the program's own code: a source line outside the CUDA libraries and the
+    /// installed Python packages and standard library.
+    pub fn is_own(&self) -> bool {
+        !self.internal
+            && self.line.is_some()
+            && self.file.as_deref().is_some_and(|file| {
+                !(file.contains("/site-packages/")
+                    || file.contains("/dist-packages/")
+                    || file.starts_with('<')
+                    || is_python_stdlib(file))
+            })
+    }
+
     /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
     pub fn module_name(&self) -> Option<&str> {
         self.module.as_deref().map(basename)
@@ -67,6 +80,16 @@ pub struct StackView {
     /// Runs of frames folded into one line each (without `--native`: native runs in stacks with
     /// Python frames, the toolkit's header templates in others), in stack order.
     pub folded: Vec<Folded>,
+    /// The frame a one-line listing names (index into `frames`): the first, or for memory a
+    /// cache or library handle holds, the program's own call into it.
+    pub entry: usize,
+}
+
+impl StackView {
+    /// The frame a one-line listing names ([`StackView::entry`]).
+    pub fn where_frame(&self) -> Option<&FrameView> {
+        self.frames.get(self.entry).or_else(|| self.frames.first())
+    }
 }
 
 /// Native frames (and Python frames of installed packages) next to the program's Python frames,
@@ -78,6 +101,15 @@ pub struct Folded {
     pub frames: usize,
     /// The run's modules (file names) and Python packages, innermost first, each once.
     pub modules: Vec<String>,
+}
+
+/// `/usr/lib/python3.12/…`, `/opt/venv/lib/python3.12/…` (site-packages are told apart before).
+fn is_python_stdlib(file: &str) -> bool {
+    file.contains("/lib/")
+        && file.split('/').any(|part| {
+            part.strip_prefix("python3.")
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 /// The package of a Python frame in installed code — `torch` for
@@ -952,6 +984,11 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         .into_iter()
         .partition(|r| r.at < shown.len() || (r.at == shown.len() && !cut_off));
     let cut_frames: usize = cut_runs.iter().map(|r| r.frames).sum();
+    // Memory a library holds is named at the program's call into the library (its frames stay
+    // in the stack): `handle_request at svc.cpp:9`, not `libcublas.so.13+0x5b45ee`.
+    let entry = held_by
+        .and_then(|_| shown.iter().position(FrameView::is_own))
+        .unwrap_or(0);
     Prepared {
         callsite,
         view: StackView {
@@ -959,6 +996,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
             hidden: stack.frames.len() - idx.len() - folded_frames,
             frames: shown.into(),
             folded,
+            entry,
         },
         held_by,
     }
@@ -2343,6 +2381,39 @@ mod tests {
         assert_eq!(p.leaks[0].held_by, None);
         assert_eq!(f.verdict.exit_code, 23);
         assert!(f.verdict.fails_on_leaks && !f.verdict.fails_on_cached);
+    }
+
+    #[test]
+    fn a_library_s_block_is_named_at_the_program_s_call_into_the_library() {
+        // framework.json's cuBLAS workspace (stack 1), made from a C++ service's request
+        // handler instead of PyTorch: the row names handle_request, the stack keeps libcublas.
+        let mut d = fixture("framework.json");
+        let frames = &mut d.stacks[1].frames;
+        frames[3] = Frame {
+            function: Some("handle_request(Request const&)".into()),
+            file: Some("svc.cpp".into()),
+            line: Some(9),
+            ..frames[3].clone()
+        };
+        let f = one(&d, &cfg());
+        let g = f.processes[0]
+            .cached
+            .iter()
+            .find(|g| f.caches[g.held_by.unwrap()].id == "cublas")
+            .unwrap();
+        let at = g.stack.where_frame().unwrap();
+        assert_eq!(
+            at.function.as_deref(),
+            Some("handle_request(Request const&)")
+        );
+        assert_eq!(
+            functions(&g.stack)[0],
+            "?",
+            "libcublas stays at the top of the stack"
+        );
+        // A leak (no cache holds it) is named at its first frame, as always.
+        let leak = &f.processes[0].leaks[0];
+        assert_eq!(leak.stack.entry, 0);
     }
 
     /// framework.json with `n` 2 MiB caching-allocator segments (stack 0) and as many cuBLAS

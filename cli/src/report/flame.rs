@@ -238,6 +238,7 @@ mod tests {
             hidden: 0,
             omitted,
             folded: Vec::new(),
+            entry: 0,
         }
     }
 

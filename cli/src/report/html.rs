@@ -312,7 +312,7 @@ impl Page {
     /// A stack's innermost frame for one-line listings, C++ template arguments of long names
     /// elided as in text output (the stack below it has the whole name).
     fn where_text(&self, st: &StackView) -> String {
-        st.frames.first().map_or("(no frames)".into(), |f| {
+        st.where_frame().map_or("(no frames)".into(), |f| {
             frame_text_short(f, self.root.as_deref())
         })
     }

@@ -67,7 +67,7 @@ fn not_shown(w: &mut dyn Write, n: u64, one: &str, many: &str) -> io::Result<()>
 }
 
 fn first_frame(s: &StackView, root: Option<&str>) -> String {
-    s.frames.first().map_or_else(
+    s.where_frame().map_or_else(
         || "(no frames)".into(),
         |f| escape(&frame_text_under(f, root)),
     )

@@ -606,27 +606,9 @@ pub fn cached_by_rule(
     out
 }
 
-/// The first frame of the program's own code in a stack: one with a source line, outside the
-/// CUDA libraries and installed Python packages.
+/// The first frame of the program's own code in a stack ([`FrameView::is_own`]).
 pub fn own_frame(s: &crate::analyze::StackView) -> Option<&FrameView> {
-    s.frames.iter().find(|f| {
-        !f.internal
-            && f.line.is_some()
-            && f.file.as_deref().is_some_and(|file| {
-                !(file.contains("/site-packages/")
-                    || file.contains("/dist-packages/")
-                    || file.starts_with('<')
-                    || is_python_library(file))
-            })
-    })
-}
-
-/// `/usr/lib/python3.12/…`, `/opt/venv/lib/python3.12/…` (not site-packages, tested before).
-fn is_python_library(file: &str) -> bool {
-    file.split('/').any(|part| {
-        part.strip_prefix("python3.")
-            .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-    }) && file.contains("/lib/")
+    s.frames.iter().find(|f| f.is_own())
 }
 
 /// One cache's line when its callsites are not listed (`--show-cached` lists them): `from 11

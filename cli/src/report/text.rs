@@ -58,8 +58,7 @@ impl Out<'_> {
 
     /// A stack's innermost visible frame, for one-line listings.
     fn where_text(&self, s: &StackView) -> String {
-        s.frames
-            .first()
+        s.where_frame()
             .map_or("(no frames)".into(), |f| frame_text_short(f, self.root))
     }
 
