@@ -375,6 +375,30 @@ mod tests {
             ),
         ];
         assert_eq!(id_of(&rules, &frames), None);
+        // ... but the workspace it allocates for a cuBLAS handle is the handle's (H200,
+        // 2026-12-04: 2 × 32 MiB, main thread and autograd's).
+        let workspace = [
+            frames[0].clone(),
+            frame(
+                Some("at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)"),
+                "/torch/lib/libtorch_cuda.so",
+            ),
+            frame(
+                Some("at::cuda::getCurrentCUDABlasHandle()"),
+                "/torch/lib/libtorch_cuda.so",
+            ),
+        ];
+        assert_eq!(
+            id_of(&rules, &workspace).as_deref(),
+            Some("pytorch-blas-workspace")
+        );
+        // With the cache on, the segment found under the workspace stays the pool's.
+        let cached = [
+            frame(Some(ALLOC_BLOCK), TORCH),
+            frames[0].clone(),
+            workspace[1].clone(),
+        ];
+        assert_eq!(id_of(&rules, &cached).as_deref(), Some("pytorch-native"));
     }
 
     #[test]

@@ -208,3 +208,31 @@ fn a_pool_s_suspect_shows_the_top_of_its_stack_and_frames_shows_the_rest() {
     assert!(exact.contains("torch_keep.py:27"), "{exact}");
     assert!(!exact.contains("more frames (--frames)"), "{exact}");
 }
+
+/// PyTorch with its cache off (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`, torch_train.py, H200
+/// 2026-12-04): the cuBLAS workspaces PyTorch gives each handle (32 MiB for the main thread's and
+/// autograd's) and its cuBLASLt workspace (1 MiB) are the handles', not leaks; the tensors still
+/// alive at exit stay the program's.
+#[test]
+fn pytorch_s_cublas_workspaces_with_the_cache_off_are_held_not_leaked() {
+    let (code, v) = json(&[], "torch_train-nocache");
+    assert_eq!(code, 23, "{v}");
+    let held: Vec<(&str, u64, u64)> = v["cached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["cache"].as_str().unwrap(),
+                g["bytes"].as_u64().unwrap(),
+                g["allocations"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(by, _, _)| *by == "pytorch-blas-workspace")
+        .collect();
+    let total: u64 = held.iter().map(|h| h.1).sum();
+    let blocks: u64 = held.iter().map(|h| h.2).sum();
+    assert_eq!((total, blocks), (65 << 20, 3), "{held:?}");
+    let text = serde_json::to_string(&v["leaks"]).unwrap();
+    assert!(!text.contains("setWorkspaceForHandle"), "{text}");
+}
