@@ -1,0 +1,189 @@
+//! The examples in README.md and docs/ are the output of commands this test runs again, so they
+//! cannot go stale (issue 25). An example is a fenced block right after a marker
+//! `<!-- example: ID -->`; each ID below says how its output is made. The block's lines must
+//! appear in that output, in order and next to each other, where a `…` in a block line stands
+//! for any text and lines starting with `$ ` (the command, as a user types it) are not compared.
+//! Every ID must be marked exactly once, and every marker must have an ID here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cudaleak_tests::{cudaleak_cli, frameworks_library_path, scenario_program, shim};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// `cudaleak ARGS` from the repository root (relative paths in the output, as in the docs).
+fn cli(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(cudaleak_cli());
+    cmd.current_dir(repo()).args(args);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CUDALEAK_") || k.starts_with("NULLCUDA_") || k == "LD_PRELOAD" {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd.envs(env.iter().copied()).env("NO_COLOR", "1");
+    let out = cmd.output().expect("cudaleak runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The output each example is taken from.
+fn output(id: &str) -> String {
+    match id {
+        // README, "Caches and library handles": the framework stand-ins under `cudaleak run`.
+        "caches-run" => {
+            let out = tempfile::tempdir().unwrap();
+            let program = scenario_program("framework_caches");
+            let shim = shim().display().to_string();
+            let out_dir = out.path().display().to_string();
+            let lib_path = frameworks_library_path();
+            cli(
+                &["run", "--shim", &shim, "--out", &out_dir, "--"]
+                    .into_iter()
+                    .chain([program.to_str().unwrap()])
+                    .collect::<Vec<_>>(),
+                &[("LD_LIBRARY_PATH", &lib_path)],
+            )
+        }
+        // docs/report-format.md, `report --growth`: the series the CLI's tests pin.
+        "growth-fixture" => cli(&["report", "--growth", "cli/tests/fixtures/growth"], &[]),
+        // docs/report-format.md, "What the script held when it ended": a real exit dump.
+        "script-end" => {
+            let dir = tempfile::tempdir().unwrap();
+            let status = Command::new("python3")
+                .arg(repo().join("scripts/growth-fixture.py"))
+                .arg("unpack")
+                .arg(repo().join("cli/tests/fixtures/growth-corpus/leak_losses_append-exact.json"))
+                .arg(dir.path())
+                .status()
+                .expect("python3 runs scripts/growth-fixture.py");
+            assert!(status.success());
+            let exit = dir.path().join("cudaleak.2595.json");
+            cli(&["report", exit.to_str().unwrap()], &[])
+        }
+        other => panic!("no command for the example {other:?}"),
+    }
+}
+
+const IDS: [&str; 3] = ["caches-run", "growth-fixture", "script-end"];
+
+/// (file, id, the block's lines) of every marked example.
+fn examples() -> Vec<(PathBuf, String, Vec<String>)> {
+    let mut files = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let Some(id) = line
+                .trim()
+                .strip_prefix("<!-- example:")
+                .and_then(|r| r.strip_suffix("-->"))
+            else {
+                continue;
+            };
+            let fence = lines.by_ref().find(|l| !l.trim().is_empty());
+            assert!(
+                fence.is_some_and(|f| f.starts_with("```")),
+                "{}: the example {id} is not followed by a fenced block",
+                file.display()
+            );
+            let block: Vec<String> = lines
+                .by_ref()
+                .take_while(|l| !l.starts_with("```"))
+                .filter(|l| !l.starts_with("$ "))
+                .map(str::to_string)
+                .collect();
+            out.push((file.clone(), id.trim().to_string(), block));
+        }
+    }
+    out
+}
+
+/// A block line matches an output line when its pieces between `…` appear in it, in order,
+/// the first at its start and the last at its end.
+fn line_matches(doc: &str, seen: &str) -> bool {
+    let pieces: Vec<&str> = doc.split('…').collect();
+    if pieces.len() == 1 {
+        return doc == seen;
+    }
+    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
+    if !seen.starts_with(first) || !seen.ends_with(last) || seen.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &seen[first.len()..seen.len() - last.len()];
+    for p in &pieces[1..pieces.len() - 1] {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+fn contains_block(output: &[&str], block: &[String]) -> bool {
+    block.is_empty()
+        || output.windows(block.len()).any(|w| {
+            w.iter()
+                .zip(block)
+                .all(|(seen, doc)| line_matches(doc, seen))
+        })
+}
+
+#[test]
+fn line_matching_knows_ellipses() {
+    assert!(line_matches("a … z", "a b c z"));
+    assert!(line_matches(
+        "note: … (x/…/y.json): nothing",
+        "note: pid 1 (x/a/b/y.json): nothing"
+    ));
+    assert!(!line_matches("a … z", "a b c"));
+    assert!(!line_matches("abc", "abcd"));
+    assert!(contains_block(
+        &["x", "a", "b", "y"],
+        &["a".into(), "b".into()]
+    ));
+    assert!(!contains_block(&["a", "x", "b"], &["a".into(), "b".into()]));
+}
+
+#[test]
+fn every_marked_example_is_what_its_command_prints() {
+    let examples = examples();
+    for id in IDS {
+        let n = examples.iter().filter(|(_, e, _)| e == id).count();
+        assert_eq!(
+            n, 1,
+            "the example {id} is marked {n} times in README.md and docs/"
+        );
+    }
+    let mut stale = Vec::new();
+    for (file, id, block) in &examples {
+        assert!(
+            IDS.contains(&id.as_str()),
+            "{}: unknown example {id}",
+            file.display()
+        );
+        let out = output(id);
+        let lines: Vec<&str> = out.lines().collect();
+        if !contains_block(&lines, block) {
+            stale.push(format!(
+                "{} (example {id}) is stale; the command printed:\n{out}\n--- the docs say:\n{}",
+                file.display(),
+                block.join("\n")
+            ));
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n\n"));
+}
