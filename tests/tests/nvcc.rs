@@ -2,7 +2,8 @@
 //! imports `cudaMalloc@libcudart.so.13` and the registration/launch glue, exactly as on a GPU
 //! machine. Needs nvcc (not a GPU): `NVCC`, `nvcc` on PATH, `$CUDA_HOME/bin/nvcc`,
 //! /usr/local/cuda, or the install `scripts/nvcc.sh` leaves in its cache. Without one these
-//! tests say so on stderr and check nothing.
+//! tests say so on stderr and check nothing — unless `CUDALEAK_REQUIRE_SAMPLES=1` (`make test`),
+//! where scripts/nvcc.sh installs one or the test fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,11 +42,39 @@ fn source() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda/nvcc_leak.cu")
 }
 
-/// Builds nvcc_leak.cu with `-cudart shared` plus `extra`; None when there is no nvcc.
+/// With `CUDALEAK_REQUIRE_SAMPLES=1` (`make test`, hence CI) a missing nvcc is installed by
+/// scripts/nvcc.sh, as the sample tests do, and its failure fails the test: CI cannot pass
+/// without having built with nvcc.
+fn required_nvcc() -> PathBuf {
+    // Once per test binary: its tests run in parallel, and one install is enough.
+    static NVCC: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    NVCC.get_or_init(install_nvcc).clone()
+}
+
+fn install_nvcc() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nvcc.sh");
+    let out = Command::new(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "CUDALEAK_REQUIRE_SAMPLES=1 but scripts/nvcc.sh found or installed no nvcc"
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Builds nvcc_leak.cu with `-cudart shared` plus `extra`; None when there is no nvcc (and
+/// none is required).
 fn build(dir: &Path, name: &str, extra: &[&str]) -> Option<PathBuf> {
-    let Some(nvcc) = nvcc() else {
-        eprintln!("no nvcc found: the nvcc build is not checked");
-        return None;
+    let required = std::env::var_os("CUDALEAK_REQUIRE_SAMPLES").is_some_and(|v| v == "1");
+    let nvcc = match nvcc() {
+        Some(n) => n,
+        None if required => required_nvcc(),
+        None => {
+            eprintln!("no nvcc found: the nvcc build is not checked (CUDALEAK_REQUIRE_SAMPLES=1 requires it)");
+            return None;
+        }
     };
     let out = dir.join(name);
     // Link-time libcudart: nvcc's own, whose symbols carry the same version as the null one.
