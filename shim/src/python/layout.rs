@@ -443,5 +443,11 @@ pub(crate) mod tests {
             checked.push(format!("{major}.{minor}"));
         }
         eprintln!("layouts checked against headers: {checked:?}");
+        // Passing without checking anything would hide a broken probe or a machine without any
+        // CPython headers (CI has the interpreter's own).
+        assert!(
+            !checked.is_empty(),
+            "no CPython with headers found: no layout was checked"
+        );
     }
 }
