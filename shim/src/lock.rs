@@ -219,6 +219,40 @@ mod tests {
     }
 
     #[test]
+    fn a_waiter_sleeps_on_the_futex_and_the_unlock_wakes_it() {
+        // The holder keeps the lock far longer than the spin, so the waiter must mark the word
+        // CONTENDED and sleep in futex_wait; only the holder's futex_wake lets it in.
+        let m: Mutex<u32> = Mutex::new(0);
+        let held = m.lock();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                *m.lock() += 1;
+            });
+            let start = std::time::Instant::now();
+            // SAFETY: only reads the lock's word; the lock itself is not touched.
+            let word = unsafe { &m.raw().state };
+            while word.load(Ordering::Relaxed) != CONTENDED {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(10),
+                    "the waiter never marked the lock contended"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(
+                !waiter.is_finished(),
+                "the waiter got in while the lock was held"
+            );
+            drop(held);
+            waiter.join().unwrap();
+        });
+        assert_eq!(*m.lock(), 1);
+        // SAFETY: as above, a read of the word.
+        let word = unsafe { &m.raw().state };
+        assert_eq!(word.load(Ordering::Relaxed), UNLOCKED);
+    }
+
+    #[test]
     fn reclaiming_a_lock_held_for_good_leaves_it_free_and_empty() {
         let m: Mutex<Vec<u32>> = Mutex::new(vec![1, 2]);
         assert!(!reclaim(&m), "a free lock is left as it is");
