@@ -11,7 +11,7 @@ use super::{
     human_bytes, placement, plural, pool_growth_text, process_label, quiet_line, summary_line,
     suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
-use super::{growth_summary_line, human_duration, point_label, rate_text};
+use super::{growth_gate_reason, growth_summary_line, human_duration, point_label, rate_text};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::growth::{GrowthFindings, RULE_TEXT};
@@ -385,7 +385,12 @@ impl Reporter for Markdown {
         )?;
         writeln!(w)?;
         if g.exit_code != 0 {
-            writeln!(w, "❌ gate failed (growth), exit status {}", g.exit_code)?;
+            writeln!(
+                w,
+                "❌ gate failed ({}), exit status {}",
+                growth_gate_reason(g),
+                g.exit_code
+            )?;
         } else {
             writeln!(w, "✅ gate passed")?;
         }
