@@ -325,6 +325,27 @@ impl ReportArgs {
     }
 }
 
+impl Cli {
+    /// The checks clap cannot make while parsing (they depend on a flag's value), reported as
+    /// clap reports its own conflicts: `error: …`, the subcommand's usage, exit 2.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        let (sub, found) = match &self.command {
+            Command::Report(a) => ("report", a.check()),
+            Command::Run(a) => ("run", a.report.check()),
+            Command::Diff(_) | Command::Symbolize(_) => return Ok(()),
+        };
+        found.map_err(|message| {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            cmd.build();
+            let sub = cmd
+                .find_subcommand_mut(sub)
+                .expect("the subcommand is defined");
+            sub.error(clap::error::ErrorKind::ArgumentConflict, message)
+        })
+    }
+}
+
 impl DiffArgs {
     pub fn view(&self, auto_color: bool) -> View {
         self.out.view(auto_color, false)

@@ -227,7 +227,6 @@ fn run_growth(
 /// `cudaleak report`.
 pub fn report(a: &ReportArgs) -> u8 {
     let run = || -> Result<u8, Failure> {
-        a.check().map_err(Failure)?;
         if a.list_caches {
             let user = read_suppressions(&a.report)?.cache;
             let text = caches::listing(&user, a.report.suppressions.as_deref());
@@ -249,7 +248,6 @@ pub fn report(a: &ReportArgs) -> u8 {
 pub fn run(a: &RunArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         // Everything that can be wrong with the command line is checked before the program runs.
-        a.report.check().map_err(Failure)?;
         let cfg = Config {
             hide_quiet: true,
             ..config(&a.report, a.report.view(false))?
