@@ -119,10 +119,12 @@ pub struct ReportArgs {
     #[arg(long, conflicts_with = "gen_suppressions")]
     pub growth: bool,
     /// Print the built-in cache rules (and the `cache:` lines of --suppressions) and exit
-    #[arg(long, conflicts_with_all = ["growth", "gen_suppressions"])]
+    #[arg(long, conflicts_with_all = ["growth", "gen_suppressions", "stats", "paths"])]
     pub list_caches: bool,
     /// Dump files or directories of dumps
-    #[arg(required_unless_present = "list_caches", value_name = "PATH")]
+    // Required (so help shows `<PATH>...`); clap lets a required argument be missing when one
+    // it conflicts with, here --list-caches, is present.
+    #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 
@@ -134,7 +136,7 @@ pub struct OutputOptions {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Write to FILE instead of standard output (a temporary file in FILE's directory, renamed
-    /// into place when complete)
+    /// into place when complete); `-` is standard output
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Colour in text output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb;
@@ -143,10 +145,10 @@ pub struct OutputOptions {
     pub color: ColorChoice,
     /// Show at most N leak groups per process (diff: callsites; --growth: suspects); totals,
     /// SUMMARY and the gate still count all
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = at_least_one("--top"))]
     pub top: Option<u64>,
     /// Show at most N frames per stack
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = at_least_one("--frames"))]
     pub frames: Option<u64>,
     /// Show frames inside the CUDA runtime/driver, the shim and the C start-up code
     #[arg(long)]
@@ -181,8 +183,9 @@ pub struct ReportOptions {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EXIT_CODE)]
     pub exit_code: u8,
     /// Instead of the report, print a suppression file: a ready `leak:` line per leak group shown,
-    /// under a comment naming the group (the exit status is still the gate's)
-    #[arg(long)]
+    /// under a comment naming the group (the exit status is still the gate's); text only, so
+    /// not with --stats or a --format other than text
+    #[arg(long, conflicts_with = "stats")]
     pub gen_suppressions: bool,
     /// What fails the gate: leaks, errors (double and invalid frees), all (both), or strict (both,
     /// and blocks held by caches and library handles count as leaked)
@@ -278,7 +281,26 @@ impl OutputOptions {
     }
 }
 
+/// The name `--format` takes for `f`, for messages.
+fn format_name(f: Format) -> String {
+    f.to_possible_value()
+        .map_or_else(|| format!("{f:?}"), |v| v.get_name().to_string())
+}
+
 impl ReportOptions {
+    /// What clap cannot refuse, since it depends on a flag's value: --gen-suppressions writes a
+    /// suppression file, which has one format.
+    pub fn check(&self) -> Result<(), String> {
+        if self.gen_suppressions && self.out.format != Format::Text {
+            return Err(format!(
+                "the argument '--gen-suppressions' cannot be used with '--format {}' (it writes a \
+                 suppression file, which is text)",
+                format_name(self.out.format)
+            ));
+        }
+        Ok(())
+    }
+
     pub fn view(&self, auto_color: bool) -> View {
         self.out.view(auto_color, self.stats)
     }
@@ -294,9 +316,53 @@ impl ReportOptions {
     }
 }
 
+impl ReportArgs {
+    /// [`ReportOptions::check`], and --list-caches, which prints text only.
+    pub fn check(&self) -> Result<(), String> {
+        if self.list_caches && self.report.out.format != Format::Text {
+            return Err(format!(
+                "the argument '--list-caches' cannot be used with '--format {}' (the cache rules \
+                 are listed as text)",
+                format_name(self.report.out.format)
+            ));
+        }
+        self.report.check()
+    }
+}
+
+impl Cli {
+    /// The checks clap cannot make while parsing (they depend on a flag's value), reported as
+    /// clap reports its own conflicts: `error: …`, the subcommand's usage, exit 2.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        let (sub, found) = match &self.command {
+            Command::Report(a) => ("report", a.check()),
+            Command::Run(a) => ("run", a.report.check()),
+            Command::Diff(_) | Command::Symbolize(_) => return Ok(()),
+        };
+        found.map_err(|message| {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            cmd.build();
+            let sub = cmd
+                .find_subcommand_mut(sub)
+                .expect("the subcommand is defined");
+            sub.error(clap::error::ErrorKind::ArgumentConflict, message)
+        })
+    }
+}
+
 impl DiffArgs {
     pub fn view(&self, auto_color: bool) -> View {
         self.out.view(auto_color, false)
+    }
+}
+
+/// A value parser for a count that must be 1 or more, whose error names `flag`.
+fn at_least_one(flag: &'static str) -> impl Fn(&str) -> Result<u64, String> + Clone {
+    move |s| match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err(format!("{flag} takes 1 or more")),
+        Err(_) => Err(format!("{flag} takes a whole number, 1 or more")),
     }
 }
 
@@ -368,6 +434,17 @@ mod tests {
         assert!(!use_color(ColorChoice::Auto, false));
         assert!(use_color(ColorChoice::Always, false));
         assert!(!use_color(ColorChoice::Never, true));
+    }
+
+    #[test]
+    fn counts_take_one_or_more_and_the_error_names_the_flag() {
+        let top = at_least_one("--top");
+        assert_eq!(top("1"), Ok(1));
+        assert_eq!(top("0"), Err("--top takes 1 or more".into()));
+        assert_eq!(
+            top("-1"),
+            Err("--top takes a whole number, 1 or more".into())
+        );
     }
 
     #[test]

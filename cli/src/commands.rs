@@ -11,7 +11,7 @@ use crate::analyze::View;
 use crate::analyze::{self, Config, Findings};
 use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, SymbolizeArgs};
 use crate::caches;
-use crate::growth::{self, GrowthFindings};
+use crate::growth::{self, AtExit, GrowthFindings};
 use crate::load;
 use crate::output::Output;
 use crate::report::{self, html, html::Gatekeeper};
@@ -197,25 +197,31 @@ fn run_growth(
     cfg: &Config,
 ) -> Result<u8, Failure> {
     let series = load::expand_again(&[dir.to_path_buf()], true)?;
-    let findings = match growth_of(&series, cfg)? {
+    let mut findings = match growth_of(&series, cfg)? {
         Ok(f) => f,
         Err(why) => {
             say!("{why}\nno process wrote two dumps: the exit report follows");
             return write_report(&exit, &[dir.to_path_buf()], opts, cfg);
         }
     };
-    write_growth(&findings, Some(&exit), opts, cfg)?;
-    if findings.exit_code != 0 {
-        return Ok(findings.exit_code);
+    // The report's last line carries the verdict (CI logs often keep stdout only): when the
+    // exit report fails the gate and growth does not, the growth report says so itself.
+    if findings.exit_code == 0 && exit.verdict.exit_code != 0 {
+        findings.exit_code = exit.verdict.exit_code;
+        findings.at_exit = Some(AtExit {
+            reasons: report::gate_reasons(&exit),
+            leaked: exit.totals.leaked,
+        });
     }
-    if exit.verdict.exit_code != 0 {
+    write_growth(&findings, Some(&exit), opts, cfg)?;
+    if findings.at_exit.is_some() {
         say!(
             "nothing grew like a leak, but the exit report fails the gate: `cudaleak report {}` \
              lists what was still leaked at exit",
             dir.display()
         );
     }
-    Ok(exit.verdict.exit_code)
+    Ok(findings.exit_code)
 }
 
 /// `cudaleak report`.
@@ -272,13 +278,19 @@ pub fn run(a: &RunArgs) -> u8 {
             std::env::var_os("CUDALEAK_SHIM"),
             exe.as_deref(),
         )?;
+        let out_existed = a.out.exists();
         let dir = run::fresh_run_dir(&a.out)?;
         say!("dumps of this run go to {}", dir.display());
-        let program = match run::run_program(&a.program, &shim, &dir, &extra_env)? {
-            Outcome::NotStarted(code) => {
-                let _ = std::fs::remove_dir(&dir);
-                return Ok(code);
+        let started = run::run_program(&a.program, &shim, &dir, &extra_env);
+        if !matches!(started, Ok(Outcome::Exited(_))) {
+            // Nothing ran: leave no empty directory behind (nor --out, if this run made it).
+            let _ = std::fs::remove_dir(&dir);
+            if !out_existed {
+                let _ = std::fs::remove_dir(&a.out);
             }
+        }
+        let program = match started? {
+            Outcome::NotStarted(code) => return Ok(code),
             Outcome::Exited(status) => Some(status).filter(|s| s.shell() != 0),
         };
         if let Some(p) = program {
@@ -287,6 +299,9 @@ pub fn run(a: &RunArgs) -> u8 {
                 p.how(),
                 p.shell()
             );
+            if !run::driver_found(std::env::var_os("LD_LIBRARY_PATH")) {
+                say!("{}", run::NO_DRIVER_NOTE);
+            }
         }
         let files = load::expand(std::slice::from_ref(&dir), true)?;
         if files.is_empty() {
@@ -356,7 +371,15 @@ pub fn diff(a: &DiffArgs) -> u8 {
 pub fn symbolize(a: &SymbolizeArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         let files = load::expand_series(&a.paths)?;
+        if a.output.as_deref().is_some_and(crate::output::is_stdout) && files.len() > 1 {
+            return Err(Failure(format!(
+                "-o - writes one dump to standard output, and {} dumps were given; name a \
+                 directory instead",
+                files.len()
+            )));
+        }
         let into_dir = match &a.output {
+            Some(out) if crate::output::is_stdout(out) => false,
             Some(out) => files.len() > 1 || out.is_dir() || a.paths.iter().any(|p| p.is_dir()),
             None => false,
         };

@@ -226,6 +226,17 @@ pub struct GrowthFindings {
     pub tolerated: bool,
     /// 0, or the gate's exit code.
     pub exit_code: u8,
+    /// Under `run --growth`, when nothing grew but the exit report fails the gate: its reasons
+    /// and what it leaked; `exit_code` is then the exit report's. `None` elsewhere.
+    pub at_exit: Option<AtExit>,
+}
+
+/// Why the exit report of a `run --growth` failed the gate, for the growth report's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtExit {
+    /// `leaks`, `bad frees`, … as `report::gate_reasons` words them.
+    pub reasons: Vec<&'static str>,
+    pub leaked: Counts,
 }
 
 /// Why a growth report cannot be made.
@@ -401,6 +412,7 @@ impl<'a> Builder<'a> {
             suspect_growth_bytes,
             tolerated,
             exit_code,
+            at_exit: None,
         })
     }
 }

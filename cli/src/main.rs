@@ -22,6 +22,10 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Err(e) = cli.check() {
+        let _ = e.print();
+        return ExitCode::from(commands::EXIT_ERROR);
+    }
     ExitCode::from(match &cli.command {
         args::Command::Run(a) => commands::run(a),
         args::Command::Report(a) => commands::report(a),

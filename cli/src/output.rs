@@ -13,6 +13,23 @@ use std::path::{Path, PathBuf};
 use anstream::stream::RawStream;
 use tempfile::NamedTempFile;
 
+/// Whether `-o PATH` means standard output: `-`, as for most tools.
+pub fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+/// An I/O error's text without the path tempfile wraps around it (the temporary file's) and
+/// without the "(os error N)" tail.
+fn plain(e: &io::Error) -> String {
+    let inner = e
+        .get_ref()
+        .and_then(|x| std::error::Error::source(x))
+        .and_then(|s| s.downcast_ref::<io::Error>())
+        .unwrap_or(e);
+    let s = inner.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
 /// An open destination; [`Output::finish`] completes it.
 pub enum Output {
     Stdout(BufWriter<io::StdoutLock<'static>>),
@@ -28,9 +45,10 @@ fn auto_color(raw: &impl RawStream) -> bool {
 }
 
 impl Output {
-    /// Opens `path` (or standard output); also whether `--color auto` means colour there.
+    /// Opens `path` (or standard output, for none or `-`); also whether `--color auto` means
+    /// colour there.
     pub fn open(path: Option<&Path>) -> Result<(Output, bool), String> {
-        let Some(p) = path else {
+        let Some(p) = path.filter(|p| !is_stdout(p)) else {
             let color = auto_color(&io::stdout());
             return Ok((Output::Stdout(BufWriter::new(io::stdout().lock())), color));
         };
@@ -55,7 +73,8 @@ impl Output {
         let tmp = tempfile::Builder::new()
             .prefix(".cudaleak-report.")
             .tempfile_in(&dir)
-            .map_err(|e| format!("{}: cannot create: {e}", p.display()))?;
+            // tempfile's error names the temporary file; the user named `p`.
+            .map_err(|e| format!("{}: cannot create: {}", p.display(), plain(&e)))?;
         let color = auto_color(tmp.as_file());
         Ok((
             Output::File {

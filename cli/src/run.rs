@@ -40,6 +40,7 @@ pub fn find_shim(
     let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     if let Some(p) = flag {
         if p.is_file() {
+            is_elf(p).map_err(|why| format!("--shim {}: {why}", p.display()))?;
             return Ok((absolute(p), ShimSource::Flag));
         }
         return Err(format!("--shim {}: no such file", p.display()));
@@ -47,6 +48,7 @@ pub fn find_shim(
     if let Some(v) = env.filter(|v| !v.is_empty()) {
         let p = PathBuf::from(v);
         if p.is_file() {
+            is_elf(&p).map_err(|why| format!("CUDALEAK_SHIM={}: {why}", p.display()))?;
             return Ok((absolute(&p), ShimSource::Env));
         }
         return Err(format!("CUDALEAK_SHIM={}: no such file", p.display()));
@@ -70,6 +72,65 @@ pub fn find_shim(
         beside.display(),
         lib.display()
     ))
+}
+
+/// Whether `p` starts as a shared library does (the ELF magic): the loader only warns about a
+/// preload it cannot use and runs the program unwatched, so a wrong file is refused up front.
+fn is_elf(p: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut magic));
+    match read {
+        Ok(()) if magic == *b"\x7fELF" => Ok(()),
+        Ok(()) => Err(
+            "not a shared library (no ELF header); pass the libcudaleak.so the shim \
+                       crate builds"
+                .into(),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(
+            "not a shared library (shorter than an ELF header); pass the libcudaleak.so the \
+             shim crate builds"
+                .into(),
+        ),
+        Err(e) => Err(format!("cannot read: {e}")),
+    }
+}
+
+/// The note `run` prints when the program failed and no CUDA driver can be found: a machine
+/// without a GPU runs programs against the null device (see the README).
+pub const NO_DRIVER_NOTE: &str = "note: no CUDA driver (libcuda.so.1) was found on this machine, \
+     so CUDA calls fail (cudaErrorInsufficientDriver); to run on the null device without a GPU, \
+     see \"Without a GPU: the null device\" in README.md";
+
+/// Whether `libcuda.so.1` can be found as the dynamic loader would look for it: in a directory
+/// of `ld_library_path`, in the loader's cache (`/etc/ld.so.cache`), or in a default library
+/// directory. A name search, not a `dlopen`: the CLI loads no CUDA library itself.
+pub fn driver_found(ld_library_path: Option<OsString>) -> bool {
+    const NAME: &str = "libcuda.so.1";
+    let listed = ld_library_path
+        .iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| !d.as_os_str().is_empty());
+    let defaults = [
+        "/lib",
+        "/usr/lib",
+        "/lib64",
+        "/usr/lib64",
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib/wsl/lib",
+    ]
+    .map(PathBuf::from);
+    if listed.chain(defaults).any(|d| d.join(NAME).exists()) {
+        return true;
+    }
+    std::fs::read("/etc/ld.so.cache").is_ok_and(|cache| {
+        cache
+            .windows(NAME.len() + 1)
+            .any(|w| w[..NAME.len()] == *NAME.as_bytes() && w[NAME.len()] == 0)
+    })
 }
 
 /// LD_PRELOAD with the shim appended to what is already there.
@@ -209,6 +270,20 @@ pub fn growth_env(get: impl Fn(&str) -> Option<OsString>) -> Option<(&'static st
 
 /// Creates `<out>/run-<unix seconds>-<pid>[-n]`, a directory no earlier run used.
 pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
+    if let Ok(m) = std::fs::metadata(out) {
+        if !m.is_dir() {
+            return Err(format!(
+                "--out {}: is {}, not a directory; --out names a directory that receives one \
+                 subdirectory of dumps per run",
+                out.display(),
+                if m.is_file() {
+                    "a file"
+                } else {
+                    crate::load::what_it_is(m.file_type())
+                }
+            ));
+        }
+    }
     std::fs::create_dir_all(out).map_err(|e| format!("{}: cannot create: {e}", out.display()))?;
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -376,6 +451,57 @@ mod tests {
         assert_eq!(e, "CUDALEAK_SHIM=/nope/x.so: no such file");
     }
 
+    /// Enough of a shared library for `find_shim`: its magic number.
+    const ELF: &[u8] = b"\x7fELF\x02\x01\x01";
+
+    #[test]
+    fn a_shim_that_is_not_elf_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("libcudaleak.so");
+        std::fs::write(&text, "#!/bin/sh\n").unwrap();
+        let e = find_shim(Some(&text), None, None).unwrap_err();
+        assert!(
+            e.starts_with(&format!("--shim {}: not a shared library", text.display())),
+            "{e}"
+        );
+        std::fs::write(&text, "").unwrap();
+        let e = find_shim(None, Some(text.clone().into()), None).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "CUDALEAK_SHIM={}: not a shared library",
+                text.display()
+            )),
+            "{e}"
+        );
+        std::fs::write(&text, ELF).unwrap();
+        assert!(find_shim(Some(&text), None, None).is_ok());
+    }
+
+    #[test]
+    fn the_driver_is_found_on_ld_library_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("libcuda.so.1"), ELF).unwrap();
+        let mut path = OsString::from("/nonexistent:");
+        path.push(dir.path());
+        assert!(driver_found(Some(path)));
+    }
+
+    #[test]
+    fn an_existing_file_as_out_is_named_not_an_os_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("results");
+        std::fs::write(&file, "").unwrap();
+        let e = fresh_run_dir(&file).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "--out {}: is a file, not a directory; --out names a directory that \
+                 receives one subdirectory of dumps per run",
+                file.display()
+            )
+        );
+    }
+
     #[test]
     fn shim_is_found_beside_the_binary_then_in_lib() {
         let dir = tempfile::tempdir().unwrap();
@@ -389,18 +515,18 @@ mod tests {
             e.contains("bin/libcudaleak.so") && e.contains("lib/libcudaleak.so"),
             "{e}"
         );
-        std::fs::write(lib.join(SHIM_NAME), "").unwrap();
+        std::fs::write(lib.join(SHIM_NAME), ELF).unwrap();
         let (p, src) = find_shim(None, None, Some(&exe)).unwrap();
         assert_eq!(src, ShimSource::LibDir);
         assert!(p.ends_with("lib/libcudaleak.so"));
-        std::fs::write(bin.join(SHIM_NAME), "").unwrap();
+        std::fs::write(bin.join(SHIM_NAME), ELF).unwrap();
         assert_eq!(
             find_shim(None, None, Some(&exe)).unwrap().1,
             ShimSource::NextToBinary
         );
         // The environment wins over the default places, the flag over the environment.
         let other = dir.path().join("other.so");
-        std::fs::write(&other, "").unwrap();
+        std::fs::write(&other, ELF).unwrap();
         let (_, src) = find_shim(None, Some(other.clone().into()), Some(&exe)).unwrap();
         assert_eq!(src, ShimSource::Env);
         let (_, src) = find_shim(Some(&other), Some("/nope".into()), Some(&exe)).unwrap();

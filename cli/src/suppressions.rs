@@ -86,6 +86,11 @@ pub fn read(path: &Path) -> Result<Suppressions, ParseError> {
         message: format!("cannot read suppressions: {message}"),
     };
     let (mut file, _) = crate::load::open_regular(path).map_err(|e| {
+        if let crate::load::LoadErrorKind::NotAFile(what) = e.kind {
+            return cannot(format!(
+                "is {what}, not a regular file; a suppression file must be a regular file"
+            ));
+        }
         // The error's text starts with the path, which ParseError shows itself.
         let text = e.to_string();
         let prefix = format!("{}: ", path.display());

@@ -239,7 +239,10 @@ fn bad_suppression_file_is_a_usage_error_naming_file_and_line() {
 fn broken_inputs_exit_2_with_file_line_and_column() {
     let cases = [
         ("malformed.json", ":14:5: missing field \"size\""),
-        ("truncated.json", ":145:15: EOF while parsing"),
+        (
+            "truncated.json",
+            ":145:15: the file ends early, inside an object: it is truncated",
+        ),
         ("non_utf8.json", ":49:24: invalid unicode code point"),
         (
             "wrong_version.json",
@@ -539,8 +542,8 @@ fn diff_puts_growth_first_and_fails_only_when_asked() {
 // ---------------------------------------------------------------------------------------------
 // run
 
-/// A stand-in shim: any existing file works, since the "program" is a shell script that writes
-/// the dump itself (the loader only warns that it cannot preload a non-ELF file).
+/// A stand-in shim: any file with the ELF magic works, since the "program" is a shell script
+/// that writes the dump itself (the loader only warns that it cannot preload a file that short).
 struct RunEnv {
     dir: tempfile::TempDir,
     shim: PathBuf,
@@ -550,7 +553,8 @@ struct RunEnv {
 fn run_env() -> RunEnv {
     let dir = tempfile::tempdir().unwrap();
     let shim = dir.path().join("libcudaleak.so");
-    std::fs::write(&shim, b"").unwrap();
+    // The ELF magic: `run` refuses a shim that is not a shared library.
+    std::fs::write(&shim, b"\x7fELF").unwrap();
     let out = dir.path().join("out");
     RunEnv { dir, shim, out }
 }
@@ -1504,7 +1508,7 @@ fn html_and_folded_refuse_a_broken_snapshot_with_its_file_and_position() {
     report(&["--format", "html", "-o", &page.display().to_string(), &d])
         .code(2)
         .stderr(predicate::str::contains(format!(
-            "cudaleak: {}:145:15: EOF while parsing",
+            "cudaleak: {}:145:15: the file ends early, inside an object: it is truncated",
             bad.display()
         )));
     assert!(!page.exists(), "no half-written page");
@@ -1574,4 +1578,312 @@ fn html_page_of_an_out_directory_names_its_latest_run_once() {
             "--growth {growth}: {stderr}"
         );
     }
+}
+
+// issue 25: -o -, help, conflicting options, messages, the growth verdict, the null device
+
+#[test]
+fn dash_o_means_standard_output_for_every_command_that_takes_o() {
+    let cwd = tempfile::tempdir().unwrap();
+    let leak = fx("leak_loop.json");
+    bin()
+        .current_dir(cwd.path())
+        .args(["report", "-o", "-", &leak])
+        .assert()
+        .code(23)
+        .stdout(predicate::str::ends_with(
+            "SUMMARY: 40.00 KiB leaked in 10 allocations from 1 callsite (1 process)\n",
+        ));
+    let old = fx("snapshots/cudaleak.3001.snapshot-1.json");
+    let new = fx("snapshots/cudaleak.3001.snapshot-2.json");
+    bin()
+        .current_dir(cwd.path())
+        .args(["diff", "-o", "-", &old, &new])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("Grew 1 of 3: +16.00 KiB"));
+    bin()
+        .current_dir(cwd.path())
+        .args(["symbolize", "-o", "-", &leak])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::starts_with("{"));
+    bin()
+        .current_dir(cwd.path())
+        .args(["symbolize", "-o", "-", &fx("snapshots")])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "-o - writes one dump to standard output, and 2 dumps were given",
+        ));
+    assert!(
+        std::fs::read_dir(cwd.path()).unwrap().next().is_none(),
+        "no file named - (nor anything else) was written"
+    );
+}
+
+#[test]
+fn report_help_shows_path_as_required() {
+    bin()
+        .args(["report", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "Usage: cudaleak report [OPTIONS] <PATH>...",
+        ))
+        .stdout(predicate::str::contains("[PATH]").not());
+    bin()
+        .args(["report"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the following required arguments were not provided:\n  <PATH>...",
+        ));
+}
+
+#[test]
+fn conflicting_options_are_refused_with_exit_2_naming_both() {
+    let leak = fx("leak_loop.json");
+    for format in ["json", "html", "markdown"] {
+        report(&["--gen-suppressions", "--format", format, &leak])
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(format!(
+                "the argument '--gen-suppressions' cannot be used with '--format {format}'"
+            )));
+    }
+    report(&["--gen-suppressions", "--format", "text", &leak]).code(23);
+    report(&["--gen-suppressions", "--stats", &leak])
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the argument '--gen-suppressions' cannot be used with '--stats'",
+        ));
+    report(&["--list-caches", "--format", "json"])
+        .code(2)
+        .stdout("")
+        // Worded and laid out as clap's own conflicts (`--growth --gen-suppressions`).
+        .stderr(predicate::str::starts_with(
+            "error: the argument '--list-caches' cannot be used with '--format json'",
+        ));
+    report(&["--list-caches", &leak])
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "the argument '--list-caches' cannot be used with '<PATH>...'",
+        ));
+    // `run` shares the report options, and refuses before running anything.
+    let env = run_env();
+    env.cmd(&["--gen-suppressions", "--format", "json"], "touch ran")
+        .current_dir(env.dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the argument '--gen-suppressions' cannot be used with '--format json'",
+        ));
+    assert!(!env.dir.path().join("ran").exists());
+}
+
+#[test]
+fn a_count_of_zero_says_the_flag_takes_1_or_more() {
+    let leak = fx("leak_loop.json");
+    for flag in ["--top", "--frames"] {
+        report(&[flag, "0", &leak])
+            .code(2)
+            .stderr(predicate::str::contains(format!("{flag} takes 1 or more")))
+            .stderr(predicate::str::contains("18446744073709551615").not());
+    }
+}
+
+#[test]
+fn an_unwritable_output_names_the_path_given_not_the_temporary_file() {
+    report(&["-o", "/nonexistent/x", &fx("leak_loop.json")])
+        .code(2)
+        .stderr("cudaleak: /nonexistent/x: cannot create: No such file or directory\n");
+}
+
+#[test]
+fn a_suppression_fifo_is_called_a_suppression_file_not_a_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("supp");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    report(&[
+        "--suppressions",
+        fifo.to_str().unwrap(),
+        &fx("leak_loop.json"),
+    ])
+    .code(2)
+    .stderr(predicate::str::contains(
+        "is a FIFO (named pipe), not a regular file; a suppression file must be a regular file",
+    ))
+    .stderr(predicate::str::contains("dumps").not());
+}
+
+#[test]
+fn a_version_field_that_is_a_string_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("leak_loop.json")).unwrap();
+    let bad = dir.path().join("v.json");
+    std::fs::write(
+        &bad,
+        text.replacen("\"cudaleak_dump\": 1,", "\"cudaleak_dump\": \"1\",", 1),
+    )
+    .unwrap();
+    report(&[bad.to_str().unwrap()])
+        .code(2)
+        .stderr(predicate::str::contains(
+            "v.json: the \"cudaleak_dump\" version field is \"1\", not a number",
+        ));
+}
+
+#[test]
+fn run_out_naming_a_file_says_it_is_a_file() {
+    let env = run_env();
+    let file = env.dir.path().join("results");
+    std::fs::write(&file, "").unwrap();
+    bin()
+        .args(["run", "--shim", env.shim.to_str().unwrap(), "--out"])
+        .arg(&file)
+        .args(["--", "true"])
+        .assert()
+        .code(2)
+        .stderr(format!(
+            "cudaleak: --out {}: is a file, not a directory; --out names a directory that \
+             receives one subdirectory of dumps per run\n",
+            file.display()
+        ));
+}
+
+#[test]
+fn run_of_a_missing_program_leaves_no_directory_behind() {
+    let env = run_env();
+    bin()
+        .args(["run", "--shim", env.shim.to_str().unwrap(), "--out"])
+        .arg(&env.out)
+        .args(["--", "/nonexistent/program"])
+        .assert()
+        .code(127);
+    assert!(!env.out.exists(), "--out was made by this run: removed");
+    std::fs::create_dir(&env.out).unwrap();
+    bin()
+        .args(["run", "--shim", env.shim.to_str().unwrap(), "--out"])
+        .arg(&env.out)
+        .args(["--", "/nonexistent/program"])
+        .assert()
+        .code(127);
+    assert!(env.out.is_dir(), "an --out of the user's stays");
+    assert_eq!(
+        env.run_dirs(),
+        Vec::<PathBuf>::new(),
+        "no empty run directory"
+    );
+}
+
+#[test]
+fn run_refuses_a_shim_that_is_not_a_shared_library() {
+    let env = run_env();
+    let text = env.dir.path().join("notes.txt");
+    std::fs::write(&text, "not a library\n").unwrap();
+    bin()
+        .args(["run", "--shim", text.to_str().unwrap(), "--out"])
+        .arg(&env.out)
+        .args(["--", "sh", "-c", "touch ran"])
+        .current_dir(env.dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with(format!(
+            "cudaleak: --shim {}: not a shared library (no ELF header)",
+            text.display()
+        )));
+    assert!(!env.dir.path().join("ran").exists());
+}
+
+#[test]
+fn run_says_how_to_use_the_null_device_when_a_program_fails_without_a_driver() {
+    let env = run_env();
+    let note = cudaleak_cli::run::NO_DRIVER_NOTE;
+    let empty = env.dir.path().join("nolib");
+    std::fs::create_dir(&empty).unwrap();
+    let fails = format!("{}; exit 1", copy_dump("clean.json"));
+    // Where this machine has a driver of its own, only the second half can be checked.
+    if !cudaleak_cli::run::driver_found(Some(empty.clone().into())) {
+        env.cmd(&[], &fails)
+            .env("LD_LIBRARY_PATH", &empty)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(format!("cudaleak: {note}\n")));
+    }
+    let with_driver = env.dir.path().join("lib");
+    std::fs::create_dir(&with_driver).unwrap();
+    std::fs::write(with_driver.join("libcuda.so.1"), b"\x7fELF").unwrap();
+    env.cmd(&[], &fails)
+        .env("LD_LIBRARY_PATH", &with_driver)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no CUDA driver").not());
+    // A program that succeeds needs no advice.
+    env.cmd(&[], &copy_dump("clean.json"))
+        .env("LD_LIBRARY_PATH", &empty)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("no CUDA driver").not());
+    assert!(note.contains("\"Without a GPU: the null device\" in README.md"));
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    assert!(
+        readme.contains("\n## Without a GPU: the null device\n"),
+        "the note points at a README section that exists"
+    );
+}
+
+#[test]
+fn run_growth_ends_stdout_with_the_verdict_when_only_the_exit_report_fails() {
+    let env = run_env();
+    // Two dumps of one process that did not grow, still holding leak_loop's 10 blocks at exit.
+    let script = format!(
+        "cp '{0}' \"${{CUDALEAK_OUTPUT}}cudaleak.$$.snapshot-1.json\"; cp '{0}' \"${{CUDALEAK_OUTPUT}}cudaleak.$$.json\"",
+        fx("leak_loop.json")
+    );
+    let out = env.cmd(&["--growth"], &script).assert().code(23);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(stdout.contains("No growth suspects."), "{stdout}");
+    assert!(
+        stdout.ends_with(
+            "Gate failed (leaks at exit): exit status 23.\n\
+             SUMMARY: 0 growth suspects (+0 B) in 1 process (2 dumps); 40.00 KiB in 10 \
+             allocations leaked at exit\n"
+        ),
+        "{stdout}"
+    );
+    env.cmd(&["--growth", "--format", "markdown"], &script)
+        .assert()
+        .code(23)
+        .stdout(predicate::str::starts_with(
+            "### cudaleak growth: 0 growth suspects (+0 B) in 1 process (2 dumps); 40.00 KiB in \
+             10 allocations leaked at exit\n\n❌ gate failed (leaks at exit), exit status 23\n",
+        ));
+    let out = env
+        .cmd(&["--growth", "--format", "json"], &script)
+        .assert()
+        .code(23);
+    let doc: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        doc["gate"],
+        serde_json::json!({
+            "failed": true,
+            "exit_code": 23,
+            "max_leaked_bytes": 0,
+            "tolerated": false,
+            "at_exit": {"reasons": ["leaks"], "leaked_bytes": 40960, "leaked_allocations": 10}
+        })
+    );
+    // `report --growth` of the same series has no exit report to fold in: its gate is growth's.
+    let dir = &env.run_dirs()[0];
+    report(&["--growth", "--format", "json", dir.to_str().unwrap()])
+        .code(0)
+        .stdout(predicate::str::contains("\"at_exit\": null"));
 }

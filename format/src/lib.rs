@@ -22,7 +22,7 @@ mod size;
 pub use name::{interning, Name};
 pub use size::{human_bytes, human_bytes_exact};
 
-use serde::de::{self, IgnoredAny, Visitor};
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The newest value of the top-level `cudaleak_dump` field: version 2 is version 1 plus the
@@ -486,6 +486,8 @@ pub enum ReadError {
     },
     /// A well-formed dump of another schema version, or not a cudaleak dump at all.
     Version(Option<u64>),
+    /// A `"cudaleak_dump"` field that is not a number: its JSON text (e.g. `"1"`).
+    VersionNotANumber(String),
     /// Well-formed, but fields contradict each other.
     Inconsistent(String),
     /// Nothing but white space, or nothing at all.
@@ -517,6 +519,11 @@ impl fmt::Display for ReadError {
             ReadError::Version(None) => {
                 write!(f, "not a cudaleak dump (no \"cudaleak_dump\" version field)")
             }
+            ReadError::VersionNotANumber(json) => write!(
+                f,
+                "the \"cudaleak_dump\" version field is {json}, not a number (this cudaleak reads \
+                 versions {MIN_SCHEMA_VERSION} to {SCHEMA_VERSION}, written as numbers)"
+            ),
             ReadError::Inconsistent(m) => write!(f, "inconsistent dump: {m}"),
             ReadError::Empty => write!(f, "the file is empty; a cudaleak dump is a JSON object"),
             ReadError::NotJson { line, column, byte } => write!(
@@ -618,16 +625,22 @@ where
             }
             // A dump of another version usually fails on its shape first: say "version" then.
             if !e.is_syntax() && !e.is_eof() {
-                if let Some(v) = reopen().and_then(peek_version) {
-                    if !v.is_some_and(is_supported_version) {
-                        return Err(ReadError::Version(v));
-                    }
+                match reopen().and_then(peek_version) {
+                    Some(Peeked::Number(v)) if is_supported_version(v) => {}
+                    Some(Peeked::Number(v)) => return Err(ReadError::Version(Some(v))),
+                    Some(Peeked::Missing) => return Err(ReadError::Version(None)),
+                    Some(Peeked::Other(json)) => return Err(ReadError::VersionNotANumber(json)),
+                    None => {}
                 }
             }
             Err(ReadError::Syntax {
                 line: e.line(),
                 column: e.column(),
-                message: strip_position(&e),
+                message: if e.is_eof() {
+                    truncated(&e)
+                } else {
+                    strip_position(&e)
+                },
             })
         }
     }
@@ -805,23 +818,45 @@ fn live_record(out: &mut Vec<u8>, r: &LiveRecord<&str>, num: &mut itoa::Buffer) 
 
 /// `Some(version)` of a JSON object, `Some(None)` for an object without the field, `None` if
 /// the input is not a JSON object at all. Streams, keeping nothing but the version.
-fn peek_version(input: impl Read) -> Option<Option<u64>> {
+fn peek_version(input: impl Read) -> Option<Peeked> {
     #[derive(Deserialize)]
     struct Peek {
-        cudaleak_dump: Option<IgnoredOrU64>,
+        cudaleak_dump: Option<NumberOrOther>,
     }
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum IgnoredOrU64 {
+    enum NumberOrOther {
         Number(u64),
-        Other(IgnoredAny),
+        Other(serde_json::Value),
     }
     serde_json::from_reader::<_, Peek>(input)
         .ok()
         .map(|p| match p.cudaleak_dump {
-            Some(IgnoredOrU64::Number(v)) => Some(v),
-            _ => None,
+            Some(NumberOrOther::Number(v)) => Peeked::Number(v),
+            Some(NumberOrOther::Other(v)) => {
+                let mut json = v.to_string();
+                if json.len() > 40 {
+                    json = format!("{}…", json.chars().take(40).collect::<String>());
+                }
+                Peeked::Other(json)
+            }
+            None => Peeked::Missing,
         })
+}
+
+/// What the `"cudaleak_dump"` field of a dump that did not parse holds.
+enum Peeked {
+    Missing,
+    Number(u64),
+    /// Its JSON text: a string, a negative or fractional number, …
+    Other(String),
+}
+
+/// serde_json's "EOF while parsing a string" said as what it means for a file: it ends early.
+fn truncated(e: &serde_json::Error) -> String {
+    let msg = strip_position(e);
+    let inside = msg.strip_prefix("EOF while parsing ").unwrap_or("a value");
+    format!("the file ends early, inside {inside}: it is truncated")
 }
 
 /// serde_json appends " at line L column C"; we report the position ourselves.
@@ -830,6 +865,15 @@ fn strip_position(e: &serde_json::Error) -> String {
     match s.rfind(" at line ") {
         Some(i) => s[..i].to_string(),
         None => s,
+    }
+}
+
+/// "are only 3 stacks", "is only 1 stack", "are no stacks": the end of a dangling-index message.
+fn only_stacks(n: usize) -> String {
+    match n {
+        0 => "are no stacks".into(),
+        1 => "is only 1 stack".into(),
+        n => format!("are only {n} stacks"),
     }
 }
 
@@ -849,22 +893,25 @@ impl<S> Dump<S> {
         for (i, r) in self.live.iter().enumerate() {
             if r.stack >= n {
                 return Err(format!(
-                    "live[{i}].stack is {} but there are only {n} stacks",
-                    r.stack
+                    "live[{i}].stack is {} but there {}",
+                    r.stack,
+                    only_stacks(n)
                 ));
             }
         }
         for (i, e) in self.events.iter().enumerate() {
             if e.stack >= n {
                 return Err(format!(
-                    "events[{i}].stack is {} but there are only {n} stacks",
-                    e.stack
+                    "events[{i}].stack is {} but there {}",
+                    e.stack,
+                    only_stacks(n)
                 ));
             }
             if let Some(a) = e.alloc_stack {
                 if a >= n {
                     return Err(format!(
-                        "events[{i}].alloc_stack is {a} but there are only {n} stacks"
+                        "events[{i}].alloc_stack is {a} but there {}",
+                        only_stacks(n)
                     ));
                 }
             }
@@ -879,7 +926,8 @@ impl<S> Dump<S> {
         for (field, stack) in floors.chain(fin) {
             if stack >= n {
                 return Err(format!(
-                    "{field} names stack {stack} but there are only {n} stacks"
+                    "{field} names stack {stack} but there {}",
+                    only_stacks(n)
                 ));
             }
         }
@@ -1235,9 +1283,18 @@ mod tests {
         let mut out = Vec::new();
         write(&sample(), &mut out).unwrap();
         match from_slice(&out[..out.len() / 2]) {
-            Err(ReadError::Syntax { line, column, .. }) => {
+            Err(ReadError::Syntax {
+                line,
+                column,
+                message,
+            }) => {
                 assert_eq!(line, 1);
                 assert!(column > 1);
+                assert!(
+                    message.starts_with("the file ends early, inside ")
+                        && message.ends_with(": it is truncated"),
+                    "{message}"
+                );
             }
             other => panic!("expected a syntax error, got {other:?}"),
         }
@@ -1267,12 +1324,44 @@ mod tests {
     }
 
     #[test]
+    fn a_version_field_of_another_type_is_named_not_called_missing() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["cudaleak_dump"] = "1".into();
+        let bytes = serde_json::to_vec(&v).unwrap();
+        let e = from_slice(&bytes).unwrap_err();
+        assert!(
+            matches!(&e, ReadError::VersionNotANumber(j) if j == "\"1\""),
+            "{e:?}"
+        );
+        assert!(e
+            .to_string()
+            .starts_with("the \"cudaleak_dump\" version field is \"1\", not a number"));
+    }
+
+    #[test]
     fn dangling_stack_index_is_inconsistent() {
         let mut d = sample();
         d.live[0].stack = 5;
         let bytes = serde_json::to_vec(&d).unwrap();
         match from_slice(&bytes) {
             Err(ReadError::Inconsistent(m)) => assert!(m.contains("live[0].stack"), "{m}"),
+            other => panic!("expected inconsistency, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_dangling_index_message_counts_stacks_in_the_right_number() {
+        assert_eq!(only_stacks(0), "are no stacks");
+        assert_eq!(only_stacks(1), "is only 1 stack");
+        assert_eq!(only_stacks(2), "are only 2 stacks");
+        let mut d = sample();
+        d.stacks.truncate(1);
+        d.live[0].stack = 1;
+        let bytes = serde_json::to_vec(&d).unwrap();
+        match from_slice(&bytes) {
+            Err(ReadError::Inconsistent(m)) => {
+                assert_eq!(m, "live[0].stack is 1 but there is only 1 stack")
+            }
             other => panic!("expected inconsistency, got {other:?}"),
         }
     }

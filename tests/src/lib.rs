@@ -432,16 +432,18 @@ impl Scenario {
             .program
             .clone()
             .unwrap_or_else(|| scenario_program(&self.name));
-        let mut cmd = if self.closed.is_empty() {
-            Command::new(&program)
-        } else {
+        let mut argv: Vec<OsString> = Vec::new();
+        if let Some(flag) = default_signals() {
+            argv.extend(["env".into(), flag.into()]);
+        }
+        if !self.closed.is_empty() {
             let closes: Vec<String> = self.closed.iter().map(|fd| format!("{fd}>&-")).collect();
-            let mut sh = Command::new("sh");
-            sh.arg("-c")
-                .arg(format!("exec {} \"$0\" \"$@\"", closes.join(" ")))
-                .arg(&program);
-            sh
-        };
+            let script = format!("exec {} \"$0\" \"$@\"", closes.join(" "));
+            argv.extend(["sh".into(), "-c".into(), script.into()]);
+        }
+        argv.push(program.clone().into());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         cmd.args(&self.args).stdin(stdin);
         // Hermetic: nothing from the developer's environment steers the shim or the driver.
         for (k, _) in std::env::vars_os() {
@@ -478,6 +480,52 @@ impl Scenario {
             dir,
         }
     }
+}
+
+/// The signals whose default action tests rely on (a signal dump, then death; CPython's
+/// KeyboardInterrupt). A test run under `nohup` inherits SIGHUP ignored, one run as a background
+/// job SIGINT and SIGQUIT ignored, and an ignored disposition survives exec; so every scenario
+/// starts through `env --default-signal=…` (coreutils 8.31+), which resets them and execs the
+/// program in the same process. `None` where `env` lacks the option: the dispositions are then
+/// inherited.
+fn default_signals() -> Option<&'static str> {
+    const FLAG: &str = "--default-signal=HUP,INT,QUIT,TERM";
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    SUPPORTED
+        .get_or_init(|| {
+            Command::new("env")
+                .args([FLAG, "true"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .then_some(FLAG)
+}
+
+/// Runs the test `name` of the current test binary again, in a child that inherits `signals`
+/// (e.g. `"HUP"`) ignored, as under `nohup` or in a background job: a test that passes only
+/// with the default disposition fails there unless the harness resets it. `None` where `env`
+/// cannot ignore signals (coreutils before 8.31).
+pub fn rerun_with_ignored(signals: &str, name: &str) -> Option<std::process::Output> {
+    let ignore = format!("--ignore-signal={signals}");
+    let works = Command::new("env")
+        .args([ignore.as_str(), "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        return None;
+    }
+    let me = std::env::current_exe().expect("the test binary");
+    let out = Command::new("env")
+        .arg(&ignore)
+        .arg(me)
+        .args(["--exact", name, "--test-threads", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the test again");
+    Some(out)
 }
 
 /// A scenario still running; see [`Scenario::spawn_shim`].

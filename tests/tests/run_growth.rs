@@ -38,6 +38,19 @@ fn a_leak_at_exit_that_did_not_grow_still_fails_the_gate() {
     run.assert_exit(23);
     assert!(snapshots(&run) >= 2, "{:?}", run.dumps());
     assert!(!run.stdout.contains("Suspect 1 of"), "{}", run.stdout);
+    // CI logs often keep stdout only: its last lines carry the verdict and what leaked at exit.
+    let tail: Vec<&str> = run.stdout.lines().rev().take(2).collect();
+    assert_eq!(
+        tail[1], "Gate failed (leaks at exit): exit status 23.",
+        "{}",
+        run.stdout
+    );
+    assert!(
+        tail[0].starts_with("SUMMARY: 0 growth suspects (+0 B) in 1 process (")
+            && tail[0].contains(" leaked at exit"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stderr.contains(
             "nothing grew like a leak, but the exit report fails the gate: `cudaleak report "

@@ -21,10 +21,10 @@ use std::io::{self, Write};
 use super::flame::{self, Class, Node, Weighted};
 use super::{
     cached_by_rule, cached_gate_text, clean, coarse_pools_text, counts_text, diff_summary_line,
-    error_text, folded_text, frame_text_short, gate_reasons, growth_summary_line, human_bytes,
-    human_duration, placement, plural, point_label, pool_growth_text, process_label, rate_text,
-    short_function, signed_human, steps_text, summary_line, Reporter, FAILED_ADVICE,
-    MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
+    error_text, folded_text, frame_text_short, gate_reasons, growth_gate_reason,
+    growth_summary_line, human_bytes, human_duration, placement, plural, point_label,
+    pool_growth_text, process_label, rate_text, short_function, signed_human, steps_text,
+    summary_line, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT, VERSION,
 };
 use super::{script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use crate::analyze::View;
@@ -415,7 +415,11 @@ fn growth_verdict(g: &GrowthFindings) -> (bool, String) {
     if g.exit_code != 0 {
         return (
             true,
-            format!("Gate failed (growth): exit status {}.", g.exit_code),
+            format!(
+                "Gate failed ({}): exit status {}.",
+                growth_gate_reason(g),
+                g.exit_code
+            ),
         );
     }
     let why = if g.tolerated {

@@ -755,6 +755,15 @@ struct GrowthGateDoc {
     exit_code: u8,
     max_leaked_bytes: u64,
     tolerated: bool,
+    /// Under `run --growth`: nothing grew, but the exit report failed the gate.
+    at_exit: Option<AtExitDoc>,
+}
+
+#[derive(Serialize)]
+struct AtExitDoc {
+    reasons: Vec<&'static str>,
+    leaked_bytes: u64,
+    leaked_allocations: u64,
 }
 
 #[derive(Serialize)]
@@ -887,6 +896,11 @@ fn growth_doc(g: &GrowthFindings) -> GrowthDoc<'_> {
             exit_code: g.exit_code,
             max_leaked_bytes: g.max_growth_bytes,
             tolerated: g.tolerated,
+            at_exit: g.at_exit.as_ref().map(|a| AtExitDoc {
+                reasons: a.reasons.clone(),
+                leaked_bytes: a.leaked.bytes,
+                leaked_allocations: a.leaked.allocations,
+            }),
         },
     }
 }

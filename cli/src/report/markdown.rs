@@ -12,7 +12,8 @@ use super::{
     suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use super::{
-    counts_text, growth_summary_line, human_duration, point_label, rate_text, script_end_text,
+    counts_text, growth_gate_reason, growth_summary_line, human_duration, point_label, rate_text,
+    script_end_text,
 };
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
@@ -423,7 +424,12 @@ impl Reporter for Markdown {
         )?;
         writeln!(w)?;
         if g.exit_code != 0 {
-            writeln!(w, "❌ gate failed (growth), exit status {}", g.exit_code)?;
+            writeln!(
+                w,
+                "❌ gate failed ({}), exit status {}",
+                growth_gate_reason(g),
+                g.exit_code
+            )?;
         } else {
             writeln!(w, "✅ gate passed")?;
         }

@@ -260,13 +260,26 @@ pub fn diff_summary_line(d: &DiffFindings) -> String {
 
 pub fn growth_summary_line(g: &GrowthFindings) -> String {
     let dumps: usize = g.series.iter().map(|s| s.points.len()).sum();
-    format!(
+    let mut s = format!(
         "SUMMARY: {} (+{}) in {} ({})",
         plural(g.suspects, "growth suspect", "growth suspects"),
         human_bytes(g.suspect_growth_bytes),
         plural(g.series.len() as u64, "process", "processes"),
         plural(dumps as u64, "dump", "dumps"),
-    )
+    );
+    if let Some(a) = &g.at_exit {
+        s.push_str(&format!("; {} leaked at exit", counts_text(a.leaked)));
+    }
+    s
+}
+
+/// Why a growth report's gate failed: `growth`, or under `run --growth` the exit report's
+/// reasons (`leaks at exit`).
+pub fn growth_gate_reason(g: &GrowthFindings) -> String {
+    match &g.at_exit {
+        Some(a) => format!("{} at exit", a.reasons.join(" and ")),
+        None => "growth".into(),
+    }
 }
 
 /// `4.00 MiB in 2 allocations`.

@@ -9,10 +9,10 @@ use super::{cache_callsites_text, script_end_text, skipped_rest_text, NAMED_SKIP
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
     coarse_pools_text, counts_text, diff_summary_line, error_text, exit_line, folded_text,
-    frame_text_short, growth_summary_line, human_bytes, human_bytes_exact, human_duration,
-    kept_text, placement, plural, point_label, pool_growth_text, process_label, quiet_line,
-    rate_text, series_text, signed_human, steps_text, summary_line, suppressed_per_rule, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    frame_text_short, growth_gate_reason, growth_summary_line, human_bytes, human_bytes_exact,
+    human_duration, kept_text, placement, plural, point_label, pool_growth_text, process_label,
+    quiet_line, rate_text, series_text, signed_human, steps_text, summary_line,
+    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -831,7 +831,12 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
         )?;
     }
     if g.exit_code != 0 {
-        writeln!(o.w, "Gate failed (growth): exit status {}.", g.exit_code)?;
+        writeln!(
+            o.w,
+            "Gate failed ({}): exit status {}.",
+            growth_gate_reason(g),
+            g.exit_code
+        )?;
     }
     let style = if g.suspects > 0 {
         Style::Red
