@@ -1,0 +1,294 @@
+//! `diff` and the per-callsite counts of one dump that `diff` and `report --growth` compare:
+//! live blocks (and their floors, and what was held when Python began to shut down) summed per
+//! callsite, never per address or stack index.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::load::schema as format;
+
+use super::*;
+use crate::caches::CacheRule;
+use crate::callsite::Callsite;
+use crate::suppressions::Rule;
+
+// ---------------------------------------------------------------------------------------------
+// diff
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffRow {
+    pub callsite: Callsite,
+    pub api: String,
+    pub stack: StackView,
+    pub old: Counts,
+    pub new: Counts,
+}
+
+impl DiffRow {
+    pub fn delta_bytes(&self) -> i128 {
+        i128::from(self.new.bytes) - i128::from(self.old.bytes)
+    }
+    pub fn delta_blocks(&self) -> i128 {
+        i128::from(self.new.allocations) - i128::from(self.old.allocations)
+    }
+    /// 1 grew, 0 unchanged, -1 shrank (by bytes, then by blocks).
+    pub fn trend(&self) -> i8 {
+        match self.delta_bytes().signum() {
+            0 => self.delta_blocks().signum() as i8,
+            s => s as i8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffSide {
+    pub source: PathBuf,
+    pub process: format::Process,
+    pub live: Counts,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffFindings {
+    pub old: DiffSide,
+    pub new: DiffSide,
+    /// Growing first (largest growth first), then unchanged, then shrinking; cut to `--top`.
+    pub rows: Vec<DiffRow>,
+    pub grew: u64,
+    pub shrank: u64,
+    pub unchanged: u64,
+    pub rows_not_shown: u64,
+}
+
+fn side_counts(dump: &format::Dump) -> Counts {
+    Counts {
+        groups: 0,
+        allocations: dump.live.len() as u64,
+        bytes: dump.summary.live_bytes,
+    }
+}
+
+/// One callsite's live blocks in one dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallsiteLive {
+    /// Equal for the same code in any dump of any run.
+    pub key: Callsite,
+    pub api: String,
+    pub stack: StackView,
+    pub live: Counts,
+    /// The least it held since the previous snapshot (the dump's `floors`; `live` where the dump
+    /// has none): what it kept through the interval, not a block in flight at the dump's instant.
+    pub floor: Counts,
+    /// The cache rule (index into the `caches` passed) that holds what this callsite allocated.
+    pub held_by: Option<usize>,
+}
+
+/// Live blocks of one dump summed per callsite (API plus visible frames, never addresses or
+/// stack indices), in order of first appearance: what `diff` and `report --growth` compare.
+/// Blocks whose stack matches a suppression rule are counted per rule instead.
+pub fn live_by_callsite(
+    dump: &format::Dump,
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    let records = dump
+        .live
+        .iter()
+        .map(|r| (r.stack, r.api.as_str(), 1, r.held()));
+    by_callsite(
+        dump,
+        records,
+        dump.floors.as_deref().unwrap_or(&[]),
+        view,
+        rules,
+        caches,
+    )
+}
+
+/// What each callsite held when the Python interpreter began to shut down (`finalizing.held`),
+/// with its floor since the previous snapshot; `None` when the dump does not say.
+pub fn held_at_finalizing(
+    dump: &format::Dump,
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> Option<Vec<CallsiteLive>> {
+    let f = dump.finalizing.as_ref()?;
+    let held = f
+        .held
+        .iter()
+        .map(|h| (h.stack, h.api.as_str(), h.allocations, h.bytes));
+    Some(by_callsite(dump, held, &f.floors, view, rules, caches).0)
+}
+
+/// Sums (stack, API, blocks, bytes) per callsite, with each stack's floor (where `floors` names
+/// none, its floor is what it holds) taken off the callsite its stack went to first.
+fn by_callsite<'d>(
+    dump: &'d format::Dump,
+    held: impl Iterator<Item = (usize, &'d str, u64, u64)>,
+    floors: &[format::StackCounts],
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    let mut out: Vec<CallsiteLive> = Vec::new();
+    let mut suppressed = vec![Counts::default(); rules.len()];
+    let mut index: HashMap<Callsite, usize> = HashMap::new();
+    // Whether a stack index is suppressed, and by which rule: computed once per stack.
+    let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
+    // Records of one stack index and API share a callsite: found without building its key.
+    let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
+    // Per stack: the callsite it went to first, and what it holds in all.
+    let mut by_stack: HashMap<usize, (usize, u64, u64)> = HashMap::new();
+    let mut stacks = Stacks::new(dump, view, caches);
+    for (stack, api, blocks, bytes) in held {
+        if !rules.is_empty() {
+            let rule = *rule_of.entry(stack).or_insert_with(|| {
+                dump.stacks
+                    .get(stack)
+                    .and_then(|s| suppressing_rule(rules, s))
+            });
+            if let Some(i) = rule {
+                suppressed[i].add(Counts {
+                    groups: 0,
+                    allocations: blocks,
+                    bytes,
+                });
+                continue;
+            }
+        }
+        let slot = match fast.get(&(stack, api)) {
+            Some(&slot) => slot,
+            None => {
+                let p = stacks.get(stack, api);
+                let key = p.callsite(api);
+                let slot = match index.get(&key) {
+                    Some(&i) => i,
+                    None => {
+                        out.push(CallsiteLive {
+                            key: key.clone(),
+                            api: cut(api),
+                            stack: p.view.clone(),
+                            live: Counts {
+                                groups: 1,
+                                ..Counts::default()
+                            },
+                            floor: Counts::default(),
+                            held_by: p.held_by,
+                        });
+                        index.insert(key, out.len() - 1);
+                        out.len() - 1
+                    }
+                };
+                fast.insert((stack, api), slot);
+                slot
+            }
+        };
+        let c = &mut out[slot].live;
+        c.allocations += blocks;
+        c.bytes = c.bytes.saturating_add(bytes);
+        let s = by_stack.entry(stack).or_insert((slot, 0, 0));
+        s.1 += blocks;
+        s.2 = s.2.saturating_add(bytes);
+    }
+    for c in &mut out {
+        c.floor = Counts {
+            groups: 0,
+            ..c.live
+        };
+    }
+    for f in floors {
+        // A floor of a stack with nothing left (all freed since) or one suppressed: no row.
+        let Some(&(slot, blocks, bytes)) = by_stack.get(&f.stack) else {
+            continue;
+        };
+        let c = &mut out[slot].floor;
+        c.allocations = c
+            .allocations
+            .saturating_sub(blocks.saturating_sub(f.allocations));
+        c.bytes = c.bytes.saturating_sub(bytes.saturating_sub(f.bytes));
+    }
+    (out, suppressed)
+}
+
+/// Per-callsite live bytes in two dumps. Callsites are matched by API and visible frames, so
+/// dumps of two runs (different addresses, different stack indices) compare too.
+pub fn diff(
+    old: &format::Dump,
+    old_source: &Path,
+    new: &format::Dump,
+    new_source: &Path,
+    view: &View,
+) -> DiffFindings {
+    diff_of(
+        diff_input(old, old_source, view),
+        diff_input(new, new_source, view),
+        view,
+    )
+}
+
+/// What `diff` needs of one dump: taken before the next dump is read, so a diff holds one dump
+/// in memory at a time.
+pub struct DiffInput {
+    side: DiffSide,
+    callsites: Vec<CallsiteLive>,
+}
+
+pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput {
+    DiffInput {
+        side: DiffSide {
+            source: source.to_path_buf(),
+            process: process_view(&dump.process),
+            live: side_counts(dump),
+        },
+        callsites: live_by_callsite(dump, view, &[], &[]).0,
+    }
+}
+
+/// `diff` of two dumps' inputs.
+pub fn diff_of(old: DiffInput, new: DiffInput, view: &View) -> DiffFindings {
+    let mut rows: Vec<DiffRow> = Vec::new();
+    let mut index: HashMap<Callsite, usize> = HashMap::new();
+    for (callsites, is_new) in [(old.callsites, false), (new.callsites, true)] {
+        for c in callsites {
+            let slot = *index.entry(c.key.clone()).or_insert_with(|| {
+                rows.push(DiffRow {
+                    callsite: c.key,
+                    api: c.api,
+                    stack: c.stack,
+                    old: Counts::default(),
+                    new: Counts::default(),
+                });
+                rows.len() - 1
+            });
+            let row = &mut rows[slot];
+            if is_new {
+                row.new = c.live;
+            } else {
+                row.old = c.live;
+            }
+        }
+    }
+    drop(index);
+    rows.sort_by(|a, b| {
+        b.trend()
+            .cmp(&a.trend())
+            .then(b.delta_bytes().abs().cmp(&a.delta_bytes().abs()))
+            .then(b.delta_blocks().abs().cmp(&a.delta_blocks().abs()))
+            .then(b.new.bytes.cmp(&a.new.bytes))
+            .then_with(|| a.api.cmp(&b.api))
+    });
+    let count = |t: i8| rows.iter().filter(|r| r.trend() == t).count() as u64;
+    let (grew, unchanged, shrank) = (count(1), count(0), count(-1));
+    let total = rows.len();
+    rows.truncate(view.top.unwrap_or(usize::MAX));
+    DiffFindings {
+        old: old.side,
+        new: new.side,
+        rows_not_shown: (total - rows.len()) as u64,
+        rows,
+        grew,
+        shrank,
+        unchanged,
+    }
+}

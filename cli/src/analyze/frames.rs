@@ -1,0 +1,421 @@
+//! What a user sees of a stack: the frames shown (internal ones hidden, framework and template
+//! runs folded into one line each), the names cut to a bound, and the frame a one-line listing
+//! names. Decides nothing about grouping: the callsite is computed from the frames before
+//! folding (`crate::callsite`).
+
+use std::sync::Arc;
+
+use crate::load::schema as format;
+use format::Name;
+
+/// One frame as reporters show it. Its names are shared with the dump and every other view
+/// of the same name (cut to [`MAX_NAME_BYTES`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameView {
+    pub function: Option<Name>,
+    pub file: Option<Name>,
+    pub line: Option<u32>,
+    /// Full path of the module, as in the dump.
+    pub module: Option<Name>,
+    pub offset: Option<u64>,
+    pub ip: u64,
+    /// A Python function's frame (the dump's `kind: python`).
+    pub python: bool,
+    /// Inside the CUDA runtime/driver, the shim or start-up code (shown only with
+    /// `--show-internal`).
+    pub internal: bool,
+}
+
+impl FrameView {
+    /// A frame of the program's own code: a source line outside the CUDA libraries and the
+    /// installed Python packages and standard library.
+    pub fn is_own(&self) -> bool {
+        !self.internal
+            && self.line.is_some()
+            && self.file.as_deref().is_some_and(|file| {
+                !(file.contains("/site-packages/")
+                    || file.contains("/dist-packages/")
+                    || file.starts_with('<')
+                    || is_python_stdlib(file))
+            })
+    }
+
+    /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
+    pub fn module_name(&self) -> Option<&str> {
+        self.module.as_deref().map(basename)
+    }
+
+    /// The module's file name; for a Python frame, its script's (`train.py`).
+    pub fn module_or_script(&self) -> Option<&str> {
+        match (self.python, &self.file) {
+            (true, Some(file)) => Some(basename(file)),
+            _ => self.module_name(),
+        }
+    }
+}
+
+pub fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
+/// Made once per stack; every group, callsite and event from that stack shares its frames.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StackView {
+    pub frames: Arc<[FrameView]>,
+    /// Internal frames left out.
+    pub hidden: usize,
+    /// Visible frames left out by `--frames`.
+    pub omitted: usize,
+    /// Runs of frames folded into one line each (without `--native`: native runs in stacks with
+    /// Python frames, the toolkit's header templates in others), in stack order.
+    pub folded: Vec<Folded>,
+    /// The frame a one-line listing names (index into `frames`): the first, or for memory a
+    /// cache or library handle holds, the program's own call into it.
+    pub entry: usize,
+}
+
+impl StackView {
+    /// The frame a one-line listing names ([`StackView::entry`]).
+    pub fn where_frame(&self) -> Option<&FrameView> {
+        self.frames.get(self.entry).or_else(|| self.frames.first())
+    }
+}
+
+/// Native frames (and Python frames of installed packages) next to the program's Python frames,
+/// shown as one line: `… 18 frames in libtorch_cpu.so, torch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folded {
+    /// The index in `frames` of the frame the run stood before (`frames.len()`: after the last).
+    pub at: usize,
+    pub frames: usize,
+    /// The run's modules (file names) and Python packages, innermost first, each once.
+    pub modules: Vec<String>,
+}
+
+/// `/usr/lib/python3.12/…`, `/opt/venv/lib/python3.12/…` (site-packages are told apart before).
+pub(super) fn is_python_stdlib(file: &str) -> bool {
+    file.contains("/lib/")
+        && file.split('/').any(|part| {
+            part.strip_prefix("python3.")
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+/// The package of a Python frame in installed code — `torch` for
+/// `…/site-packages/torch/nn/modules/linear.py`, the file name for the standard library or a
+/// frozen module — or `None` for the program's own scripts.
+pub(super) fn python_library(f: &format::Frame) -> Option<&str> {
+    let file = f.file.as_deref()?;
+    for dir in ["/site-packages/", "/dist-packages/"] {
+        if let Some((_, rest)) = file.split_once(dir) {
+            return Some(rest.split('/').next().unwrap_or(rest));
+        }
+    }
+    let stdlib = file.contains("/lib/python3.") || file.starts_with("<frozen ");
+    stdlib.then(|| basename(file))
+}
+
+/// The header library of the CUDA toolkit a frame's code comes from — `thrust`, `cub` or
+/// `libcu++` (CCCL's template code, instantiated in the program's own binary) — by its source
+/// file where the dump names one, else by its function's namespace.
+pub(super) fn header_library(f: &format::Frame) -> Option<&'static str> {
+    const BY_DIR: [(&str, &str); 4] = [
+        ("/thrust/", "thrust"),
+        ("/cub/", "cub"),
+        ("/cuda/std/", "libcu++"),
+        ("/libcudacxx/", "libcu++"),
+    ];
+    if let Some(file) = f.file.as_deref() {
+        let in_include = file.contains("/include/") || file.contains("/cccl/");
+        return BY_DIR
+            .iter()
+            .find(|(dir, _)| in_include && file.contains(dir))
+            .map(|&(_, lib)| lib);
+    }
+    let name = f.function.as_deref()?;
+    // Demangled names may start with a return type: `void thrust::…` (a space before any
+    // template or parameter list).
+    let head = name.find(['(', '<']).unwrap_or(name.len());
+    let name = name[..head]
+        .find(' ')
+        .map_or(name, |space| &name[space + 1..]);
+    [
+        ("thrust::", "thrust"),
+        ("cub::", "cub"),
+        ("cuda::std::", "libcu++"),
+    ]
+    .iter()
+    .find(|(ns, _)| name.starts_with(ns))
+    .map(|&(_, lib)| lib)
+}
+
+/// In a stack without Python frames, folds each run of the toolkit's header-library frames
+/// (thrust, CUB, libcu++: nine frames of templates above a `thrust::device_vector` the program
+/// made) into one line, when a frame of the program's own is left to show first.
+pub(super) fn fold_header_templates(
+    all: &[format::Frame],
+    frames: &[usize],
+) -> (Vec<usize>, Vec<Folded>) {
+    let lib = |i: usize| header_library(&all[i]);
+    if frames.iter().all(|&i| lib(i).is_some()) || !frames.iter().any(|&i| lib(i).is_some()) {
+        return (frames.to_vec(), Vec::new());
+    }
+    let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
+    let mut run: Option<Folded> = None;
+    for &i in frames {
+        let Some(name) = lib(i) else {
+            folded.extend(run.take());
+            kept.push(i);
+            continue;
+        };
+        let r = run.get_or_insert_with(|| Folded {
+            at: kept.len(),
+            frames: 0,
+            modules: Vec::new(),
+        });
+        r.frames += 1;
+        if !r.modules.iter().any(|m| m == name) {
+            r.modules.push(name.to_string());
+        }
+    }
+    folded.extend(run);
+    (kept, folded)
+}
+
+/// Folds the runs of native frames of `frames` (indices into `all`) when any is a Python frame —
+/// and with them the Python frames of installed packages and the standard library, when a
+/// Python frame of the program's own is left: the frames kept, and the folded runs.
+pub(super) fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize>, Vec<Folded>) {
+    let python = |i: &usize| all[*i].is_python();
+    let own = |i: &usize| python(i) && python_library(&all[*i]).is_none();
+    if !frames.iter().any(python) {
+        return fold_header_templates(all, frames);
+    }
+    let keep_libraries = !frames.iter().any(own);
+    let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
+    let mut run: Option<Folded> = None;
+    for &i in frames {
+        let f = &all[i];
+        if own(&i) || (keep_libraries && f.is_python()) {
+            folded.extend(run.take());
+            kept.push(i);
+            continue;
+        }
+        let r = run.get_or_insert_with(|| Folded {
+            at: kept.len(),
+            frames: 0,
+            modules: Vec::new(),
+        });
+        r.frames += 1;
+        let module = if f.is_python() {
+            python_library(f)
+        } else {
+            f.module.as_deref().map(basename)
+        };
+        if let Some(m) = module {
+            if !r.modules.iter().any(|x| x == m) {
+                r.modules.push(cut(m));
+            }
+        }
+    }
+    folded.extend(run);
+    (kept, folded)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Internal frames
+
+/// Modules of the CUDA runtime and driver, the NVIDIA helpers they load, and the shim.
+pub(super) fn is_internal_module(module: &str) -> bool {
+    let m = basename(module);
+    [
+        "libcudart",
+        "libcuda.",
+        "libcudaleak",
+        "libnvidia-",
+        "libcudadebugger",
+    ]
+    .iter()
+    .any(|p| m.starts_with(p))
+}
+
+/// Functions of a statically linked cudart (and the shim's own Rust code, should it show).
+pub(super) fn is_internal_function(f: &str) -> bool {
+    [
+        "cudart::",
+        "__cudart",
+        "libcudart_static",
+        "cudaleak::",
+        "cudaleak_shim::",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
+}
+
+/// C start-up and thread entry code below `main` or a thread's start routine.
+pub(super) fn is_startup_function(f: &str) -> bool {
+    matches!(
+        f,
+        "_start"
+            | "__libc_start_main"
+            | "__libc_start_main_impl"
+            | "__libc_start_call_main"
+            | "start_thread"
+            | "clone"
+            | "clone3"
+            | "__clone"
+            | "__clone3"
+    )
+}
+
+/// The function name without template arguments or parameters: `cudaMalloc<float>(float**, …)`
+/// → `cudaMalloc`.
+pub(super) fn base_name(f: &str) -> &str {
+    let end = f.find(['(', '<']).unwrap_or(f.len());
+    f[..end].trim()
+}
+
+/// A CUDA allocation/free API entry point (the header already names the API; in a binary with a
+/// static cudart, or for the `cudaMalloc<T>` template of cuda_runtime.h, it is a frame in the
+/// user's own executable).
+pub(super) fn is_api_entry(f: &str, api: &str) -> bool {
+    let b = base_name(f);
+    if b.is_empty() {
+        return false;
+    }
+    let strip = |s: &'static str| b.strip_suffix(s);
+    let core = strip("_v2").or_else(|| strip("_ptsz")).unwrap_or(b);
+    b == api
+        || core == api
+        || api.strip_suffix("_v2") == Some(core)
+        || b.starts_with("cuMem")
+        || b.starts_with("cuArray")
+        || matches!(
+            core,
+            "cudaMalloc"
+                | "cudaMallocManaged"
+                | "cudaMallocHost"
+                | "cudaHostAlloc"
+                | "cudaMallocPitch"
+                | "cudaMalloc3D"
+                | "cudaMallocArray"
+                | "cudaMalloc3DArray"
+                | "cudaMallocMipmappedArray"
+                | "cudaMallocAsync"
+                | "cudaMallocFromPoolAsync"
+                | "cudaFree"
+                | "cudaFreeHost"
+                | "cudaFreeArray"
+                | "cudaFreeMipmappedArray"
+                | "cudaFreeAsync"
+        )
+}
+
+pub(super) fn frame_is_internal(f: &format::Frame) -> bool {
+    f.module.as_deref().is_some_and(is_internal_module)
+        || f.function
+            .as_deref()
+            .is_some_and(|n| is_internal_function(n) || is_startup_function(n))
+}
+
+/// A frame of the C library that its symbol table does not name: start-up and thread entry
+/// code on distributions whose libc carries no local symbols (Ubuntu's `__libc_start_call_main`).
+pub(super) fn is_unnamed_libc(f: &format::Frame) -> bool {
+    f.function.is_none()
+        && f.module
+            .as_deref()
+            .is_some_and(|m| basename(m).starts_with("libc.so"))
+}
+
+/// Indices of the frames a user sees: internal frames anywhere are dropped, and so are API
+/// entry frames at the innermost end, everything below `main`, and unnamed C library frames at
+/// the outermost end. If nothing is left, every frame is shown.
+pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) -> Vec<usize> {
+    if show_internal {
+        return (0..frames.len()).collect();
+    }
+    let mut out: Vec<usize> = Vec::with_capacity(frames.len());
+    for (i, f) in frames.iter().enumerate() {
+        if frame_is_internal(f) {
+            continue;
+        }
+        let leading = out.is_empty();
+        if leading && !f.is_python() && f.function.as_deref().is_some_and(|n| is_api_entry(n, api))
+        {
+            continue;
+        }
+        out.push(i);
+        if f.function.as_deref() == Some("main") && !f.is_python() {
+            break; // what calls main is the C start-up code
+        }
+    }
+    while out.len() > 1 && out.last().is_some_and(|&i| is_unnamed_libc(&frames[i])) {
+        out.pop();
+    }
+    if out.is_empty() {
+        return (0..frames.len()).collect();
+    }
+    out
+}
+
+/// Longest program-supplied name kept (function, file, module, exe, each argv word): a longer
+/// one is cut to this many bytes plus `…[N more bytes]` in every format, so a hostile 100 MB
+/// name is not copied into every group, callsite and line of output.
+pub const MAX_NAME_BYTES: usize = 64 << 10;
+
+/// `s`, or its first [`MAX_NAME_BYTES`] (on a character boundary) and a note of the rest.
+pub fn cut(s: &str) -> String {
+    if s.len() <= MAX_NAME_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_NAME_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} more bytes]", &s[..end], s.len() - end)
+}
+
+/// The process, with its names cut to [`MAX_NAME_BYTES`] and at most 4096 argv words.
+pub fn process_view(p: &format::Process) -> format::Process {
+    let mut argv: Vec<String> = p.argv.iter().take(4096).map(|a| cut(a)).collect();
+    if p.argv.len() > 4096 {
+        argv.push(format!("…[{} more arguments]", p.argv.len() - 4096));
+    }
+    format::Process {
+        exe: cut(&p.exe),
+        argv,
+        signal: p.signal.as_deref().map(cut),
+        recording_stopped: p.recording_stopped.as_deref().map(cut),
+        pid: p.pid,
+        ppid: p.ppid,
+        rank: p.rank,
+        start_unix_ms: p.start_unix_ms,
+        end_unix_ms: p.end_unix_ms,
+        end: p.end,
+        snapshot: p.snapshot,
+        forked_from: p.forked_from,
+    }
+}
+
+/// `cut` for a name from the dump: itself (shared) when short enough.
+pub(super) fn cut_name(s: &Name) -> Name {
+    if s.len() <= MAX_NAME_BYTES {
+        s.clone()
+    } else {
+        cut(s).into()
+    }
+}
+
+pub(super) fn frame_view(f: &format::Frame, internal: bool) -> FrameView {
+    FrameView {
+        internal,
+        function: f.function.as_ref().map(cut_name),
+        file: f.file.as_ref().map(cut_name),
+        line: f.line,
+        module: f.module.as_ref().map(cut_name),
+        offset: f.offset.map(|h| h.0),
+        ip: f.ip.0,
+        python: f.is_python(),
+    }
+}
