@@ -161,22 +161,34 @@ pub(super) fn fold_header_templates(
     if frames.iter().all(|&i| lib(i).is_some()) || !frames.iter().any(|&i| lib(i).is_some()) {
         return (frames.to_vec(), Vec::new());
     }
+    fold_runs(frames, |i| lib(i).is_none(), |i| lib(i).map(String::from))
+}
+
+/// `frames` (indices into a stack) with each run of frames not kept folded into one
+/// [`Folded`], which names the run by the `label`s of its frames, each once, innermost first.
+fn fold_runs(
+    frames: &[usize],
+    keep: impl Fn(usize) -> bool,
+    label: impl Fn(usize) -> Option<String>,
+) -> (Vec<usize>, Vec<Folded>) {
     let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
     let mut run: Option<Folded> = None;
     for &i in frames {
-        let Some(name) = lib(i) else {
+        if keep(i) {
             folded.extend(run.take());
             kept.push(i);
             continue;
-        };
+        }
         let r = run.get_or_insert_with(|| Folded {
             at: kept.len(),
             frames: 0,
             modules: Vec::new(),
         });
         r.frames += 1;
-        if !r.modules.iter().any(|m| m == name) {
-            r.modules.push(name.to_string());
+        if let Some(m) = label(i) {
+            if !r.modules.contains(&m) {
+                r.modules.push(m);
+            }
         }
     }
     folded.extend(run);
@@ -193,34 +205,19 @@ pub(super) fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize
         return fold_header_templates(all, frames);
     }
     let keep_libraries = !frames.iter().any(own);
-    let (mut kept, mut folded): (Vec<usize>, Vec<Folded>) = (Vec::new(), Vec::new());
-    let mut run: Option<Folded> = None;
-    for &i in frames {
-        let f = &all[i];
-        if own(&i) || (keep_libraries && f.is_python()) {
-            folded.extend(run.take());
-            kept.push(i);
-            continue;
-        }
-        let r = run.get_or_insert_with(|| Folded {
-            at: kept.len(),
-            frames: 0,
-            modules: Vec::new(),
-        });
-        r.frames += 1;
-        let module = if f.is_python() {
-            python_library(f)
-        } else {
-            f.module.as_deref().map(basename)
-        };
-        if let Some(m) = module {
-            if !r.modules.iter().any(|x| x == m) {
-                r.modules.push(cut(m));
-            }
-        }
-    }
-    folded.extend(run);
-    (kept, folded)
+    fold_runs(
+        frames,
+        |i| own(&i) || (keep_libraries && python(&i)),
+        |i| {
+            let f = &all[i];
+            let module = if f.is_python() {
+                python_library(f)
+            } else {
+                f.module.as_deref().map(basename)
+            };
+            module.map(cut)
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
