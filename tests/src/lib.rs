@@ -504,19 +504,21 @@ fn default_signals() -> Option<&'static str> {
 }
 
 /// Runs the test `name` of the current test binary again, in a child that inherits `signals`
-/// (e.g. `"HUP"`) ignored, as under `nohup` or in a background job: a test that passes only
-/// with the default disposition fails there unless the harness resets it. `None` where `env`
-/// cannot ignore signals (coreutils before 8.31).
-pub fn rerun_with_ignored(signals: &str, name: &str) -> Option<std::process::Output> {
+/// (e.g. `"HUP"`) ignored, as under `nohup` or in a background job, and panics unless it
+/// passes: a test that passes only with the default disposition fails there unless the harness
+/// resets it. Needs `env --ignore-signal` (coreutils 8.31 or later); without it this fails too,
+/// rather than pass without checking.
+pub fn assert_passes_with_ignored(signals: &str, name: &str) {
     let ignore = format!("--ignore-signal={signals}");
     let works = Command::new("env")
         .args([ignore.as_str(), "true"])
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !works {
-        return None;
-    }
+    assert!(
+        works,
+        "`env {ignore}` does not work here (coreutils < 8.31?)"
+    );
     let me = std::env::current_exe().expect("the test binary");
     let out = Command::new("env")
         .arg(&ignore)
@@ -525,7 +527,13 @@ pub fn rerun_with_ignored(signals: &str, name: &str) -> Option<std::process::Out
         .stdin(Stdio::null())
         .output()
         .expect("run the test again");
-    Some(out)
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} with {signals} ignored: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A scenario still running; see [`Scenario::spawn_shim`].
