@@ -33,9 +33,13 @@ demo: build
 # The tests find the shim through CUDALEAK_SHIM; CUDALEAK_REQUIRE_SAMPLES=1 turns "no nvcc, sample
 # tests skipped" into a failure, so CI cannot pass without having run them, and
 # CUDALEAK_REQUIRE_BROWSER=1 does the same for the HTML report's test in headless Chromium.
+# clippy runs in the release profile that the build and the tests use, so build scripts and
+# proc macros are compiled once. On a cold target (2 cores, 2026-12-04), `CARGO_TARGET_DIR=<empty>
+# cargo clippy --workspace --all-targets [--release] -- -D warnings` then `cargo build --release`:
+# 47 + 71 = 118 s with --release, 51 + 93 = 144 s without.
 test:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) build --release
 	@# CPythons newer than this machine's from Debian's unstable suite, where there is none (once,
 	@# into ~/.cache/cudaleak); without one its Python-frame tests are skipped, and this says so.
