@@ -135,6 +135,17 @@ pub struct HeldBy {
     pub segments: bool,
 }
 
+impl HeldBy {
+    fn of(c: &crate::caches::CacheRule) -> Self {
+        HeldBy {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            grows: c.grows.clone(),
+            segments: c.segments,
+        }
+    }
+}
+
 impl GrowthRow {
     pub fn first(&self) -> Counts {
         self.series.first().copied().unwrap_or_default()
@@ -450,6 +461,14 @@ fn too_few_dumps(skipped: &mut [Skipped]) -> TooFewDumps {
     TooFewDumps(m)
 }
 
+/// Whether the cache rule `held_by` (an index into the configuration's rules) holds its blocks as
+/// a pool's segments (`blocks = segments`).
+fn held_in_segments(cfg: &Config, held_by: Option<usize>) -> bool {
+    held_by
+        .and_then(|i| cfg.caches.get(i))
+        .is_some_and(|c| c.segments)
+}
+
 fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     // Series order, and where each added dump went in it.
     let mut order: Vec<usize> = (0..acc.points.len()).collect();
@@ -500,10 +519,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         .iter()
         .zip(&kept)
         .filter(|((r, _, _), (k, _))| {
-            let segments = r
-                .held_by
-                .and_then(|i| cfg.caches.get(i))
-                .is_some_and(|c| c.segments);
+            let segments = held_in_segments(cfg, r.held_by);
             match (k.first(), k.last()) {
                 (Some(a), Some(b)) if k.len() >= MIN_JUDGED && b.bytes > a.bytes => {
                     segments
@@ -519,7 +535,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     let mut coarse: Vec<usize> = candidates
         .iter()
         .filter_map(|(r, series, _)| r.held_by.filter(|_| series.iter().any(|c| c.bytes > 0)))
-        .filter(|&i| cfg.caches.get(i).is_some_and(|c| c.segments))
+        .filter(|&i| held_in_segments(cfg, Some(i)))
         .collect();
     coarse.sort_unstable();
     coarse.dedup();
@@ -528,10 +544,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     for ((r, series, floors), (kept, levels)) in candidates.into_iter().zip(kept) {
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
         let (peak, verdict, evidence) = if kept.len() >= MIN_JUDGED {
-            let per_tensor = !r
-                .held_by
-                .and_then(|i| cfg.caches.get(i))
-                .is_some_and(|c| c.segments);
+            let per_tensor = !held_in_segments(cfg, r.held_by);
             let Some((verdict, stats)) = judge_kept(&kept, &levels, per_tensor, alpha) else {
                 continue; // what it kept never rose above the first judged point
             };
@@ -561,12 +574,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             peak,
             bytes_per_hour: None,
             not_suspect: None,
-            held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(|c| HeldBy {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                grows: c.grows.clone(),
-                segments: c.segments,
-            }),
+            held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(HeldBy::of),
         };
         let growth = u64::try_from(row.growth_bytes()).unwrap_or(0);
         row.not_suspect = verdict.err().or(if growth < cfg.min_bytes {
@@ -611,12 +619,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
                 .iter()
                 .any(|r| r.is_suspect() && r.held_by.as_ref().is_some_and(|h| h.id == c.id))
         })
-        .map(|c| HeldBy {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            grows: c.grows.clone(),
-            segments: c.segments,
-        })
+        .map(HeldBy::of)
         .collect();
     let top = cfg.view.top.unwrap_or(usize::MAX);
     let mut not_shown = 0;

@@ -32,12 +32,10 @@ impl FrameView {
     pub fn is_own(&self) -> bool {
         !self.internal
             && self.line.is_some()
-            && self.file.as_deref().is_some_and(|file| {
-                !(file.contains("/site-packages/")
-                    || file.contains("/dist-packages/")
-                    || file.starts_with('<')
-                    || is_python_stdlib(file))
-            })
+            && self
+                .file
+                .as_deref()
+                .is_some_and(|file| !file.starts_with('<') && python_library_of(file).is_none())
     }
 
     /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
@@ -93,20 +91,15 @@ pub struct Folded {
     pub modules: Vec<String>,
 }
 
-/// `/usr/lib/python3.12/…`, `/opt/venv/lib/python3.12/…` (site-packages are told apart before).
-pub(super) fn is_python_stdlib(file: &str) -> bool {
-    file.contains("/lib/")
-        && file.split('/').any(|part| {
-            part.strip_prefix("python3.")
-                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-        })
-}
-
 /// The package of a Python frame in installed code — `torch` for
 /// `…/site-packages/torch/nn/modules/linear.py`, the file name for the standard library or a
 /// frozen module — or `None` for the program's own scripts.
 pub(super) fn python_library(f: &format::Frame) -> Option<&str> {
-    let file = f.file.as_deref()?;
+    python_library_of(f.file.as_deref()?)
+}
+
+/// [`python_library`] of a source file's path.
+fn python_library_of(file: &str) -> Option<&str> {
     for dir in ["/site-packages/", "/dist-packages/"] {
         if let Some((_, rest)) = file.split_once(dir) {
             return Some(rest.split('/').next().unwrap_or(rest));

@@ -122,7 +122,12 @@ pub fn point_label(p: &Point) -> String {
 
 /// Live bytes at each dump: all of them up to 12, else the first six and the last five.
 pub fn series_text(r: &GrowthRow) -> String {
-    let v: Vec<String> = r.series.iter().map(|c| human_bytes(c.bytes)).collect();
+    bytes_list(&r.series)
+}
+
+/// Bytes of each point: all of them up to 12, else the first six and the last five.
+fn bytes_list(points: &[Counts]) -> String {
+    let v: Vec<String> = points.iter().map(|c| human_bytes(c.bytes)).collect();
     if v.len() <= 12 {
         return v.join(", ");
     }
@@ -172,12 +177,7 @@ pub fn steps_text(r: &GrowthRow) -> String {
 /// and `(until Python began to shut down)` when the series ends there.
 pub fn kept_text(r: &GrowthRow) -> Option<String> {
     let e = r.evidence.as_ref()?;
-    let v: Vec<String> = e.kept.iter().map(|c| human_bytes(c.bytes)).collect();
-    let mut s = if v.len() <= 12 {
-        v.join(", ")
-    } else {
-        format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
-    };
+    let mut s = bytes_list(&e.kept);
     if e.ends_at_finalizing {
         s.push_str(" (until Python began to shut down)");
     }
