@@ -4,7 +4,7 @@ scripts/gpu-corpus.sh, say) into a compact series fixture for CI (cli/tests/grow
 and back.
 
     scripts/growth-fixture.py pack RUN_DIR FIXTURE.json --about TEXT --suspects N [--line F:L]
-    scripts/growth-fixture.py unpack FIXTURE.json DIR
+    scripts/growth-fixture.py unpack FIXTURE.json DIR [--root CHECKOUT]
 
 pack keeps the process with the most dumps. What the growth verdict reads is kept exactly:
 each dump's process, summary, floors and finalizing record, and per stack the number and total
@@ -19,6 +19,10 @@ target/release/cudaleak).
 
 --suspects and --line are what the fixture's test expects: the number of growth suspects and
 the `file:line` (basename) the top suspect's stack must name outside the Python library.
+
+The fixture records the checkout the program ran from (`root`, --root at pack, this checkout by
+default); unpack --root CHECKOUT moves the frames' files under it to CHECKOUT, so a report read
+from another clone names them relative to its own root, as it would have on the GPU machine.
 """
 import argparse
 import collections
@@ -99,7 +103,14 @@ def pack(run_dir):
             "dumps": [{"file": n, "dump": d} for n, d in dumps]}
 
 
-def unpack(fixture, dest):
+def moved(frame, old_root, new_root):
+    f = frame.get("file")
+    if new_root is None or not old_root or not f or not f.startswith(old_root.rstrip("/") + "/"):
+        return frame
+    return dict(frame, file=os.path.join(new_root, f[len(old_root.rstrip("/")) + 1:]))
+
+
+def unpack(fixture, dest, root=None):
     os.makedirs(dest, exist_ok=True)
     for entry in fixture["dumps"]:
         d = dict(entry["dump"])
@@ -113,7 +124,8 @@ def unpack(fixture, dest):
                     "api": api, "kind": kind, "device": device, "thread": thread,
                     "seq": 1_000_000_000 + seq, "time_ms": 0, "stack": stack,
                 })
-        frames = [dict(fr, ip=fr.get("ip", fr.get("offset"))) for fr in fixture["frames"]]
+        frames = [moved(dict(fr, ip=fr.get("ip", fr.get("offset"))), fixture.get("root"), root)
+                  for fr in fixture["frames"]]
         d["stacks"] = [{"frames": [frames[i] for i in st]} for st in fixture["stacks"]]
         d["live"] = live
         d["events"] = []
@@ -145,15 +157,18 @@ def main():
     p.add_argument("--about", required=True, help="where the dumps come from")
     p.add_argument("--suspects", type=int, required=True)
     p.add_argument("--line", help="file:line the top suspect names")
+    p.add_argument("--root", default=REPO, help="the checkout the program ran from")
     u = sub.add_parser("unpack")
     u.add_argument("fixture")
     u.add_argument("dest")
+    u.add_argument("--root", help="move the frames' files under the fixture's root here")
     a = ap.parse_args()
     if a.cmd == "unpack":
         with open(a.fixture) as f:
-            unpack(json.load(f), a.dest)
+            unpack(json.load(f), a.dest, a.root)
         return
-    fixture = {"about": a.about, "expect": {"suspects": a.suspects, "line": a.line}}
+    fixture = {"about": a.about, "expect": {"suspects": a.suspects, "line": a.line},
+               "root": os.path.abspath(a.root)}
     fixture.update(pack(a.run_dir))
     cudaleak = os.environ.get("CUDALEAK", os.path.join(REPO, "target/release/cudaleak"))
     with tempfile.TemporaryDirectory() as tmp:

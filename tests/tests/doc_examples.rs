@@ -67,7 +67,8 @@ fn output(id: &str) -> String {
         }
         // docs/report-format.md, `report --growth`: the series the CLI's tests pin.
         "growth-fixture" => cli(&["report", "--growth", "cli/tests/fixtures/growth"], &[]),
-        // docs/report-format.md, "What the script held when it ended": a real exit dump.
+        // docs/report-format.md, "What the script held when it ended": a real exit dump, its
+        // script moved into this checkout (the GPU machine's was elsewhere).
         "script-end" => {
             let dir = tempfile::tempdir().unwrap();
             let status = Command::new("python3")
@@ -75,6 +76,8 @@ fn output(id: &str) -> String {
                 .arg("unpack")
                 .arg(repo().join("cli/tests/fixtures/growth-corpus/leak_losses_append-exact.json"))
                 .arg(dir.path())
+                .arg("--root")
+                .arg(repo())
                 .status()
                 .expect("python3 runs scripts/growth-fixture.py");
             assert!(status.success());
