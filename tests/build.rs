@@ -1,8 +1,8 @@
 //! Builds the null-device CUDA runtime and driver (nullcuda/), the call spy, stand-ins for
-//! framework libraries (frameworks/: a libcublas.so.13 and a PyTorch libc10_cuda.so that allocate
-//! under their real names) and the scenario programs (scenarios/) with the system C and C++
-//! compilers, into OUT_DIR. Tests find them through `NULLCUDA_DIR`, `SPY_LIB`, `FRAMEWORKS_DIR`
-//! and `SCENARIO_DIR`.
+//! framework libraries (frameworks/: libcublas.so.13 and the other handle-owning NVIDIA libraries,
+//! and a PyTorch libc10_cuda.so, that allocate under their real names) and the scenario programs
+//! (scenarios/) with the system C and C++ compilers, into OUT_DIR. Tests find them through
+//! `NULLCUDA_DIR`, `SPY_LIB`, `FRAMEWORKS_DIR` and `SCENARIO_DIR`.
 //!
 //! Must never: touch anything outside OUT_DIR, or link a scenario with an rpath (programs find
 //! the null libraries through LD_LIBRARY_PATH, as real ones find the real driver).
@@ -81,9 +81,9 @@ fn main() {
     dev_symlink(&lib_dir, "libcudart.so", "libcudart.so.13");
 
     // Framework stand-ins live apart: only tests that put FRAMEWORKS_DIR on LD_LIBRARY_PATH
-    // load them. Neither has debug information, like the real wheels: c10 keeps its symbol table
-    // (names come from it, an anonymous namespace included); cuBLAS is stripped, so only its
-    // exported names resolve.
+    // load them. None has debug information, like the real wheels: c10 keeps its symbol table
+    // (names come from it, an anonymous namespace included); cuBLAS and the other NVIDIA
+    // libraries are stripped, so only their exported names resolve.
     let cxx = env::var("CXX").unwrap_or_else(|_| "c++".to_string());
     let fw_src = manifest.join("frameworks");
     let fw_dir = out.join("frameworks");
@@ -114,6 +114,29 @@ fn main() {
     };
     framework(&cc, "libcublas.so.13", "cublas.c", true, &["-lcuda"]);
     dev_symlink(&fw_dir, "libcublas.so", "libcublas.so.13");
+    // Handle-owning libraries (issue 24), stripped like cuBLAS. cuSOLVER links the cuBLAS
+    // stand-in above: its create makes a cuBLAS handle through cublasCreate_v2.
+    let fw_link = format!("-L{}", fw_dir.display());
+    let cuda: &[&str] = &["-lcuda"];
+    let handle_libraries: [(&str, &str, &[&str]); 7] = [
+        ("libcublasLt.so.13", "cublaslt.c", cuda),
+        ("libcudnn.so.9", "cudnn.c", cuda),
+        ("libcufft.so.12", "cufft.c", &["-lcuda", "-lpthread"]),
+        ("libcurand.so.10", "curand.c", cuda),
+        ("libcusparse.so.12", "cusparse.c", &[]),
+        (
+            "libcusolver.so.12",
+            "cusolver.c",
+            &[&fw_link, "-lcublas", "-lcuda"],
+        ),
+        ("libnccl.so.2", "nccl.c", cuda),
+    ];
+    for (soname, source, libs) in handle_libraries {
+        framework(&cc, soname, source, true, libs);
+        // The dev symlink scenarios link with: libcufft.so for libcufft.so.12.
+        let link = &soname[..soname.find(".so").expect("a soname has .so") + 3];
+        dev_symlink(&fw_dir, link, soname);
+    }
     framework(&cxx, "libc10_cuda.so", "c10_cuda.cpp", false, &["-lcudart"]);
     framework(
         &cc,

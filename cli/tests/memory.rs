@@ -84,6 +84,7 @@ fn dump(n: usize) -> Dump {
         events: Vec::new(),
         floors: None,
         finalizing: None,
+        handles: Vec::new(),
         shim: None,
     }
 }

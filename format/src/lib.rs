@@ -1,4 +1,4 @@
-//! The cudaleak dump schema, versions 1 to 4: the one definition of what the shim writes and the
+//! The cudaleak dump schema, versions 1 to 5: the one definition of what the shim writes and the
 //! CLI reads. Field-by-field documentation lives in `docs/dump-format.md`; keep the two in step.
 //!
 //! This crate holds types, the version constant, reading (with positions in errors),
@@ -30,8 +30,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// whose native frames are not named yet (`unnamed`), and the Python runs of such a dump's stacks
 /// (`stacks[].python`), which the reader splices in once the native frames have names; version 4
 /// adds each stack's floor since the previous snapshot (`floors`) and the moment the Python
-/// interpreter began to shut down (`finalizing`).
-pub const SCHEMA_VERSION: u32 = 4;
+/// interpreter began to shut down (`finalizing`); version 5 adds the library handles (cuBLAS,
+/// cuDNN, cuFFT plans, …) still live, and the blocks each one owns (`handles`).
+pub const SCHEMA_VERSION: u32 = 5;
 /// The oldest version this crate still reads.
 pub const MIN_SCHEMA_VERSION: u32 = 1;
 
@@ -42,7 +43,16 @@ pub fn is_supported_version(v: u64) -> bool {
 
 /// The version a dump should carry: the lowest that describes it, so that readers which know
 /// only version 1 keep reading dumps without Python frames or a module table.
-pub fn version_for<S>(stacks: &[Stack<S>], modules: &[Module], unnamed: bool, floors: bool) -> u32 {
+pub fn version_for<S>(
+    stacks: &[Stack<S>],
+    modules: &[Module],
+    unnamed: bool,
+    floors: bool,
+    handles: bool,
+) -> u32 {
+    if handles {
+        return 5;
+    }
     if floors {
         return 4;
     }
@@ -86,8 +96,45 @@ pub struct Dump<S = String> {
     // A default by path: a plain `default` would bound `S: Default`.
     #[serde(default = "Option::default", skip_serializing_if = "Option::is_none")]
     pub finalizing: Option<Finalizing<S>>,
+    /// Version 5: the library handles the program created and had not destroyed when the dump
+    /// was written, and destroyed ones whose blocks are still live.
+    #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
+    pub handles: Vec<Handle<S>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shim: Option<ShimInfo>,
+}
+
+/// A handle of a library that allocates GPU memory for it (a cuBLAS handle, a cuFFT plan, a
+/// NCCL communicator …): made by one call of `create`, the blocks the library allocated for it
+/// owned by it until it is destroyed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Handle<S = String> {
+    /// Which library: `cublas`, `cublasLt`, `cudnn`, `cufft`, `curand`, `cusparse`, `cusolver`
+    /// or `nccl`.
+    pub library: S,
+    /// The function that made it, e.g. `cublasCreate_v2` or `cufftPlan1d`.
+    pub create: S,
+    /// The handle's value as the library returned it (a pointer, or a cuFFT plan's number).
+    pub handle: Hex,
+    /// Kernel thread id of the creating thread.
+    pub thread: u64,
+    /// The current device when it was made, when known.
+    pub device: Option<i32>,
+    /// Sequence number of the create call (shared with allocations and frees).
+    pub seq: u64,
+    /// Milliseconds since the shim started.
+    pub time_ms: u64,
+    /// Index into `Dump::stacks`: the program's call of `create`.
+    pub stack: usize,
+    /// The `seq` of each live record the library allocated for this handle: while it was being
+    /// made, or during a call that names it (a cuFFT plan's `cufftMakePlan*`, a cuRAND
+    /// generator's `curandGenerate*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<u64>,
+    /// True for a handle the program destroyed whose blocks the library did not free.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destroyed: bool,
 }
 
 /// Blocks and bytes (bytes held, as `summary.live_bytes` counts them) of one stack.
@@ -715,6 +762,7 @@ pub struct DumpParts<'a, S = String> {
     pub events: &'a [Event<S>],
     pub floors: Option<&'a [StackCounts]>,
     pub finalizing: Option<&'a Finalizing<S>>,
+    pub handles: &'a [Handle<S>],
     pub shim: Option<&'a ShimInfo>,
 }
 
@@ -765,6 +813,10 @@ where
     if let Some(f) = p.finalizing {
         w.write_all(b",\"finalizing\":")?;
         serde_json::to_writer(&mut w, f)?;
+    }
+    if !p.handles.is_empty() {
+        w.write_all(b",\"handles\":")?;
+        serde_json::to_writer(&mut w, p.handles)?;
     }
     if let Some(shim) = p.shim {
         w.write_all(b",\"shim\":")?;
@@ -931,6 +983,15 @@ impl<S> Dump<S> {
                 ));
             }
         }
+        for (i, h) in self.handles.iter().enumerate() {
+            if h.stack >= n {
+                return Err(format!(
+                    "handles[{i}].stack is {} but there {}",
+                    h.stack,
+                    only_stacks(n)
+                ));
+            }
+        }
         let s = &self.summary;
         if s.live_allocations != self.live.len() as u64 {
             return Err(format!(
@@ -973,6 +1034,18 @@ mod tests {
                 kind: Kind::Reserved,
                 ..dump.live[0].clone()
             });
+            dump.handles.push(Handle {
+                library: "cublas".into(),
+                create: "cublasCreate_v2".into(),
+                handle: Hex(0x5000),
+                thread: 7,
+                device: Some(0),
+                seq: 3,
+                time_ms: 1,
+                stack: 0,
+                blocks: vec![dump.live[0].seq],
+                destroyed: false,
+            });
             for shim in [None, Some(ShimInfo::default())] {
                 dump.shim = shim;
                 let mut whole = Vec::new();
@@ -987,6 +1060,7 @@ mod tests {
                     events: &dump.events,
                     floors: dump.floors.as_deref(),
                     finalizing: dump.finalizing.as_ref(),
+                    handles: &dump.handles,
                     shim: dump.shim.as_ref(),
                 };
                 let live = dump.live.iter().map(|r| LiveRecord {
@@ -1088,6 +1162,7 @@ mod tests {
                 }],
                 floors: Vec::new(),
             }),
+            handles: Vec::new(),
             shim: Some(ShimInfo {
                 version: "0.1.0".into(),
                 stack_walks: 3,
@@ -1116,7 +1191,7 @@ mod tests {
             file: Some("/work/train.py".into()),
             line: Some(8),
         }]];
-        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false);
+        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false, false);
         d
     }
 
@@ -1244,7 +1319,7 @@ mod tests {
     fn python_frames_round_trip_and_make_the_dump_version_2() {
         let mut d = sample();
         assert_eq!(
-            version_for(&d.stacks, &d.modules, d.unnamed, false),
+            version_for(&d.stacks, &d.modules, d.unnamed, false, false),
             1,
             "no Python frame: version 1"
         );
@@ -1257,7 +1332,7 @@ mod tests {
             file: Some("/work/train.py".into()),
             line: Some(8),
         });
-        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false);
+        d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false, false);
         assert_eq!(d.cudaleak_dump, 2);
         let mut out = Vec::new();
         write(&d, &mut out).unwrap();
@@ -1303,11 +1378,11 @@ mod tests {
     #[test]
     fn other_versions_are_refused_by_name() {
         let mut v = serde_json::to_value(sample()).unwrap();
-        v["cudaleak_dump"] = 5.into();
+        v["cudaleak_dump"] = (SCHEMA_VERSION + 1).into();
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(5)))
+            Err(ReadError::Version(Some(v) if v == u64::from(SCHEMA_VERSION) + 1))
         ));
         v.as_object_mut()
             .unwrap()
@@ -1315,7 +1390,7 @@ mod tests {
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(5)))
+            Err(ReadError::Version(Some(v) if v == u64::from(SCHEMA_VERSION) + 1))
         ));
         assert!(matches!(
             from_slice(b"{\"hello\": 1}"),

@@ -103,6 +103,7 @@ macro_rules! apis {
         runtime { $(
             $rname:ident $rop:ident fn $rparams:tt => $returned:ident $rargs:tt;
         )* }
+        libraries { $($libraries:tt)* }
     ) => {
         /// Every wrapped function, by the name programs call it.
         #[allow(non_camel_case_types)]

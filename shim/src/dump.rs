@@ -43,6 +43,7 @@ pub struct Prepared {
     events: Vec<Event>,
     floors: Vec<StackCounts>,
     finalizing: Option<Finalizing>,
+    handles: Vec<format::Handle>,
     shim: ShimInfo,
     live: Vec<Live>,
     /// For each of `live`: its index into `stacks`.
@@ -144,6 +145,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
             ),
         }
     });
+    let handles = handles(s, &snap.live, &mut stack_index);
     let c = snap.totals;
     let summary = Summary {
         allocations: c.allocations,
@@ -163,7 +165,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         .iter()
         .any(|s| !s.python.is_empty() || s.frames.iter().any(|f| !f.is_python()));
     Prepared {
-        version: format::version_for(&stacks, &modules, unnamed, true),
+        version: format::version_for(&stacks, &modules, unnamed, true, !handles.is_empty()),
         process: process(s, exe, moment, snapshot, taken_ms),
         summary,
         unnamed,
@@ -172,6 +174,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         events,
         floors,
         finalizing,
+        handles,
         shim: ShimInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             stack_walks: stack::WALKS.load(Relaxed),
@@ -195,6 +198,7 @@ impl Prepared {
             events: &self.events,
             floors: Some(&self.floors),
             finalizing: self.finalizing.as_ref(),
+            handles: &self.handles,
             shim: Some(&self.shim),
         };
         let live = self.live.iter().zip(&self.stack_of).map(
@@ -224,6 +228,45 @@ impl Prepared {
         );
         format::write_streamed(&parts, live, w)
     }
+}
+
+/// The library handles as the dump lists them: each with the blocks it owns that are live in
+/// `live`; a destroyed handle only while some are.
+fn handles(
+    s: &State,
+    live: &[Live],
+    stack_index: &mut impl FnMut(StackId) -> usize,
+) -> Vec<format::Handle> {
+    let all = s.handles.snapshot();
+    if all.is_empty() {
+        return Vec::new();
+    }
+    let seqs: std::collections::HashSet<u64> = live.iter().map(|l| l.block.seq).collect();
+    all.into_iter()
+        .filter_map(|h| {
+            let blocks: Vec<u64> = h
+                .blocks
+                .iter()
+                .map(|&(_, _, seq)| seq)
+                .filter(|seq| seqs.contains(seq))
+                .collect();
+            if h.destroyed && blocks.is_empty() {
+                return None;
+            }
+            Some(format::Handle {
+                library: h.library.name().to_string(),
+                create: h.create.to_string(),
+                handle: Hex(h.value?),
+                thread: u64::from(h.thread),
+                device: (h.device >= 0).then_some(i32::from(h.device)),
+                seq: h.seq,
+                time_ms: u64::from(h.time_ms),
+                stack: stack_index(h.stack),
+                blocks,
+                destroyed: h.destroyed,
+            })
+        })
+        .collect()
 }
 
 /// (stack index, blocks, bytes) as the dump lists them: by stack index.

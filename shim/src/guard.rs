@@ -1,5 +1,6 @@
 //! Per-thread state of the hook layer: the re-entrancy guard, the label a runtime forward
-//! leaves for the driver wrapper below it, and the cached thread id.
+//! leaves for the driver wrapper below it, the library handle whose create (or use) call is
+//! running, and the cached thread id.
 //!
 //! Only const-initialised `Cell`s without destructors: they need no allocation and no TLS
 //! destructor registration, so they are safe from any thread at any time.
@@ -12,6 +13,33 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     static LABEL: Cell<Option<Label>> = const { Cell::new(None) };
     static TID: Cell<u32> = const { Cell::new(0) };
+    static OWNER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Set while a library's create call (or a call that names a handle) runs on this thread: the
+/// blocks the driver hooks record meanwhile belong to the handle of this token
+/// ([`crate::handles`]).
+pub struct OwnerScope {
+    previous: u64,
+}
+
+impl OwnerScope {
+    pub fn set(token: u64) -> OwnerScope {
+        OwnerScope {
+            previous: OWNER.with(|o| o.replace(token)),
+        }
+    }
+}
+
+impl Drop for OwnerScope {
+    fn drop(&mut self) {
+        OWNER.with(|o| o.set(self.previous));
+    }
+}
+
+/// The token of the handle whose call runs on this thread, if any.
+pub fn owner() -> Option<u64> {
+    Some(OWNER.with(Cell::get)).filter(|&t| t != 0)
 }
 
 /// Held while a driver wrapper runs; calls that arrive while one is held (the driver calling

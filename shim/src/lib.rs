@@ -21,6 +21,7 @@ mod critical;
 mod dump;
 mod graphs;
 mod guard;
+mod handles;
 mod hash;
 mod hooks;
 mod lifecycle;

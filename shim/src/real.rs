@@ -133,3 +133,23 @@ pub fn runtime(name: &CStr) -> *mut c_void {
     }
     ptr::null_mut()
 }
+
+/// A function of one of NVIDIA's libraries (cuBLAS, cuFFT …): the global scope first, then the
+/// library already loaded under one of its `sonames` (frameworks load them with RTLD_LOCAL).
+pub fn library(name: &CStr, sonames: &[&CStr]) -> *mut c_void {
+    let p = next(name);
+    if !p.is_null() {
+        return p;
+    }
+    for soname in sonames {
+        // SAFETY: RTLD_NOLOAD never loads anything; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if !h.is_null() {
+            let p = lookup(h, name);
+            if !p.is_null() {
+                return p;
+            }
+        }
+    }
+    ptr::null_mut()
+}

@@ -8,6 +8,7 @@
 use cudaleak_format::EventType;
 
 use crate::api::{Api, Space};
+use crate::handles::{Handle, Library};
 use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
@@ -18,6 +19,10 @@ use crate::{guard, lifecycle, process};
 /// recorded, `driver` the hook that records it: when they differ the call came through a
 /// runtime forward, whose caller is where the stack starts.
 fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
+    if guard::owner().is_some() {
+        // Inside a library's call that the shim forwards: its frames stay in the stack.
+        return with_python(s, stack::capture_in_library(&s.stacks, s.config.depth));
+    }
     let native = stack::capture_interned(
         &s.stacks,
         s.config.depth,
@@ -25,6 +30,11 @@ fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
         api != driver,
         s.config.unwind,
     );
+    with_python(s, native)
+}
+
+/// `native` with the thread's Python frames, if it runs Python.
+fn with_python(s: &State, native: StackId) -> StackId {
     if s.config.py_depth == 0 || !python::present() {
         return native;
     }
@@ -60,8 +70,14 @@ pub fn allocated(s: &'static State, driver: Api, addr: u64, size: u64, device: O
         let op = driver.op();
         let api = guard::label_for(op, driver);
         let stack = capture_stack(s, api, driver);
-        s.table
-            .allocated(op.space(), addr, new_block(s, api, size, stack, device));
+        let block = new_block(s, api, size, stack, device);
+        s.table.allocated(op.space(), addr, block);
+        if let Some(token) = guard::owner() {
+            s.handles
+                .owns(token, op.space(), addr, block.seq, |space, addr, seq| {
+                    s.table.is_live_as(space, addr, seq)
+                });
+        }
         touched(s);
     });
 }
@@ -234,5 +250,52 @@ pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<
         if !memory.allocs.is_empty() {
             touched(s);
         }
+    });
+}
+
+/// A library's create call begins on this thread (`hooks::libraries`): the handle it will make,
+/// with the program's call as its stack, under a token for the blocks made meanwhile.
+pub fn handle_creating(
+    s: &State,
+    library: Library,
+    create: &'static str,
+    device: Option<i32>,
+) -> Option<u64> {
+    state::shield(|| {
+        // Rare calls: walked every time, never from the walk cache (whose keys are APIs).
+        let native =
+            stack::capture_interned(&s.stacks, s.config.depth, 0, false, stack::Unwind::Precise);
+        s.handles.creating(Handle {
+            library,
+            create,
+            value: None,
+            stack: with_python(s, native),
+            thread: guard::thread_id(),
+            device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
+            seq: s.next_seq(),
+            time_ms: s.elapsed_ms(),
+            blocks: Vec::new(),
+            destroyed: false,
+        })
+    })
+}
+
+/// The create call of `token` returned: `value` is the handle it made, `None` if it failed.
+pub fn handle_created(s: &State, token: u64, value: Option<u64>) {
+    state::shield(|| s.handles.created(token, value));
+}
+
+/// A destroy call of handle `value` of `library` begins: the token of the handle, if known.
+pub fn handle_destroying(s: &State, library: Library, value: u64) -> Option<u64> {
+    state::shield(|| s.handles.destroy_started(library, value)).flatten()
+}
+
+/// The destroy call of handle `token` returned `rc`.
+pub fn handle_destroyed(s: &State, token: u64, rc: i32) {
+    state::shield(|| {
+        s.handles
+            .destroy_finished(token, rc == 0, |space, addr, seq| {
+                s.table.is_live_as(space, addr, seq)
+            });
     });
 }

@@ -194,10 +194,12 @@ const MAX_CHECKS: usize = CACHED_DEPTH + 8;
 /// A frame of the shim's further out than the first foreign one is a runtime forward
 /// (`cudaMalloc`): the frames collected so far are the CUDA runtime's own, between the forward
 /// and the driver, and are dropped, so the stack starts at the program's call. With
-/// `through_forward` the walk does not stop at `depth` before it has passed such a frame.
+/// [`Through::Forward`] the walk does not stop at `depth` before it has passed such a frame.
+/// With [`Through::Library`] (an allocation a library makes inside its create call, which the
+/// shim forwards) the library's frames are kept and the shim's are only left out.
 fn walk(
     depth: usize,
-    through_forward: bool,
+    through: Through,
     buf: &mut [usize; MAX_DEPTH],
     mut checks: Option<&mut Checks>,
 ) -> (usize, bool) {
@@ -205,7 +207,7 @@ fn walk(
     let mut n = 0;
     let mut seen_own = false;
     let mut collecting = false;
-    let mut passed_forward = !through_forward;
+    let mut passed_forward = through != Through::Forward;
     let mut cacheable = checks.is_some() && depth <= CACHED_DEPTH;
     // SAFETY: libgcc's _Unwind_Backtrace, which this uses on Linux, is thread-safe; the
     // unsynchronised variant avoids the crate's global lock, which a nested call would hit.
@@ -233,7 +235,9 @@ fn walk(
                     }
                 }
                 if own {
-                    n = 0;
+                    if through != Through::Library {
+                        n = 0;
+                    }
                     passed_forward = true;
                 } else if n < MAX_DEPTH {
                     buf[n] = ip;
@@ -244,6 +248,38 @@ fn walk(
         });
     }
     (n.min(depth), cacheable && n > 0)
+}
+
+/// What lies between the program's call and the hook that records: how [`walk`] treats a frame
+/// of the shim further out than the first foreign one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Through {
+    /// Nothing: the program called the driver hook.
+    Direct,
+    /// A runtime forward and the CUDA runtime: its frames are dropped.
+    Forward,
+    /// A library's call the shim forwards (`hooks::libraries`) and the library: its frames kept.
+    Library,
+}
+
+impl Through {
+    fn of(through_forward: bool) -> Through {
+        if through_forward {
+            Through::Forward
+        } else {
+            Through::Direct
+        }
+    }
+}
+
+/// The interned stack of an allocation a library makes inside a call the shim forwards (a
+/// handle's create): the library's frames, then the program's. Walked every time (rare calls).
+#[inline(never)]
+pub fn capture_in_library(interner: &Interner, depth: usize) -> StackId {
+    WALKS.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0usize; MAX_DEPTH];
+    let n = walk(depth, Through::Library, &mut buf, None).0;
+    interner.intern(&buf[..n])
 }
 
 /// Stacks deeper than this are never cached.
@@ -462,7 +498,7 @@ pub fn capture_interned(
     }
     WALKS.fetch_add(1, Ordering::Relaxed);
     let mut buf = [0usize; MAX_DEPTH];
-    let n = walk(depth, through_forward, &mut buf, None).0;
+    let n = walk(depth, Through::of(through_forward), &mut buf, None).0;
     interner.intern(&buf[..n])
 }
 
@@ -498,7 +534,12 @@ fn capture_cached(
                 slot: [0; MAX_CHECKS],
                 value: [0; MAX_CHECKS],
             };
-            let (n, cacheable) = walk(depth, through_forward, &mut buf, Some(&mut checks));
+            let (n, cacheable) = walk(
+                depth,
+                Through::of(through_forward),
+                &mut buf,
+                Some(&mut checks),
+            );
             let id = interner.intern(&buf[..n]);
             if cacheable {
                 cache.insert(sp, key, &checks, id);
@@ -619,11 +660,11 @@ mod tests {
     fn capture_skips_own_frames_and_stops_at_depth() {
         // Before the own range is known nothing is "after the shim", so nothing is taken.
         let mut buf = [0usize; MAX_DEPTH];
-        assert_eq!(walk(8, false, &mut buf, None).0, 0);
+        assert_eq!(walk(8, Through::Direct, &mut buf, None).0, 0);
         // In a test binary "own" is the whole test executable: what remains are libc's
         // thread-start frames outside it.
         init_own_range();
-        let n = walk(1, false, &mut buf, None).0;
+        let n = walk(1, Through::Direct, &mut buf, None).0;
         assert_eq!(n, 1);
         assert!(!is_own(buf[0]));
         assert!(is_own(

@@ -20,6 +20,8 @@ pub struct State {
     /// The Python code objects captures met.
     pub python: crate::python::Registry,
     pub graphs: Graphs,
+    /// Library handles and the blocks they own.
+    pub handles: crate::handles::Handles,
     /// `clock::coarse_ms()` when the shim started.
     pub start_ms: u64,
     pub start_unix_ms: AtomicU64,
@@ -53,6 +55,7 @@ pub fn init(config: Config) -> &'static State {
         mixed: Interner::default(),
         python: crate::python::Registry::default(),
         graphs: Graphs::default(),
+        handles: crate::handles::Handles::default(),
         start_ms: crate::clock::coarse_ms(),
         start_unix_ms: AtomicU64::new(crate::clock::unix_ms()),
         snapshots: AtomicU64::new(0),
@@ -119,6 +122,7 @@ impl State {
         self.mixed.lock_all();
         self.python.lock();
         self.graphs.lock();
+        self.handles.lock();
     }
 
     /// Releases what [`State::lock_all`] took.
@@ -129,6 +133,7 @@ impl State {
     pub unsafe fn unlock_all(&self) {
         // SAFETY: per the contract.
         unsafe {
+            self.handles.unlock();
             self.graphs.unlock();
             self.python.unlock();
             self.mixed.unlock_all();
@@ -153,13 +158,15 @@ impl State {
         let mixed = self.mixed.reclaim_locks();
         let python = self.python.reclaim_lock();
         let graphs = self.graphs.reclaim_lock();
-        stacks | mixed | python | graphs
+        let handles = self.handles.reclaim_lock();
+        stacks | mixed | python | graphs | handles
     }
 
     /// In a forked child of `parent`: an empty table, a new start, the parent remembered.
     pub fn reset_for_child(&self, parent: u32) {
         *self.dumping.lock() = false;
         self.table.clear();
+        self.handles.clear();
         self.snapshots.store(0, Ordering::Relaxed);
         self.start_unix_ms
             .store(crate::clock::unix_ms(), Ordering::Relaxed);

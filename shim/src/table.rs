@@ -550,6 +550,18 @@ impl Table {
         self.shard(addr).lock().live[space_index(space)].contains_key(&addr)
     }
 
+    /// Whether block `addr` of `space` is live and is the one allocated as call `seq` (not a
+    /// later block at the same address).
+    pub fn is_live_as(&self, space: Space, addr: u64, seq: u64) -> bool {
+        if space == Space::Mapped {
+            return false; // never a handle's: mappings are not allocations
+        }
+        let shard = self.shard(addr).lock();
+        shard.live[space_index(space)]
+            .get(&addr)
+            .is_some_and(|b| b.seq == seq)
+    }
+
     /// The device of live block `addr`, if it is live and its device known.
     pub fn device_of(&self, space: Space, addr: u64) -> Option<i16> {
         let shard = self.shard(addr).lock();

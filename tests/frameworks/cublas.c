@@ -1,8 +1,11 @@
 /* cublas.c: a stand-in for libcublas.so.13, as the shim sees the real one. cublasCreate_v2 makes
- * a handle whose workspace comes from cuMemAlloc_v2, called from internal functions that have no
- * symbol (the library is linked stripped, without debug information: only the exported API
- * names resolve). cublasAlloc, the legacy API, hands a block to its caller, who owns it.
- * Must never: free anything (real handles live until cublasDestroy, which programs rarely call). */
+ * a handle whose workspace (1 MiB) and scratch (4 KiB) come from cuMemAlloc_v2, called from
+ * internal functions that have no symbol (the library is linked stripped, without debug
+ * information: only the exported API names resolve). cublasDestroy_v2 frees exactly those two
+ * blocks (cuMemFree_v2, from an internal function) and the handle. cublasAlloc, the legacy API,
+ * hands a block to its caller, who owns it.
+ * Must never: free anything but in cublasDestroy_v2 (real handles live until cublasDestroy,
+ * which programs rarely call). */
 #include "nullcuda.h"
 
 #include <stdint.h>
@@ -38,6 +41,27 @@ EXPORT int cublasCreate_v2(void **out) {
     int rc = init_handle(h);
     *out = h;
     KEEP(out);
+    return rc;
+}
+
+INTERNAL static int release(CUdeviceptr *p) {
+    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
+    if (rc == 0)
+        *p = 0;
+    KEEP(p);
+    return rc;
+}
+
+/* 1 (CUBLAS_STATUS_NOT_INITIALIZED) for a null handle. */
+EXPORT int cublasDestroy_v2(void *handle) {
+    struct handle *h = handle;
+    if (!h)
+        return 1;
+    int rc = release(&h->workspace);
+    int rc2 = release(&h->scratch);
+    if (rc == 0)
+        rc = rc2;
+    free(h);
     return rc;
 }
 

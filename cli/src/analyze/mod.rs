@@ -2,7 +2,8 @@
 //! the grouping of live blocks by callsite, the split into leaks and blocks held by caches,
 //! teardown errors set apart from real ones, suppressions and size filters, and the gate's
 //! verdict. Its other rooms: `frames` (what a user sees of a stack), `diff` (per-callsite counts
-//! of a dump, and `diff`), `status` (how a program ended).
+//! of a dump, and `diff`), `status` (how a program ended), `handles` (which library handles
+//! were leaked).
 //!
 //! No I/O and no formatting of output here (reporters do that), and nothing may panic on a
 //! dump that `cudaleak-format` accepted. Findings own their strings so a dump can be dropped
@@ -20,10 +21,12 @@ use crate::suppressions::Rule;
 
 mod diff;
 mod frames;
+mod handles;
 mod status;
 
 pub use diff::*;
 pub use frames::*;
+pub use handles::HandleCount;
 pub use status::*;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,6 +70,9 @@ pub struct LeakGroup {
     pub callsite: Callsite,
     /// The cache that holds these blocks (an index into [`Findings::caches`]); `None` for a leak.
     pub held_by: Option<usize>,
+    /// Library handles never destroyed that this group stands for (their create call is the
+    /// stack; the blocks are those the library allocated for them), or `None` for blocks.
+    pub handles: Option<HandleCount>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +151,8 @@ pub struct ProcessFindings {
     pub leaks: Vec<LeakGroup>,
     /// Everything left after filters (not cut by `--top`).
     pub leaked: Counts,
+    /// Library handles among those leaks (never destroyed, see `handles`).
+    pub leaked_handles: u64,
     /// Per suppression rule, in file order.
     pub suppressed: Vec<Counts>,
     pub below_min_bytes: Counts,
@@ -329,6 +337,8 @@ pub struct QuietProcess {
 pub struct Totals {
     pub processes: u64,
     pub leaked: Counts,
+    /// Library handles among the leaks.
+    pub leaked_handles: u64,
     /// Distinct callsites across processes (a forked worker's callsite counts once).
     pub callsites: u64,
     pub suppressed: Counts,
@@ -613,16 +623,38 @@ struct GroupAcc {
     stacks: Vec<usize>,
 }
 
-/// Groups live records by API, kind, device, visible stack and the cache that holds them.
-fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupAcc> {
+/// Groups live records by API, kind, device, visible stack and the cache that holds them; the
+/// blocks of leaked handles are left to their handles' groups, and blocks a destroyed handle
+/// left behind are never held by a cache.
+fn group_live<'a>(
+    dump: &'a format::Dump,
+    stacks: &mut Stacks<'a>,
+    judged: &handles::Judged,
+) -> Vec<GroupAcc> {
     type Key = (Callsite, Option<usize>, Kind, Option<i32>);
     let mut index: HashMap<Key, usize> = HashMap::new();
     // Records of one stack index, API, kind and device share a group: found without hashing the
     // callsite (a whole stack's worth of frames) for every record.
-    let mut fast: HashMap<(usize, &'a str, Kind, Option<i32>), usize> = HashMap::new();
+    type Fast<'a> = (usize, &'a str, Kind, Option<i32>, bool, Option<usize>);
+    let mut fast: HashMap<Fast<'a>, usize> = HashMap::new();
     let mut groups: Vec<GroupAcc> = Vec::new();
     for r in &dump.live {
-        if let Some(&slot) = fast.get(&(r.stack, r.api.as_str(), r.kind, r.device)) {
+        if judged.in_groups.contains(&r.seq) {
+            continue;
+        }
+        // What the handles say of the block: left behind by a destroyed one (a leak), or held
+        // by a live one (that library's cache rule).
+        let left_behind = judged.left_behind.contains(&r.seq);
+        let owner_rule = judged.held.get(&r.seq).copied();
+        let fast_key = (
+            r.stack,
+            r.api.as_str(),
+            r.kind,
+            r.device,
+            left_behind,
+            owner_rule,
+        );
+        if let Some(&slot) = fast.get(&fast_key) {
             let acc = &mut groups[slot];
             acc.group.bytes = acc.group.bytes.saturating_add(r.size);
             acc.group.held = acc.group.held.saturating_add(r.held());
@@ -631,8 +663,13 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
         }
         let p = stacks.get(r.stack, &r.api);
         let callsite = p.callsite(&r.api);
+        let held_by = if left_behind {
+            None
+        } else {
+            p.held_by.or(owner_rule)
+        };
         let slot = *index
-            .entry((callsite.clone(), p.held_by, r.kind, r.device))
+            .entry((callsite.clone(), held_by, r.kind, r.device))
             .or_insert_with(|| {
                 groups.push(GroupAcc {
                     group: LeakGroup {
@@ -644,13 +681,14 @@ fn group_live<'a>(dump: &'a format::Dump, stacks: &mut Stacks<'a>) -> Vec<GroupA
                         allocations: 0,
                         stack: p.view.clone(),
                         callsite,
-                        held_by: p.held_by,
+                        held_by,
+                        handles: None,
                     },
                     stacks: Vec::new(),
                 });
                 groups.len() - 1
             });
-        fast.insert((r.stack, r.api.as_str(), r.kind, r.device), slot);
+        fast.insert(fast_key, slot);
         let acc = &mut groups[slot];
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
         acc.group.held = acc.group.held.saturating_add(r.held());
@@ -688,7 +726,9 @@ fn sorted_tally(map: BTreeMap<String, Counts>) -> Vec<(String, Counts)> {
 /// Analyses one dump.
 pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
     let mut stacks = Stacks::new(dump, &cfg.view, &cfg.caches);
-    let mut groups = group_live(dump, &mut stacks);
+    let mut judged = handles::judge(dump, &mut stacks);
+    let mut groups = group_live(dump, &mut stacks, &judged);
+    groups.append(&mut judged.groups);
     groups.sort_by(|a, b| by_size(&a.group, &b.group));
 
     // Stats and managed memory look at every live group, before filters.
@@ -748,6 +788,11 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         }
     }
     let leaked = sum_groups(&kept);
+    let leaked_handles = kept
+        .iter()
+        .filter_map(|g| g.handles.as_ref())
+        .map(|h| h.count)
+        .sum();
     let cached_total = sum_groups(&cached);
 
     let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
@@ -772,6 +817,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         summary: dump.summary.clone(),
         leaks: kept,
         leaked,
+        leaked_handles,
         suppressed,
         below_min_bytes,
         failed,
@@ -981,6 +1027,7 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
     let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
     for p in &processes {
         t.leaked.add(p.leaked);
+        t.leaked_handles += p.leaked_handles;
         for c in &p.suppressed {
             t.suppressed.add(*c);
         }
@@ -997,7 +1044,8 @@ pub fn finish(mut processes: Vec<ProcessFindings>, cfg: &Config) -> Findings {
         }
     }
 
-    let leaks = t.leaked.allocations > 0;
+    // A group of handles that own no memory (cuSPARSE's) is a leak too.
+    let leaks = t.leaked.groups > 0;
     // What the gate counts as leaked: leaks, and with --fail-on strict what caches hold.
     let count_cached = cfg.gate.count_cached && t.cached.allocations > 0;
     let counted_bytes = if count_cached {

@@ -15,6 +15,7 @@
 //! Like every reporter it never decides anything (what leaked, what is a suspect and the gate
 //! were settled in `analyze` and `growth`), and it must not panic on any findings.
 
+use crate::report::group_what;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -378,7 +379,7 @@ fn leak_head(g: &LeakGroup) -> String {
     format!(
         "<b>{}</b> in {} via <code>{}</code> {}",
         human_bytes(g.bytes),
-        plural(g.allocations, "allocation", "allocations"),
+        esc_text(&group_what(g)),
         esc(&g.api),
         esc_text(&placement(g.kind, g.device))
     )
@@ -525,7 +526,7 @@ fn totals_table(p: &mut Page, exit: Option<&Findings>, series: Option<&GrowthFin
                 plural(t.callsites, "callsite", "callsites"),
                 plural(t.processes, "process", "processes")
             ),
-            class(t.leaked.allocations > 0),
+            class(t.leaked.groups > 0),
         );
         row(
             "Held by caches",

@@ -109,6 +109,16 @@ struct Group<'a> {
     /// The id of the cache that holds the blocks (cached groups only).
     #[serde(skip_serializing_if = "Option::is_none")]
     cache: Option<&'a str>,
+    /// Library handles never destroyed that the group stands for (their create call is the
+    /// stack).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handles: Option<Handles<'a>>,
+}
+
+#[derive(Serialize)]
+struct Handles<'a> {
+    library: &'a str,
+    count: u64,
 }
 
 fn group<'a>(f: &'a Findings, pid: u32, g: &'a LeakGroup) -> Group<'a> {
@@ -126,6 +136,10 @@ fn group<'a>(f: &'a Findings, pid: u32, g: &'a LeakGroup) -> Group<'a> {
         frames: frames(&g.stack),
         hidden_frames: g.stack.hidden,
         omitted_frames: g.stack.omitted,
+        handles: g.handles.as_ref().map(|h| Handles {
+            library: &h.library,
+            count: h.count,
+        }),
     }
 }
 

@@ -3,6 +3,7 @@
 //! Every name taken from a program (functions, files, modules, APIs, command lines) goes through
 //! `escape`, so a `|` cannot break a table and `<script>` stays text.
 
+use crate::report::group_what;
 use std::io::{self, Write};
 
 use super::{cache_callsites_text, cached_by_rule, signed_human};
@@ -98,7 +99,7 @@ fn group_line(g: &LeakGroup) -> String {
     format!(
         "{} in {} via {} {}",
         human_bytes(g.bytes),
-        plural(g.allocations, "allocation", "allocations"),
+        escape(&group_what(g)),
         escape(&g.api),
         escape(&placement(g.kind, g.device))
     )

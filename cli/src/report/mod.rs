@@ -291,6 +291,16 @@ pub fn counts_text(c: Counts) -> String {
     )
 }
 
+/// What a leak or cache group holds: `120 allocations`, or for library handles never destroyed
+/// `40 cuBLAS handles never destroyed (120 allocations)`.
+pub fn group_what(g: &crate::analyze::LeakGroup) -> String {
+    let blocks = plural(g.allocations, "allocation", "allocations");
+    match &g.handles {
+        Some(h) => format!("{} never destroyed ({blocks})", h.text()),
+        None => blocks,
+    }
+}
+
 /// `1 allocation`, `2 allocations`.
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -706,8 +716,12 @@ pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
 /// `; 86.00 MiB held by caches` when caches hold anything.
 pub fn summary_line(f: &Findings) -> String {
     let t = &f.totals;
+    let handles = match t.leaked_handles {
+        0 => String::new(),
+        n => format!(" and {}", plural(n, "library handle", "library handles")),
+    };
     let mut s = format!(
-        "SUMMARY: {} leaked in {} from {} ({})",
+        "SUMMARY: {} leaked in {}{handles} from {} ({})",
         human_bytes(t.leaked.bytes),
         plural(t.leaked.allocations, "allocation", "allocations"),
         plural(t.callsites, "callsite", "callsites"),

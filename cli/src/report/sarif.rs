@@ -6,6 +6,7 @@
 //! with `rules`), even with no findings at all. Writes as it goes: each result is built, written
 //! and dropped before the next (never a document tree of all results).
 
+use crate::report::group_what;
 use std::io::{self, Write};
 
 use serde::ser::{SerializeSeq, Serializer};
@@ -279,13 +280,14 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 format!(
                     "{} in {} via {} {} never freed (pid {pid})",
                     human_bytes(g.bytes),
-                    plural(g.allocations, "allocation", "allocations"),
+                    group_what(g),
                     clean(&g.api),
                     placement(g.kind, g.device)
                 ),
                 &[&g.stack],
                 &g.callsite,
-                json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid}),
+                json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid,
+                       "handles": g.handles.as_ref().map(|h| json!({"library": h.library, "count": h.count}))}),
             ));
         }
         for g in &p.bad_frees {

@@ -9,9 +9,9 @@ use super::{cache_callsites_text, script_end_text, skipped_rest_text, NAMED_SKIP
 use super::{
     cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
     coarse_pools_text, counts_text, diff_summary_line, error_text, exit_line, folded_text,
-    frame_text_short, growth_gate_reason, growth_summary_line, human_bytes, human_bytes_exact,
-    human_duration, kept_text, placement, plural, point_label, pool_growth_text, process_label,
-    quiet_line, rate_text, series_text, signed_human, steps_text, summary_line,
+    frame_text_short, group_what, growth_gate_reason, growth_summary_line, human_bytes,
+    human_bytes_exact, human_duration, kept_text, placement, plural, point_label, pool_growth_text,
+    process_label, quiet_line, rate_text, series_text, signed_human, steps_text, summary_line,
     suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
 };
 use crate::analyze::View;
@@ -120,7 +120,7 @@ fn leak_header(g: &LeakGroup) -> String {
     format!(
         "{} in {} via {} {}",
         human_bytes_exact(g.bytes),
-        plural(g.allocations, "allocation", "allocations"),
+        group_what(g),
         clean(&g.api),
         placement(g.kind, g.device)
     )
@@ -571,7 +571,7 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
         writeln!(o.w, "{line}.")?;
     }
     let line = summary_line(f);
-    let style = if t.leaked.allocations > 0 {
+    let style = if t.leaked.groups > 0 {
         Style::Red
     } else {
         Style::Bold

@@ -69,6 +69,7 @@ macro_rules! driver_hooks {
             fn($($uarg:ident: $uty:ty),*) => $umodule:ident::$ubody:ident($($ubarg:expr),*);
         )* }
         runtime { $($runtime:tt)* }
+        libraries { $($libraries:tt)* }
     ) => {
         /// Index of each hook in [`HOOKS`].
         #[allow(non_camel_case_types)]

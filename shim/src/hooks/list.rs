@@ -8,7 +8,10 @@
 //!   table of operations follows): `name(base_name since_cuda_version [ptsz]) Op fn(C
 //!   parameters) => module::body(arguments after the API and the call)`;
 //! - unlabelled (driver functions that record under no name): the same without `Op`;
-//! - runtime (label-only forwards): `name Op fn(C parameters) => forward_method(arguments)`.
+//! - runtime (label-only forwards): `name Op fn(C parameters) => forward_method(arguments)`;
+//! - libraries (handle lifecycles, `hooks::libraries`): `library: name role fn(C parameters) =>
+//!   handle parameter`, where the role is `create` (the parameter points to where the new handle
+//!   is written), `destroy`, or `using` (a call that names the handle and may allocate for it).
 //!
 //! Every C parameter is passed on unchanged to the real function; the body is given the call of
 //! the real function, the hook's API name and what it needs of the parameters. Those arguments
@@ -199,6 +202,94 @@ macro_rules! hooked {
                     fn(dev_ptr: *mut c_void) => free(dev_ptr);
                 cudaMemPoolImportPointer ImportPointer
                     fn(ptr: *mut *mut c_void, pool: *mut c_void, data: *mut c_void) => allocation(0);
+            }
+            libraries {
+                cublas: cublasCreate_v2 create fn(handle: *mut Handle) => handle;
+                cublas: cublasDestroy_v2 destroy fn(handle: Handle) => handle;
+                cublasLt: cublasLtCreate create fn(handle: *mut Handle) => handle;
+                cublasLt: cublasLtDestroy destroy fn(handle: Handle) => handle;
+                cudnn: cudnnCreate create fn(handle: *mut Handle) => handle;
+                cudnn: cudnnDestroy destroy fn(handle: Handle) => handle;
+                cusparse: cusparseCreate create fn(handle: *mut Handle) => handle;
+                cusparse: cusparseDestroy destroy fn(handle: Handle) => handle;
+                cusolver: cusolverDnCreate create fn(handle: *mut Handle) => handle;
+                cusolver: cusolverDnDestroy destroy fn(handle: Handle) => handle;
+                cusolver: cusolverSpCreate create fn(handle: *mut Handle) => handle;
+                cusolver: cusolverSpDestroy destroy fn(handle: Handle) => handle;
+                // cuFFT plans are numbers. cufftPlan* make a plan and its work area; cufftCreate
+                // makes an empty one that cufftMakePlan* then give a work area.
+                cufft: cufftCreate create fn(plan: *mut c_int) => plan;
+                cufft: cufftPlan1d create
+                    fn(plan: *mut c_int, nx: c_int, kind: c_int, batch: c_int) => plan;
+                cufft: cufftPlan2d create
+                    fn(plan: *mut c_int, nx: c_int, ny: c_int, kind: c_int) => plan;
+                cufft: cufftPlan3d create
+                    fn(plan: *mut c_int, nx: c_int, ny: c_int, nz: c_int, kind: c_int) => plan;
+                cufft: cufftPlanMany create
+                    fn(plan: *mut c_int, rank: c_int, n: *mut c_int, inembed: *mut c_int,
+                       istride: c_int, idist: c_int, onembed: *mut c_int, ostride: c_int,
+                       odist: c_int, kind: c_int, batch: c_int) => plan;
+                cufft: cufftMakePlan1d using
+                    fn(plan: c_int, nx: c_int, kind: c_int, batch: c_int, work: *mut usize)
+                    => plan;
+                cufft: cufftMakePlan2d using
+                    fn(plan: c_int, nx: c_int, ny: c_int, kind: c_int, work: *mut usize) => plan;
+                cufft: cufftMakePlan3d using
+                    fn(plan: c_int, nx: c_int, ny: c_int, nz: c_int, kind: c_int,
+                       work: *mut usize) => plan;
+                cufft: cufftMakePlanMany using
+                    fn(plan: c_int, rank: c_int, n: *mut c_int, inembed: *mut c_int,
+                       istride: c_int, idist: c_int, onembed: *mut c_int, ostride: c_int,
+                       odist: c_int, kind: c_int, batch: c_int, work: *mut usize) => plan;
+                cufft: cufftMakePlanMany64 using
+                    fn(plan: c_int, rank: c_int, n: *mut i64, inembed: *mut i64, istride: i64,
+                       idist: i64, onembed: *mut i64, ostride: i64, odist: i64, kind: c_int,
+                       batch: i64, work: *mut usize) => plan;
+                cufft: cufftXtMakePlanMany using
+                    fn(plan: c_int, rank: c_int, n: *mut i64, inembed: *mut i64, istride: i64,
+                       idist: i64, input_type: c_int, onembed: *mut i64, ostride: i64,
+                       odist: i64, output_type: c_int, batch: i64, work: *mut usize,
+                       execution_type: c_int) => plan;
+                cufft: cufftDestroy destroy fn(plan: c_int) => plan;
+                // cuRAND allocates a generator's state at its first generation.
+                curand: curandCreateGenerator create fn(generator: *mut Handle, kind: c_int)
+                    => generator;
+                curand: curandCreateGeneratorHost create fn(generator: *mut Handle, kind: c_int)
+                    => generator;
+                curand: curandGenerate using
+                    fn(generator: Handle, out: *mut c_uint, n: usize) => generator;
+                curand: curandGenerateLongLong using
+                    fn(generator: Handle, out: *mut u64, n: usize) => generator;
+                curand: curandGenerateUniform using
+                    fn(generator: Handle, out: *mut f32, n: usize) => generator;
+                curand: curandGenerateUniformDouble using
+                    fn(generator: Handle, out: *mut f64, n: usize) => generator;
+                curand: curandGenerateNormal using
+                    fn(generator: Handle, out: *mut f32, n: usize, mean: f32, stddev: f32)
+                    => generator;
+                curand: curandGenerateNormalDouble using
+                    fn(generator: Handle, out: *mut f64, n: usize, mean: f64, stddev: f64)
+                    => generator;
+                curand: curandGenerateLogNormal using
+                    fn(generator: Handle, out: *mut f32, n: usize, mean: f32, stddev: f32)
+                    => generator;
+                curand: curandGenerateLogNormalDouble using
+                    fn(generator: Handle, out: *mut f64, n: usize, mean: f64, stddev: f64)
+                    => generator;
+                curand: curandGeneratePoisson using
+                    fn(generator: Handle, out: *mut c_uint, n: usize, lambda: f64) => generator;
+                curand: curandGenerateSeeds using fn(generator: Handle) => generator;
+                curand: curandDestroyGenerator destroy fn(generator: Handle) => generator;
+                nccl: ncclCommInitRank create
+                    fn(comm: *mut Handle, nranks: c_int, id: NcclUniqueId, rank: c_int) => comm;
+                nccl: ncclCommInitRankConfig create
+                    fn(comm: *mut Handle, nranks: c_int, id: NcclUniqueId, rank: c_int,
+                       config: *mut c_void) => comm;
+                nccl: ncclCommSplit create
+                    fn(parent: Handle, color: c_int, key: c_int, comm: *mut Handle,
+                       config: *mut c_void) => comm;
+                nccl: ncclCommDestroy destroy fn(comm: Handle) => comm;
+                nccl: ncclCommAbort destroy fn(comm: Handle) => comm;
             }
         }
     };

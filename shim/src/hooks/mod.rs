@@ -15,6 +15,7 @@ pub mod dlsym;
 pub mod driver;
 pub mod graphs;
 pub mod ipc;
+pub mod libraries;
 pub mod list;
 pub mod memory;
 pub mod pools;

@@ -39,6 +39,7 @@ macro_rules! runtime_forwards {
         runtime { $(
             $name:ident $op:ident fn($($arg:ident: $ty:ty),*) => $returned:ident($($rarg:expr),*);
         )* }
+        libraries { $($libraries:tt)* }
     ) => { $(
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {

@@ -1,0 +1,79 @@
+/* nccl.c: a stand-in for libnccl.so.2. ncclCommInitRank makes a communicator that owns 1 MiB of
+ * buffers from cuMemAlloc_v2, called from an internal function that has no symbol (the library
+ * is linked stripped: only the exported API names resolve). ncclCommDestroy and ncclCommAbort
+ * each free exactly that block (cuMemFree_v2) and the communicator. The unique id is passed by
+ * value (128 bytes on the stack), as in the real ABI, and ignored.
+ * Must never: free anything but in ncclCommDestroy / ncclCommAbort. */
+#include "nullcuda.h"
+
+#include <stdlib.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define INTERNAL __attribute__((noinline))
+/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
+#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
+
+typedef struct {
+    char internal[128];
+} ncclUniqueId;
+
+enum { ncclSuccess = 0, ncclSystemError = 2, ncclInternalError = 3, ncclInvalidArgument = 4 };
+
+struct comm {
+    int nranks, rank;
+    CUdeviceptr buffers;
+};
+
+INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
+    int rc = (int)cuMemAlloc_v2(p, n);
+    KEEP(p);
+    return rc;
+}
+
+INTERNAL static int release(CUdeviceptr *p) {
+    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
+    if (rc == 0)
+        *p = 0;
+    KEEP(p);
+    return rc;
+}
+
+EXPORT int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank) {
+    if (!comm || nranks < 1 || rank < 0 || rank >= nranks)
+        return ncclInvalidArgument;
+    KEEP(id.internal[0]);
+    struct comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ncclSystemError;
+    c->nranks = nranks;
+    c->rank = rank;
+    if (reserve(&c->buffers, 1 << 20) != 0) {
+        free(c);
+        return ncclSystemError;
+    }
+    *comm = c;
+    KEEP(comm);
+    return ncclSuccess;
+}
+
+INTERNAL static int teardown(struct comm *c) {
+    int rc = release(&c->buffers) == 0 ? ncclSuccess : ncclInternalError;
+    free(c);
+    return rc;
+}
+
+EXPORT int ncclCommDestroy(void *comm) {
+    if (!comm)
+        return ncclInvalidArgument;
+    int rc = teardown(comm);
+    KEEP(rc);
+    return rc;
+}
+
+EXPORT int ncclCommAbort(void *comm) {
+    if (!comm)
+        return ncclInvalidArgument;
+    int rc = teardown(comm);
+    KEEP(rc);
+    return rc;
+}
