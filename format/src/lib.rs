@@ -1382,7 +1382,7 @@ mod tests {
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(v) if v == u64::from(SCHEMA_VERSION) + 1))
+            Err(ReadError::Version(Some(v))) if v == u64::from(SCHEMA_VERSION) + 1
         ));
         v.as_object_mut()
             .unwrap()
@@ -1390,7 +1390,7 @@ mod tests {
         let bytes = serde_json::to_vec(&v).unwrap();
         assert!(matches!(
             from_slice(&bytes),
-            Err(ReadError::Version(Some(v) if v == u64::from(SCHEMA_VERSION) + 1))
+            Err(ReadError::Version(Some(v))) if v == u64::from(SCHEMA_VERSION) + 1
         ));
         assert!(matches!(
             from_slice(b"{\"hello\": 1}"),

@@ -38,7 +38,8 @@ fn the_shims_dump_has_no_names_and_a_module_table_with_build_ids() {
     let run = deep_stack();
     let dump = read_raw_dump(&dump_path(&run));
     assert!(dump.unnamed);
-    assert_eq!(dump.cudaleak_dump, cudaleak_format::SCHEMA_VERSION);
+    // The newest version but for library handles (5), which this program has none of.
+    assert_eq!(dump.cudaleak_dump, 4);
     let stack = &dump.stacks[dump.live[0].stack];
     assert_eq!(stack.frames.len(), 32);
     for f in &stack.frames {

@@ -851,3 +851,120 @@ fn diff_matches_callsites_across_stack_indices_and_puts_growth_first() {
     let d = diff(&old, Path::new("o"), &new, Path::new("n"), &v);
     assert_eq!((d.rows.len(), d.rows_not_shown, d.grew), (1, 2, 1));
 }
+
+/// A library handle of `library` made by the call at `stack` on `thread`, owning blocks `seqs`.
+fn handle(library: &str, stack: usize, thread: u64, seqs: &[u64]) -> format::Handle<format::Name> {
+    format::Handle {
+        library: library.into(),
+        create: "cublasCreate_v2".into(),
+        handle: Hex(0x5000 + thread * 0x100 + seqs.first().copied().unwrap_or(0)),
+        thread,
+        device: Some(0),
+        seq: 0,
+        time_ms: 0,
+        stack,
+        blocks: seqs.to_vec(),
+        destroyed: false,
+    }
+}
+
+/// Stacks: 0 the program's create call, 1 a framework's (PyTorch's), 2 a block the library
+/// allocated (libcublas below the program's call). Blocks 1..=4: 64 MiB each at stack 2.
+fn handles_dump(handles: Vec<format::Handle<format::Name>>) -> format::Dump {
+    let mut blocks = Vec::new();
+    for seq in 1..=4 {
+        blocks.push(LiveRecord {
+            address: Hex(0x7f00_0000 + seq * 0x1000_0000),
+            seq,
+            ..record(64 << 20, 2, Some(0))
+        });
+    }
+    let mut d = dump_of(
+        vec![
+            vec![frame("handle_request(int)", "/srv/svc")],
+            vec![frame(
+                "at::cuda::getCurrentCUDABlasHandle()",
+                "/opt/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
+            )],
+            vec![
+                frame("cublasCreate_v2", "/usr/local/cuda/lib64/libcublas.so.13"),
+                frame("handle_request(int)", "/srv/svc"),
+            ],
+        ],
+        blocks,
+    );
+    d.handles = handles;
+    d.validate().unwrap();
+    d
+}
+
+#[test]
+fn a_create_site_that_leaves_two_handles_on_one_thread_leaks_them_all() {
+    let d = handles_dump(vec![
+        handle("cublas", 0, 7, &[1, 2]),
+        handle("cublas", 0, 7, &[3]),
+        handle("cublas", 0, 8, &[4]),
+    ]);
+    let f = one(&d, &cfg());
+    let p = &f.processes[0];
+    assert_eq!(p.leaks.len(), 1, "{:#?}", p.leaks);
+    let g = &p.leaks[0];
+    assert_eq!(
+        g.handles,
+        Some(HandleCount {
+            library: "cublas".into(),
+            count: 3
+        })
+    );
+    assert_eq!((g.allocations, g.bytes), (4, 4 * (64 << 20)));
+    assert_eq!(g.api, "cublasCreate_v2");
+    assert_eq!(functions(&g.stack), ["handle_request(int)"]);
+    assert!(
+        p.cached.is_empty(),
+        "its blocks are the leak's, not the cache's"
+    );
+    assert_eq!((f.totals.leaked_handles, f.verdict.exit_code), (3, 23));
+}
+
+#[test]
+fn one_handle_per_thread_and_a_frameworks_handles_are_held() {
+    let per_thread = handles_dump(vec![
+        handle("cublas", 0, 7, &[1]),
+        handle("cublas", 0, 8, &[2]),
+    ]);
+    // PyTorch's handles: however many one thread has (a plan cache), they are the framework's.
+    let framework = handles_dump(vec![
+        handle("cublas", 1, 7, &[1]),
+        handle("cublas", 1, 7, &[2]),
+    ]);
+    for d in [per_thread, framework] {
+        let f = one(&d, &cfg());
+        let p = &f.processes[0];
+        assert!(p.leaks.is_empty(), "{:#?}", p.leaks);
+        assert_eq!(p.cached_total.allocations, 4);
+        assert_eq!(f.verdict.exit_code, 0);
+    }
+}
+
+#[test]
+fn blocks_a_destroyed_handle_left_are_leaks_and_a_handle_without_blocks_still_counts() {
+    let mut left = handle("cublas", 0, 7, &[1]);
+    left.destroyed = true;
+    let d = handles_dump(vec![
+        left,
+        handle("cusparse", 0, 7, &[]),
+        handle("cusparse", 0, 7, &[]),
+    ]);
+    let f = one(&d, &cfg());
+    let p = &f.processes[0];
+    let mut leaks: Vec<(Option<u64>, u64)> = p
+        .leaks
+        .iter()
+        .map(|g| (g.handles.as_ref().map(|h| h.count), g.allocations))
+        .collect();
+    leaks.sort();
+    // The block cuBLAS left after its destroy, and the two cuSPARSE handles (no memory).
+    assert_eq!(leaks, [(None, 1), (Some(2), 0)]);
+    assert_eq!(p.cached_total.allocations, 3);
+    assert_eq!(f.verdict.exit_code, 23);
+}

@@ -17,7 +17,7 @@ use super::change_text_paren;
 use super::{clean, rate_text};
 use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
 use crate::analyze::View;
-use crate::analyze::{DiffFindings, Findings, FrameView, StackView};
+use crate::analyze::{DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::callsite::Callsite;
 use crate::growth::GrowthFindings;
 use crate::report::steps_text;
@@ -269,6 +269,15 @@ impl Reporter for Sarif {
     }
 }
 
+/// A leak's properties; a group of library handles also gives their library and count.
+fn leak_properties(g: &LeakGroup, pid: u32) -> Value {
+    let mut v = json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid});
+    if let Some(h) = &g.handles {
+        v["handles"] = json!({"library": h.library, "count": h.count});
+    }
+    v
+}
+
 fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
     for p in &f.processes {
         let pid = p.process.pid;
@@ -286,8 +295,7 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 ),
                 &[&g.stack],
                 &g.callsite,
-                json!({"bytes": g.bytes, "allocations": g.allocations, "api": clean(&g.api), "kind": g.kind.as_str(), "pid": pid,
-                       "handles": g.handles.as_ref().map(|h| json!({"library": h.library, "count": h.count}))}),
+                leak_properties(g, pid),
             ));
         }
         for g in &p.bad_frees {

@@ -82,9 +82,9 @@ pub unsafe fn create(
     let scope = OwnerScope::set(token);
     let rc = call();
     drop(scope);
-    // SAFETY: out is null or valid for reads once the call has succeeded (this function's
-    // contract), and it is read only after success.
     let value = if rc == 0 {
+        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
+        // contract), and it is read only after success.
         unsafe { out.written() }
     } else {
         None
