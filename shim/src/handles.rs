@@ -120,8 +120,8 @@ impl Handles {
         token
     }
 
-    /// The create call of `token` returned `value`; `None` when it failed.
-    pub fn created(&self, token: u64, value: Option<u64>) {
+    /// The create call of `token` returned `value` (`None` when it failed), on `device`.
+    pub fn created(&self, token: u64, value: Option<u64>, device: i16) {
         let mut inner = self.inner.lock();
         let Some(value) = value else {
             inner.by_token.remove(&token);
@@ -131,6 +131,7 @@ impl Handles {
             return;
         };
         h.value = Some(value);
+        h.device = device;
         let key = (h.library, value);
         // A value reused without a destroy we saw (the library freed it some other way): the
         // old handle is gone.
@@ -284,7 +285,7 @@ mod tests {
         let h = Handles::default();
         let t = h.creating(handle(Library::cublas));
         h.owns(t, Space::Device, 0x1000, 2, |_, _, _| true);
-        h.created(t, Some(0xabc));
+        h.created(t, Some(0xabc), 0);
         assert_eq!(h.token_of(Library::cublas, 0xabc), Some(t));
         assert_eq!(h.token_of(Library::cufft, 0xabc), None);
         let snap = h.snapshot();
@@ -306,12 +307,12 @@ mod tests {
     fn a_failed_create_leaves_nothing_and_a_destroy_that_left_blocks_is_kept() {
         let h = Handles::default();
         let t = h.creating(handle(Library::cufft));
-        h.created(t, None);
+        h.created(t, None, -1);
         assert!(h.snapshot().is_empty());
         let t = h.creating(handle(Library::cufft));
         h.owns(t, Space::Device, 0x2000, 5, |_, _, _| true);
         h.owns(t, Space::Device, 0x3000, 6, |_, _, _| true);
-        h.created(t, Some(1));
+        h.created(t, Some(1), 0);
         let token = h.destroy_started(Library::cufft, 1).unwrap();
         h.destroy_finished(token, true, |_, addr, _| addr == 0x3000);
         let snap = h.snapshot();
@@ -325,7 +326,7 @@ mod tests {
     fn a_full_block_list_drops_the_freed_ones() {
         let h = Handles::default();
         let t = h.creating(handle(Library::curand));
-        h.created(t, Some(9));
+        h.created(t, Some(9), 0);
         for i in 0..BLOCKS_KEPT as u64 {
             h.owns(t, Space::Device, 0x1000 + i, i, |_, _, _| true);
         }

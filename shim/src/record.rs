@@ -255,12 +255,7 @@ pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<
 
 /// A library's create call begins on this thread (`hooks::libraries`): the handle it will make,
 /// with the program's call as its stack, under a token for the blocks made meanwhile.
-pub fn handle_creating(
-    s: &State,
-    library: Library,
-    create: &'static str,
-    device: Option<i32>,
-) -> Option<u64> {
+pub fn handle_creating(s: &State, library: Library, create: &'static str) -> Option<u64> {
     state::shield(|| {
         // Rare calls: walked every time, never from the walk cache (whose keys are APIs).
         let native =
@@ -271,7 +266,7 @@ pub fn handle_creating(
             value: None,
             stack: with_python(s, native),
             thread: guard::thread_id(),
-            device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
+            device: -1,
             seq: s.next_seq(),
             time_ms: s.elapsed_ms(),
             blocks: Vec::new(),
@@ -280,9 +275,20 @@ pub fn handle_creating(
     })
 }
 
-/// The create call of `token` returned: `value` is the handle it made, `None` if it failed.
-pub fn handle_created(s: &State, token: u64, value: Option<u64>) {
-    state::shield(|| s.handles.created(token, value));
+/// The create call of `token` returned: `value` is the handle it made, `None` if it failed;
+/// `device` the current device now.
+pub fn handle_created(
+    s: &State,
+    token: u64,
+    value: Option<u64>,
+    device: impl FnOnce() -> Option<i32>,
+) {
+    state::shield(|| {
+        let device = value
+            .and_then(|_| device())
+            .and_then(|d| i16::try_from(d).ok());
+        s.handles.created(token, value, device.unwrap_or(-1));
+    });
 }
 
 /// A destroy call of handle `value` of `library` begins: the token of the handle, if known.

@@ -154,11 +154,20 @@ fn device_count() -> i32 {
         return known;
     }
     let mut count: c_int = 0;
-    let ok = DEVICE_GET_COUNT.get().is_some_and(|f| {
-        // SAFETY: f is the driver's cuDeviceGetCount; count is a valid out-parameter.
-        (unsafe { f(&mut count) }) == CUDA_SUCCESS
-    }) && count > 0;
-    let count = if ok { count } else { -1 };
+    let Some(f) = DEVICE_GET_COUNT.get() else {
+        DEVICE_COUNT.store(-1, Ordering::Relaxed);
+        return -1;
+    };
+    // SAFETY: f is the driver's cuDeviceGetCount; count is a valid out-parameter.
+    let rc = unsafe { f(&mut count) };
+    if rc == CUDA_ERROR_NOT_INITIALIZED {
+        return -1; // asked before cuInit: ask again later
+    }
+    let count = if rc == CUDA_SUCCESS && count > 0 {
+        count
+    } else {
+        -1
+    };
     DEVICE_COUNT.store(count, Ordering::Relaxed);
     count
 }

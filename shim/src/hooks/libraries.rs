@@ -90,7 +90,8 @@ pub unsafe fn create(
         None
     };
     if let Some(s) = state::get() {
-        keeping_errno(|| record::handle_created(s, token, value));
+        // The device after the call: a library's first create may be what set up the context.
+        keeping_errno(|| record::handle_created(s, token, value, || current_device()));
     }
     rc
 }
@@ -101,7 +102,7 @@ pub unsafe fn create(
 fn creating(library: Library, name: &'static str) -> Option<u64> {
     let _guard = Guard::enter()?;
     let s = state::recording()?;
-    keeping_errno(|| record::handle_creating(s, library, name, current_device()))
+    keeping_errno(|| record::handle_creating(s, library, name))
 }
 
 /// A destroy call: the handle is forgotten once the library has destroyed it, unless blocks it
