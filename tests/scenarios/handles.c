@@ -8,6 +8,7 @@
  *     requests each of fft_request (cufftPlan1d, nx 256, batch 10: 20480 bytes), rng_request
  *     (a generator, used once) and dnn_request (a cuDNN handle); none is destroyed: one handle
  *     per call, leaked.
+ *   slow: the 40 cuBLAS requests alone, 100 ms apart (for `run --growth`).
  *   one: init_libraries creates one handle of each library once (the plan with cufftCreate then
  *     cufftMakePlan1d, nx 1000, batch 3: 24000 bytes; the generator used once) and keeps it: one
  *     per process, held, not leaked.
@@ -23,6 +24,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 int cublasCreate_v2(void **handle);
 int cublasDestroy_v2(void *handle);
@@ -158,6 +160,13 @@ int main(int argc, char **argv) {
             rng_request(i);
             dnn_request(i);
         }
+    } else if (strcmp(mode, "slow") == 0) {
+        /* The per-request cuBLAS leak as a service runs it, 100 ms a request, for snapshots. */
+        for (int i = 0; i < REQUESTS; i++) {
+            handle_request(i);
+            struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+        }
     } else if (strcmp(mode, "one") == 0) {
         init_libraries(&kept);
     } else if (strcmp(mode, "clean") == 0) {
@@ -170,7 +179,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < THREADS; k++)
             pthread_join(threads[k], NULL);
     } else {
-        fprintf(stderr, "usage: handles per-request|one|clean|threads\n");
+        fprintf(stderr, "usage: handles per-request|slow|one|clean|threads\n");
         return 2;
     }
     KEEP(&kept);

@@ -6,7 +6,8 @@
 //!   leak, at the program's create line, with the handle count and the blocks they own;
 //! - `one`: one handle of each library, never destroyed, is held, not leaked;
 //! - `threads`: one handle per thread from one site is held;
-//! - `clean`: every handle destroyed leaves nothing, not even a handle in the dump.
+//! - `clean`: every handle destroyed leaves nothing, not even a handle in the dump;
+//! - `slow`: under `run --growth`, the per-request site grows at its create line.
 
 use cudaleak_tests::{cudaleak_run, marker_line, read_dump, CliRun};
 use serde_json::Value;
@@ -212,4 +213,50 @@ fn handles_destroyed_leave_nothing_behind() {
     assert!(d.handles.is_empty(), "{:?}", d.handles);
     // No handle: the dump is of the version without them.
     assert_eq!(d.cudaleak_dump, 4);
+}
+
+#[test]
+fn handles_made_per_request_grow_at_the_create_line_under_growth() {
+    // 40 requests 100 ms apart: the auto schedule takes a snapshot a second.
+    let run = cudaleak_run(&["--growth"], "handles", &["slow"], &[]);
+    run.assert_exit(23);
+    let out = &run.stdout;
+    let line = marker_line("handles", "create_per_request");
+    let at = format!("#0 handle_request at scenarios/handles.c:{line} (handles)");
+    let suspect = out
+        .find("Suspect 1 of 1: ")
+        .unwrap_or_else(|| panic!("{out}"));
+    let first_frame = out[suspect..].lines().find(|l| l.trim().starts_with("#0"));
+    assert_eq!(
+        first_frame.map(str::trim),
+        Some(at.as_str()),
+        "the suspect is the create call:\n{out}"
+    );
+    assert!(
+        out[suspect..]
+            .lines()
+            .next()
+            .unwrap()
+            .contains("cublasCreate_v2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn suppressions_and_min_bytes_apply_to_handle_leaks_as_to_any_leak() {
+    let dir = tempfile::tempdir().unwrap();
+    let supp = dir.path().join("handles.supp");
+    std::fs::write(&supp, "leak:handle_request\nleak:rng_request\n").unwrap();
+    let run = cudaleak_run(
+        &["--suppressions", supp.to_str().unwrap(), "--min-bytes", "250000"],
+        "handles",
+        &["per-request"],
+        &[],
+    );
+    // Left: the cuDNN handles (250880 B); the cuFFT plans (102400 B) are below --min-bytes.
+    run.assert_exit(23);
+    let out = &run.stdout;
+    assert!(out.contains("Leak 1 of 1: "), "{out}");
+    assert!(out.contains("in 5 cuDNN handles never destroyed"), "{out}");
+    assert!(!out.contains("cuBLAS handles never destroyed"), "{out}");
 }

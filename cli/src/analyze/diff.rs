@@ -84,17 +84,20 @@ pub struct CallsiteLive {
 
 /// Live blocks of one dump summed per callsite (API plus visible frames, never addresses or
 /// stack indices), in order of first appearance: what `diff` and `report --growth` compare.
-/// Blocks whose stack matches a suppression rule are counted per rule instead.
+/// Blocks whose stack matches a suppression rule are counted per rule instead. A block of a live
+/// library handle the program's own code made counts at the handle's create call, so a site
+/// that makes a handle per request grows there ([`super::handles::owned_by_program`]).
 pub fn live_by_callsite(
     dump: &format::Dump,
     view: &View,
     rules: &[Rule],
     caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    let records = dump
-        .live
-        .iter()
-        .map(|r| (r.stack, r.api.as_str(), 1, r.held()));
+    let owners = super::handles::owned_by_program(dump);
+    let records = dump.live.iter().map(|r| match owners.get(&r.seq) {
+        Some(&(stack, create)) => (stack, create, 1, r.held()),
+        None => (r.stack, r.api.as_str(), 1, r.held()),
+    });
     by_callsite(
         dump,
         records,

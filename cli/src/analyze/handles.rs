@@ -104,6 +104,21 @@ fn made_by_framework(stack: &format::Stack) -> bool {
         .is_some_and(framework_module)
 }
 
+/// The blocks of the live handles the program's own code made (not a framework): each block's
+/// `seq`, with the handle's create stack and function.
+pub(super) fn owned_by_program(dump: &format::Dump) -> HashMap<u64, (usize, &str)> {
+    let mut owned = HashMap::new();
+    for h in dump.handles.iter().filter(|h| !h.destroyed) {
+        if dump.stacks.get(h.stack).is_none_or(made_by_framework) {
+            continue;
+        }
+        for &seq in &h.blocks {
+            owned.insert(seq, (h.stack, h.create.as_str()));
+        }
+    }
+    owned
+}
+
 pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
     let mut judged = Judged::default();
     if dump.handles.is_empty() {
