@@ -91,7 +91,7 @@ pub unsafe fn create(
     };
     if let Some(s) = state::get() {
         // The device after the call: a library's first create may be what set up the context.
-        keeping_errno(|| record::handle_created(s, token, value, || current_device()));
+        keeping_errno(|| record::handle_created(s, token, value, current_device));
     }
     rc
 }
