@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu-handles.sh — library handles on a real GPU: a handle made per request and never
 # destroyed is a leak at the program's create line; a handle made once per process is held.
-# Each program in tests/gpu/handles/*.cu (cuBLAS, cuFFT, cuRAND, cuDNN, cuSOLVER) is built with
+# Each program in tests/gpu/handles/*.cu (cuBLAS, cuFFT, cuRAND, cuDNN, cuSOLVER, NCCL) is built with
 # nvcc and run in each mode — leak (expected exit 23, the report naming the `// LEAK` line),
 # one and clean (expected 0) — bare, then under `cudaleak run`; each leak mode once more under
 # compute-sanitizer --leak-check full, its summary printed beside ours. The PyTorch (default and
@@ -10,8 +10,9 @@
 #
 #   CUDALEAK_BIN_DIR=DIR scripts/gpu-handles.sh
 #
-# DIR holds cudaleak and libcudaleak.so. cuDNN is looked for in $CUDNN_HOME, the CUDA toolkit and
-# the Python wheels (site-packages/nvidia/*/{include,lib}); without it cudnn_service is skipped.
+# DIR holds cudaleak and libcudaleak.so. cuDNN and NCCL are looked for in $CUDNN_HOME and
+# $NCCL_HOME, the CUDA toolkit and the Python wheels (site-packages/nvidia/*/{include,lib});
+# without them cudnn_service and nccl_service are skipped.
 # One line per run:
 #   RESULT <name> <mode> expected=<0|23> got=<rc> <PASS|FAIL> line=<yes|no|-> handles="<rows>" bare=<rc> done=<yes|no>
 # line: whether the report names <name>.cu:<the `// LEAK` line> (leak modes only); handles: the
@@ -104,21 +105,24 @@ sanitize() {
     record "SANITIZER $name leak: compute-sanitizer: ${summary:-no leak reported (exit $rc)} | cudaleak: $(handle_rows "$work/$name-leak.report")"
 }
 
-# Prints the include and lib folders of a cuDNN with cudnn.h and libcudnn.so*, one a line.
-find_cudnn() {
-    local d
-    for d in ${CUDNN_HOME:+"$CUDNN_HOME"} "$cuda" /usr; do
-        if [[ -f "$d/include/cudnn.h" ]] && compgen -G "$d/lib*/libcudnn.so*" > /dev/null; then
+# find_lib NAME [HOME]: prints the include and lib folders of a library with NAME.h and
+# libNAME.so* (cudnn, nccl), one a line: in HOME, the toolkit, /usr or the Python wheels.
+find_lib() {
+    local name="$1" home="${2:-}" d
+    for d in ${home:+"$home"} "$cuda" /usr; do
+        if [[ -f "$d/include/$name.h" ]] && compgen -G "$d/lib*/lib$name.so*" > /dev/null; then
             echo "$d/include"
-            dirname "$(compgen -G "$d/lib*/libcudnn.so*" | head -n 1)"
+            dirname "$(compgen -G "$d/lib*/lib$name.so*" | head -n 1)"
             return
         fi
     done
-    python3 - <<'PY' 2> /dev/null
+    python3 - "$name" <<'PY' 2> /dev/null
 import glob, os, site, sys
+name = sys.argv[1]
 roots = []
 try:
-    import nvidia.cudnn as m  # a namespace package in recent wheels: no __file__
+    import importlib
+    m = importlib.import_module("nvidia." + name)  # a namespace package in recent wheels
     roots += list(getattr(m, "__path__", []))
     if getattr(m, "__file__", None):
         roots.append(os.path.dirname(m.__file__))
@@ -130,7 +134,7 @@ for d in dirs:
     roots += glob.glob(os.path.join(d, "nvidia", "*"))
 for r in dict.fromkeys(roots):
     inc, lib = os.path.join(r, "include"), os.path.join(r, "lib")
-    if os.path.isfile(os.path.join(inc, "cudnn.h")) and glob.glob(os.path.join(lib, "libcudnn.so*")):
+    if os.path.isfile(os.path.join(inc, name + ".h")) and glob.glob(os.path.join(lib, "lib" + name + ".so*")):
         print(inc)
         print(lib)
         break
@@ -147,29 +151,31 @@ main() {
     local cuda_lib="$cuda/lib64" name mode expected leak_line extra
     [[ -d "$cuda_lib" ]] || cuda_lib="$cuda/targets/x86_64-linux/lib"
 
-    local -A libs=([cublas]=-lcublas [cufft]=-lcufft [curand]=-lcurand [cusolver]=-lcusolver [cudnn]=-lcudnn)
-    local cudnn_dirs=() cudnn_so
-    mapfile -t cudnn_dirs < <(find_cudnn)
-    for name in cublas_service cufft_service curand_service cudnn_service cusolver_service; do
+    local -A libs=([cublas]=-lcublas [cufft]=-lcufft [curand]=-lcurand [cusolver]=-lcusolver [cudnn]=-lcudnn [nccl]=-lnccl)
+    local dirs=() so lib
+    for name in cublas_service cufft_service curand_service cudnn_service cusolver_service nccl_service; do
         extra=()
-        if [[ "$name" == cudnn_service ]]; then
-            if [[ ${#cudnn_dirs[@]} -lt 2 ]]; then
-                record "SKIP cudnn_service: no cuDNN (cudnn.h and libcudnn.so*) in \$CUDNN_HOME, $cuda, /usr or the Python wheels (site-packages/nvidia/*/{include,lib})"
+        lib="${name%_service}"
+        if [[ "$lib" == cudnn || "$lib" == nccl ]]; then
+            local home_var="${lib^^}_HOME"
+            mapfile -t dirs < <(find_lib "$lib" "${!home_var:-}")
+            if [[ ${#dirs[@]} -lt 2 ]]; then
+                record "SKIP $name: no $lib.h and lib$lib.so* in \$$home_var, $cuda, /usr or the Python wheels (site-packages/nvidia/*/{include,lib})"
                 skip=$((skip + 3))
                 continue
             fi
-            # A wheel ships libcudnn.so.9 and no libcudnn.so for -lcudnn to find: link through one.
-            cudnn_so="$(compgen -G "${cudnn_dirs[1]}/libcudnn.so" || compgen -G "${cudnn_dirs[1]}/libcudnn.so.[0-9]*" | sort | head -n 1)"
-            mkdir -p "$work/cudnn-link"
-            ln -sf "$cudnn_so" "$work/cudnn-link/libcudnn.so"
-            echo "cuDNN: ${cudnn_dirs[0]}, $cudnn_so"
-            extra=(-I"${cudnn_dirs[0]}" -L"$work/cudnn-link" -Xlinker -rpath,"${cudnn_dirs[1]}")
+            # A wheel ships lib$lib.so.N and no lib$lib.so for -l$lib to find: link through one.
+            so="$(compgen -G "${dirs[1]}/lib$lib.so" || compgen -G "${dirs[1]}/lib$lib.so.[0-9]*" | sort | head -n 1)"
+            mkdir -p "$work/$lib-link"
+            ln -sf "$so" "$work/$lib-link/lib$lib.so"
+            echo "$lib: ${dirs[0]}, $so"
+            extra=(-I"${dirs[0]}" -L"$work/$lib-link" -Xlinker -rpath,"${dirs[1]}")
         fi
         leak_line="$(grep -n '^[^/]*// LEAK' "$src/$name.cu" | cut -d: -f1)"
         echo "== build $name (// LEAK at line ${leak_line:-?})"
         # RPATH rather than RUNPATH: it also serves the libraries that cuDNN and cuBLAS dlopen.
         if ! "$nvcc" -g -lineinfo -arch=sm_90 "${extra[@]}" -o "$work/$name" "$src/$name.cu" \
-            "${libs[${name%_service}]}" -Xlinker --disable-new-dtags -Xlinker -rpath,"$cuda_lib"; then
+            "${libs[$lib]}" -Xlinker --disable-new-dtags -Xlinker -rpath,"$cuda_lib"; then
             for mode in leak one clean; do
                 fail=$((fail + 1))
                 record "RESULT $name $mode expected=- got=build-failed FAIL line=- handles=\"\" bare=- done=no"

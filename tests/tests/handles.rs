@@ -248,7 +248,12 @@ fn suppressions_and_min_bytes_apply_to_handle_leaks_as_to_any_leak() {
     let supp = dir.path().join("handles.supp");
     std::fs::write(&supp, "leak:handle_request\nleak:rng_request\n").unwrap();
     let run = cudaleak_run(
-        &["--suppressions", supp.to_str().unwrap(), "--min-bytes", "250000"],
+        &[
+            "--suppressions",
+            supp.to_str().unwrap(),
+            "--min-bytes",
+            "250000",
+        ],
         "handles",
         &["per-request"],
         &[],
