@@ -22,6 +22,7 @@
 # when nothing failed, 1 otherwise, 2 when it cannot start. With $OUT set, writes
 # $OUT/handles.log (everything), $OUT/handles-sanitizer-NAME.txt and $OUT/handles-dumps.tar.gz.
 # Each run is bounded (PROG_TIMEOUT, PY_TIMEOUT, CS_TIMEOUT seconds); a failure never stops it.
+# ONLY="nccl_service torch_handles" runs those programs alone.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin_dir="${CUDALEAK_BIN_DIR:-$repo/target/release}"
@@ -60,6 +61,11 @@ handle_rows() {
             for (i = 0; i < r; i++) first[f++] = rest[i]
             for (i = 0; i < f && i < 4; i++) printf "%s%s", (i ? " | " : ""), first[i]
         }' "$1"
+}
+
+# wanted NAME: whether ONLY (if set) names it.
+wanted() {
+    [[ -z "${ONLY:-}" || " $ONLY " == *" $1 "* ]]
 }
 
 # check NAME MODE EXPECTED LEAK_LINE -- CMD...: CMD bare, then under `cudaleak run`; one RESULT.
@@ -154,6 +160,7 @@ main() {
     local -A libs=([cublas]=-lcublas [cufft]=-lcufft [curand]=-lcurand [cusolver]=-lcusolver [cudnn]=-lcudnn [nccl]=-lnccl)
     local dirs=() so lib
     for name in cublas_service cufft_service curand_service cudnn_service cusolver_service nccl_service; do
+        wanted "$name" || continue
         extra=()
         lib="${name%_service}"
         if [[ "$lib" == cudnn || "$lib" == nccl ]]; then
@@ -193,19 +200,25 @@ main() {
 
     # Python programs: PyTorch, CuPy and JAX each make their handles once and hold them.
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1
-    if python3 -c 'import torch' 2> /dev/null; then
+    if ! wanted torch_handles; then
+        :
+    elif python3 -c 'import torch' 2> /dev/null; then
         check torch_handles default 0 - -- python3 "$src/torch_handles.py"
         # The assignment holds for the function call only: both runs, bare and cudaleak.
         PYTORCH_NO_CUDA_MEMORY_CACHING=1 check torch_handles nocache 0 - -- python3 "$src/torch_handles.py"
     else
         record "SKIP torch_handles: no torch"; skip=$((skip + 2))
     fi
-    if python3 -c 'import cupy' 2> /dev/null; then
+    if ! wanted cupy_handles; then
+        :
+    elif python3 -c 'import cupy' 2> /dev/null; then
         check cupy_handles default 0 - -- python3 "$src/cupy_handles.py"
     else
         record "SKIP cupy_handles: no cupy"; skip=$((skip + 1))
     fi
-    if python3 -c 'import jax' 2> /dev/null; then
+    if ! wanted jax_handles; then
+        :
+    elif python3 -c 'import jax' 2> /dev/null; then
         check jax_handles default 0 - -- python3 "$src/jax_handles.py"
     else
         record "SKIP jax_handles: no jax"; skip=$((skip + 1))

@@ -1,8 +1,10 @@
 /* nccl.c: a stand-in for libnccl.so.2. ncclCommInitRank makes a communicator that owns 1 MiB of
  * buffers from cuMemAlloc_v2, called from an internal function that has no symbol (the library
  * is linked stripped: only the exported API names resolve). ncclCommDestroy and ncclCommAbort
- * each free exactly that block (cuMemFree_v2) and the communicator. The unique id is passed by
- * value (128 bytes on the stack), as in the real ABI, and ignored.
+ * each free exactly that block (cuMemFree_v2), the channel buffers and the communicator.
+ * ncclAllReduce sets up 2 MiB of channel buffers at a communicator's first collective, as the
+ * real one connects lazily; it moves no data. The unique id is passed by value (128 bytes on the
+ * stack), as in the real ABI, and ignored.
  * Must never: free anything but in ncclCommDestroy / ncclCommAbort. */
 #include "nullcuda.h"
 
@@ -21,7 +23,7 @@ enum { ncclSuccess = 0, ncclSystemError = 2, ncclInternalError = 3, ncclInvalidA
 
 struct comm {
     int nranks, rank;
-    CUdeviceptr buffers;
+    CUdeviceptr buffers, channels;
 };
 
 INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
@@ -56,8 +58,24 @@ EXPORT int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank) 
     return ncclSuccess;
 }
 
+EXPORT int ncclAllReduce(const void *send, void *recv, size_t count, int datatype, int op,
+                         void *comm, void *stream) {
+    KEEP(send);
+    KEEP(recv);
+    KEEP(count + (size_t)datatype + (size_t)op);
+    KEEP(stream);
+    struct comm *c = comm;
+    if (!c)
+        return ncclInvalidArgument;
+    if (!c->channels && reserve(&c->channels, 2 << 20) != 0)
+        return ncclSystemError;
+    KEEP(c);
+    return ncclSuccess;
+}
+
 INTERNAL static int teardown(struct comm *c) {
-    int rc = release(&c->buffers) == 0 ? ncclSuccess : ncclInternalError;
+    int rc = release(&c->buffers) == 0 && release(&c->channels) == 0 ? ncclSuccess
+                                                                     : ncclInternalError;
     free(c);
     return rc;
 }

@@ -10,7 +10,8 @@
  *     per call, leaked.
  *   slow: the 40 cuBLAS requests alone, 100 ms apart (for `run --growth`).
  *   one: init_libraries creates one handle of each library once (the plan with cufftCreate then
- *     cufftMakePlan1d, nx 1000, batch 3: 24000 bytes; the generator used once) and keeps it: one
+ *     cufftMakePlan1d, nx 1000, batch 3: 24000 bytes; the generator used once; the communicator
+ *     through one all-reduce, which sets up its 2 MiB of channels) and keeps it: one
  *     per process, held, not leaked.
  *   clean: one of each (through init_libraries, plus a second plan from cufftPlan1d and a
  *     second NCCL communicator, which is aborted rather than destroyed) created and destroyed,
@@ -48,6 +49,8 @@ typedef struct {
 } ncclUniqueId;
 int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank);
 int ncclCommDestroy(void *comm);
+int ncclAllReduce(const void *send, void *recv, size_t count, int datatype, int op, void *comm,
+                  void *stream);
 int ncclCommAbort(void *comm);
 
 #define CUFFT_R2C 0x2a
@@ -109,6 +112,7 @@ SITE void init_libraries(struct libraries *l) {
     CHECK(cusparseCreate(&l->cusparse)); // @one_cusparse
     CHECK(cusolverDnCreate(&l->cusolver)); // @one_cusolver
     CHECK(ncclCommInitRank(&l->nccl, 1, id, 0)); // @one_nccl
+    CHECK(ncclAllReduce(samples, samples, 1, 0, 0, l->nccl, NULL)); // @one_nccl_use
     KEEP(l);
 }
 

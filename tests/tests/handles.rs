@@ -158,7 +158,8 @@ fn one_handle_of_each_library_kept_for_the_process_is_held_not_leaked() {
             ("cufft", 1000 * 8 * 3),
             ("curand", 192 * 1024),
             ("cusolver", 32768),
-            ("nccl", 1 << 20),
+            // Its buffers, and the channels its first collective set up.
+            ("nccl", (1 << 20) + (2 << 20)),
         ]
     );
     // Eight handles (cuSOLVER's own cuBLAS handle is part of it), each at its line.
@@ -181,7 +182,7 @@ fn one_handle_of_each_library_kept_for_the_process_is_held_not_leaked() {
         ("curand", "curandCreateGenerator", 1),
         ("cusolver", "cusolverDnCreate", 3),
         ("cusparse", "cusparseCreate", 0),
-        ("nccl", "ncclCommInitRank", 1),
+        ("nccl", "ncclCommInitRank", 2),
     ]
     .map(|(l, c, n)| (l.to_string(), c.to_string(), n));
     assert_eq!(made, expected);

@@ -27,11 +27,12 @@ pub struct FrameView {
 }
 
 impl FrameView {
-    /// A frame of the program's own code: a source line outside the CUDA libraries and the
-    /// installed Python packages and standard library.
+    /// A frame of the program's own code: a source line outside the CUDA libraries (NCCL is
+    /// built with line tables) and the installed Python packages and standard library.
     pub fn is_own(&self) -> bool {
         !self.internal
             && self.line.is_some()
+            && !self.module.as_deref().is_some_and(nvidia_library)
             && self
                 .file
                 .as_deref()
@@ -50,6 +51,27 @@ impl FrameView {
             _ => self.module_name(),
         }
     }
+}
+
+/// A module of NVIDIA's CUDA libraries (cuBLAS, cuDNN, NCCL …), whatever its frames carry.
+fn nvidia_library(module: &str) -> bool {
+    const PREFIXES: [&str; 13] = [
+        "libcublas",
+        "libcudnn",
+        "libcufft",
+        "libcurand",
+        "libcusparse",
+        "libcusolver",
+        "libnccl",
+        "libnvrtc",
+        "libnvJitLink",
+        "libcupti",
+        "libnvjpeg",
+        "libnpp",
+        "libcutensor",
+    ];
+    let name = basename(module);
+    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 pub fn basename(path: &str) -> &str {

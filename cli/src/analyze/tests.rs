@@ -968,3 +968,12 @@ fn blocks_a_destroyed_handle_left_are_leaks_and_a_handle_without_blocks_still_co
     assert_eq!(p.cached_total.allocations, 3);
     assert_eq!(f.verdict.exit_code, 23);
 }
+
+#[test]
+fn a_cuda_library_built_with_line_tables_is_not_the_programs_own_code() {
+    let mut nccl = frame("ncclCuMemAlloc", "/opt/venv/nvidia/nccl/lib/libnccl.so.2");
+    nccl.file = Some("/dvs/p4/build/sw/gpgpu/nccl/src/include/alloc.h".into());
+    assert!(!frame_view(&nccl, false).is_own());
+    let own = frame("handle_request(int)", "/srv/svc");
+    assert!(frame_view(&own, false).is_own());
+}

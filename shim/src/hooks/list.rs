@@ -288,6 +288,28 @@ macro_rules! hooked {
                 nccl: ncclCommSplit create
                     fn(parent: Handle, color: c_int, key: c_int, comm: *mut Handle,
                        config: *mut c_void) => comm;
+                // A communicator sets up its connections and buffers at its first collectives.
+                nccl: ncclAllReduce using
+                    fn(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int,
+                       op: c_int, comm: Handle, stream: *mut c_void) => comm;
+                nccl: ncclBroadcast using
+                    fn(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int,
+                       root: c_int, comm: Handle, stream: *mut c_void) => comm;
+                nccl: ncclReduce using
+                    fn(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int,
+                       op: c_int, root: c_int, comm: Handle, stream: *mut c_void) => comm;
+                nccl: ncclAllGather using
+                    fn(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int,
+                       comm: Handle, stream: *mut c_void) => comm;
+                nccl: ncclReduceScatter using
+                    fn(send: *const c_void, recv: *mut c_void, count: usize, datatype: c_int,
+                       op: c_int, comm: Handle, stream: *mut c_void) => comm;
+                nccl: ncclSend using
+                    fn(send: *const c_void, count: usize, datatype: c_int, peer: c_int,
+                       comm: Handle, stream: *mut c_void) => comm;
+                nccl: ncclRecv using
+                    fn(recv: *mut c_void, count: usize, datatype: c_int, peer: c_int,
+                       comm: Handle, stream: *mut c_void) => comm;
                 nccl: ncclCommDestroy destroy fn(comm: Handle) => comm;
                 nccl: ncclCommAbort destroy fn(comm: Handle) => comm;
             }
