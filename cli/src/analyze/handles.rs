@@ -179,7 +179,8 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
                 count: site.handles.len() as u64,
             }),
         };
-        let mut kind = None;
+        // Memory held per kind: the group is of the kind that holds the most.
+        let mut kinds: Vec<(format::Kind, u64)> = Vec::new();
         let mut stacks_of = Vec::new();
         for h in &site.handles {
             if group.device != h.device {
@@ -192,13 +193,22 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
                 if !judged.in_groups.insert(r.seq) {
                     continue;
                 }
-                group.bytes = group.bytes.saturating_add(r.size);
                 group.held = group.held.saturating_add(r.held());
                 group.allocations += 1;
-                kind.get_or_insert(r.kind);
+                match kinds.iter_mut().find(|(k, _)| *k == r.kind) {
+                    Some((_, held)) => *held = held.saturating_add(r.held()),
+                    None => kinds.push((r.kind, r.held())),
+                }
             }
         }
-        group.kind = kind.unwrap_or(format::Kind::Device);
+        // Handles own blocks of several kinds (NCCL: host memory, reservations, physical
+        // memory and its mappings): the group's size is the memory they hold, never address
+        // ranges added to it.
+        group.bytes = group.held;
+        group.kind = kinds
+            .iter()
+            .max_by_key(|(_, held)| *held)
+            .map_or(format::Kind::Device, |(k, _)| *k);
         judged.groups.push(GroupAcc {
             group,
             stacks: stacks_of,
