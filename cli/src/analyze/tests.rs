@@ -1,5 +1,6 @@
 //! Unit tests of the analysis: frames a user sees, grouping, caches, filters, the gate, diff.
 use super::*;
+use crate::caches;
 use crate::suppressions::Rule;
 use format::{Frame, Hex, LiveRecord, Stack};
 
