@@ -20,20 +20,20 @@ use super::{
 /// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
 /// that holds what it allocated. The callsite is kept once, for the API it was prepared for, and
 /// shared by the groups made from it.
-pub(super) struct Prepared {
+pub(super) struct PreparedStack {
     callsite: Callsite,
     pub(super) view: StackView,
     pub(super) held_by: Option<usize>,
 }
 
-impl Prepared {
+impl PreparedStack {
     /// The callsite of `api` at this stack.
     pub(super) fn callsite(&self, api: &str) -> Callsite {
         self.callsite.with_api(api)
     }
 }
 
-fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> Prepared {
+fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> PreparedStack {
     // The allocating end: past the runtime's, driver's and API entry frames, whatever is shown.
     let start = leading_entries(&stack.frames, api, false);
     let held_by = caches::classify(caches, &stack.frames, start);
@@ -75,7 +75,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     let entry = held_by
         .and_then(|_| shown.iter().position(FrameView::is_own))
         .unwrap_or(0);
-    Prepared {
+    PreparedStack {
         callsite,
         view: StackView {
             omitted: idx.len() - shown.len() + cut_frames,
@@ -95,7 +95,7 @@ pub(super) struct Stacks<'a> {
     dump: &'a format::Dump,
     view: &'a View,
     pub(super) caches: &'a [CacheRule],
-    cache: HashMap<(usize, usize), Prepared>,
+    cache: HashMap<(usize, usize), PreparedStack>,
 }
 
 /// How many frames at the innermost end `visible_frames` drops as API entries for `api`
@@ -121,7 +121,7 @@ impl<'a> Stacks<'a> {
             cache: HashMap::new(),
         }
     }
-    pub(super) fn get(&mut self, stack: usize, api: &str) -> &Prepared {
+    pub(super) fn get(&mut self, stack: usize, api: &str) -> &PreparedStack {
         let (dump, view, caches) = (self.dump, self.view, self.caches);
         // Indices were validated by cudaleak-format; an empty stack stands in regardless.
         static EMPTY: format::Stack = format::Stack {
