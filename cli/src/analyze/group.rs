@@ -1,0 +1,357 @@
+//! Grouping: each stack prepared once per stack index and API (its callsite, the frames shown,
+//! the cache that holds its blocks), live blocks grouped by callsite, API, kind and device,
+//! failed calls and bad frees grouped by callsite, and leaks merged by callsite across
+//! processes. No filters and no verdict here (`mod.rs` applies them).
+
+use std::collections::HashMap;
+
+use crate::load::schema as format;
+use format::{EventType, Kind};
+
+use crate::caches::{self, CacheRule};
+use crate::callsite::Callsite;
+
+use super::{
+    cut, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
+    visible_frames, BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup,
+    ProcessFindings, StackView, TeardownGroup, View,
+};
+
+/// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
+/// that holds what it allocated. The callsite is kept once, for the API it was prepared for, and
+/// shared by the groups made from it.
+pub(super) struct PreparedStack {
+    callsite: Callsite,
+    pub(super) view: StackView,
+    pub(super) held_by: Option<usize>,
+}
+
+impl PreparedStack {
+    /// The callsite of `api` at this stack.
+    pub(super) fn callsite(&self, api: &str) -> Callsite {
+        self.callsite.with_api(api)
+    }
+}
+
+fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> PreparedStack {
+    // The allocating end: past the runtime's, driver's and API entry frames, whatever is shown.
+    let start = leading_entries(&stack.frames, api, false);
+    let held_by = caches::classify(caches, &stack.frames, start);
+    let idx = visible_frames(&stack.frames, api, view.show_internal);
+    // With --show-internal every frame is shown; remember which ones a user would have seen.
+    // The callsite is of those alone, whatever is shown.
+    let user_idx = if view.show_internal {
+        visible_frames(&stack.frames, api, false)
+    } else {
+        idx.clone()
+    };
+    let mut user = vec![!view.show_internal; stack.frames.len()];
+    if view.show_internal {
+        for &i in &user_idx {
+            user[i] = true;
+        }
+    }
+    let callsite = Callsite::new(api, &stack.frames, &user_idx);
+    let (idx, folded) = if view.native {
+        (idx, Vec::new())
+    } else {
+        fold_native(&stack.frames, &idx)
+    };
+    let limit = view.frames.unwrap_or(usize::MAX);
+    let shown: Vec<FrameView> = idx
+        .iter()
+        .take(limit)
+        .map(|&i| frame_view(&stack.frames[i], !user[i]))
+        .collect();
+    let folded_frames: usize = folded.iter().map(|r| r.frames).sum();
+    // A run after the last frame `--frames` shows is cut with the frames after it.
+    let cut_off = shown.len() < idx.len();
+    let (folded, cut_runs): (Vec<Folded>, Vec<Folded>) = folded
+        .into_iter()
+        .partition(|r| r.at < shown.len() || (r.at == shown.len() && !cut_off));
+    let cut_frames: usize = cut_runs.iter().map(|r| r.frames).sum();
+    // Memory a library holds is named at the program's call into the library (its frames stay
+    // in the stack): `handle_request at svc.cpp:9`, not `libcublas.so.13+0x5b45ee`.
+    let entry = held_by
+        .and_then(|_| shown.iter().position(FrameView::is_own))
+        .unwrap_or(0);
+    PreparedStack {
+        callsite,
+        view: StackView {
+            omitted: idx.len() - shown.len() + cut_frames,
+            hidden: stack.frames.len() - idx.len() - folded_frames,
+            frames: shown.into(),
+            folded,
+            entry,
+        },
+        held_by,
+    }
+}
+
+/// Caches `prepare` for one dump per (stack index, how many leading frames the API hides). The
+/// API matters only through that count, so a dump with many distinct API names over one big
+/// stack cannot multiply the work or the memory.
+pub(super) struct Stacks<'a> {
+    dump: &'a format::Dump,
+    view: &'a View,
+    pub(super) caches: &'a [CacheRule],
+    cache: HashMap<(usize, usize), PreparedStack>,
+}
+
+/// How many frames at the innermost end `visible_frames` drops as API entries for `api`
+/// (counting the internal frames among them).
+fn leading_entries(frames: &[format::Frame], api: &str, show_internal: bool) -> usize {
+    if show_internal {
+        return 0;
+    }
+    frames
+        .iter()
+        .take_while(|f| {
+            frame_is_internal(f) || f.function.as_deref().is_some_and(|n| is_api_entry(n, api))
+        })
+        .count()
+}
+
+impl<'a> Stacks<'a> {
+    pub(super) fn new(dump: &'a format::Dump, view: &'a View, caches: &'a [CacheRule]) -> Self {
+        Stacks {
+            dump,
+            view,
+            caches,
+            cache: HashMap::new(),
+        }
+    }
+    pub(super) fn get(&mut self, stack: usize, api: &str) -> &PreparedStack {
+        let (dump, view, caches) = (self.dump, self.view, self.caches);
+        // Indices were validated by cudaleak-format; an empty stack stands in regardless.
+        static EMPTY: format::Stack = format::Stack {
+            frames: Vec::new(),
+            python: Vec::new(),
+        };
+        let s = dump.stacks.get(stack).unwrap_or(&EMPTY);
+        // What is shown and which cache holds the blocks depend on the API only through this
+        // count (with --show-internal nothing shown depends on it at all).
+        let lead = leading_entries(&s.frames, api, false);
+        self.cache
+            .entry((stack, lead))
+            .or_insert_with(|| prepare(s, api, view, caches))
+    }
+}
+
+/// Sort order of leak groups: most bytes, then most blocks, then callsite for stability.
+pub(super) fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
+    b.held
+        .cmp(&a.held)
+        .then(b.bytes.cmp(&a.bytes))
+        .then(b.allocations.cmp(&a.allocations))
+        .then_with(|| a.callsite.cmp(&b.callsite))
+        .then(a.kind.cmp(&b.kind))
+        .then(a.device.cmp(&b.device))
+}
+
+pub(super) struct GroupAcc {
+    pub(super) group: LeakGroup,
+    pub(super) stacks: Vec<usize>,
+}
+
+/// Groups live records by API, kind, device, visible stack and the cache that holds them; the
+/// blocks of leaked handles are left to their handles' groups, and blocks a destroyed handle
+/// left behind are never held by a cache.
+pub(super) fn group_live<'a>(
+    dump: &'a format::Dump,
+    stacks: &mut Stacks<'a>,
+    judged: &handles::Judged,
+) -> Vec<GroupAcc> {
+    type Key = (Callsite, Option<usize>, Kind, Option<i32>);
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    // Records of one stack index, API, kind and device share a group: found without hashing the
+    // callsite (a whole stack's worth of frames) for every record.
+    type Fast<'a> = (usize, &'a str, Kind, Option<i32>, bool, Option<usize>);
+    let mut fast: HashMap<Fast<'a>, usize> = HashMap::new();
+    let mut groups: Vec<GroupAcc> = Vec::new();
+    for r in &dump.live {
+        if judged.in_groups.contains(&r.seq) {
+            continue;
+        }
+        // What the handles say of the block: left behind by a destroyed one (a leak), or held
+        // by a live one (that library's cache rule).
+        let left_behind = judged.left_behind.contains(&r.seq);
+        let owner_rule = judged.held.get(&r.seq).copied();
+        let fast_key = (
+            r.stack,
+            r.api.as_str(),
+            r.kind,
+            r.device,
+            left_behind,
+            owner_rule,
+        );
+        if let Some(&slot) = fast.get(&fast_key) {
+            let acc = &mut groups[slot];
+            acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+            acc.group.held = acc.group.held.saturating_add(r.held());
+            acc.group.allocations += 1;
+            continue;
+        }
+        let p = stacks.get(r.stack, &r.api);
+        let callsite = p.callsite(&r.api);
+        let held_by = if left_behind {
+            None
+        } else {
+            p.held_by.or(owner_rule)
+        };
+        let slot = *index
+            .entry((callsite.clone(), held_by, r.kind, r.device))
+            .or_insert_with(|| {
+                groups.push(GroupAcc {
+                    group: LeakGroup {
+                        api: cut(&r.api),
+                        kind: r.kind,
+                        device: r.device,
+                        bytes: 0,
+                        held: 0,
+                        allocations: 0,
+                        stack: p.view.clone(),
+                        callsite,
+                        held_by,
+                        handles: None,
+                    },
+                    stacks: Vec::new(),
+                });
+                groups.len() - 1
+            });
+        fast.insert(fast_key, slot);
+        let acc = &mut groups[slot];
+        acc.group.bytes = acc.group.bytes.saturating_add(r.size);
+        acc.group.held = acc.group.held.saturating_add(r.held());
+        acc.group.allocations += 1;
+        if !acc.stacks.contains(&r.stack) && acc.stacks.len() < 64 {
+            acc.stacks.push(r.stack);
+        }
+    }
+    groups
+}
+
+/// Adds `code` to a sorted list of at most 16 distinct codes.
+fn add_code(codes: &mut Vec<i64>, code: Option<i64>) {
+    if let Some(code) = code {
+        if let Err(at) = codes.binary_search(&code) {
+            if codes.len() < 16 {
+                codes.insert(at, code);
+            }
+        }
+    }
+}
+
+/// Groups failed allocations by (API, stack), bad frees by (type, API, free stack, alloc
+/// stack) and teardown failures by (type, API, stack), in order of first occurrence.
+pub(super) fn group_events<'a>(
+    dump: &'a format::Dump,
+    stacks: &mut Stacks<'a>,
+) -> (Vec<FailedGroup>, Vec<BadFreeGroup>, Vec<TeardownGroup>) {
+    let mut failed: Vec<FailedGroup> = Vec::new();
+    let mut failed_index: HashMap<Callsite, usize> = HashMap::new();
+    let mut bad: Vec<BadFreeGroup> = Vec::new();
+    let mut bad_index: HashMap<(EventType, Callsite, Option<Callsite>), usize> = HashMap::new();
+    let mut teardown: Vec<TeardownGroup> = Vec::new();
+    let mut teardown_index: HashMap<(EventType, Callsite), usize> = HashMap::new();
+    for e in &dump.events {
+        let p = stacks.get(e.stack, &e.api);
+        let (key, view) = (p.callsite(&e.api), p.view.clone());
+        if is_teardown(e) {
+            let slot = *teardown_index
+                .entry((e.kind, key.clone()))
+                .or_insert_with(|| {
+                    teardown.push(TeardownGroup {
+                        callsite: key,
+                        kind: e.kind,
+                        api: cut(&e.api),
+                        count: 0,
+                        errors: Vec::new(),
+                        during_exit: 0,
+                        stack: view,
+                    });
+                    teardown.len() - 1
+                });
+            let g = &mut teardown[slot];
+            g.count += 1;
+            g.during_exit += u64::from(e.during_exit);
+            add_code(&mut g.errors, e.error);
+            continue;
+        }
+        match e.kind {
+            EventType::FailedAllocation => {
+                let slot = *failed_index.entry(key.clone()).or_insert_with(|| {
+                    failed.push(FailedGroup {
+                        callsite: key,
+                        api: cut(&e.api),
+                        count: 0,
+                        bytes: 0,
+                        errors: Vec::new(),
+                        stack: view,
+                    });
+                    failed.len() - 1
+                });
+                let g = &mut failed[slot];
+                g.count += 1;
+                g.bytes = g.bytes.saturating_add(e.size.unwrap_or(0));
+                add_code(&mut g.errors, e.error);
+            }
+            EventType::DoubleFree | EventType::InvalidFree => {
+                let alloc = e.alloc_stack.map(|s| {
+                    let p = stacks.get(s, &e.api);
+                    (p.callsite(&e.api), p.view.clone())
+                });
+                let full_key = (e.kind, key.clone(), alloc.as_ref().map(|a| a.0.clone()));
+                let slot = *bad_index.entry(full_key).or_insert_with(|| {
+                    bad.push(BadFreeGroup {
+                        callsite: key,
+                        kind: e.kind,
+                        api: cut(&e.api),
+                        count: 0,
+                        address: e.address.map(|a| a.0),
+                        stack: view,
+                        alloc_stack: alloc.map(|a| a.1),
+                    });
+                    bad.len() - 1
+                });
+                bad[slot].count += 1;
+            }
+        }
+    }
+    (failed, bad, teardown)
+}
+
+/// Sums leak groups by callsite over all processes.
+pub(super) fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTotal> {
+    let mut index: HashMap<&Callsite, (usize, usize)> = HashMap::new();
+    let mut out: Vec<CallsiteTotal> = Vec::new();
+    for (pi, p) in processes.iter().enumerate() {
+        for g in &p.leaks {
+            let slot = index.entry(&g.callsite).or_insert_with(|| {
+                out.push(CallsiteTotal {
+                    callsite: g.callsite.clone(),
+                    api: g.api.clone(),
+                    stack: g.stack.clone(),
+                    bytes: 0,
+                    allocations: 0,
+                    processes: 0,
+                });
+                (out.len() - 1, usize::MAX)
+            });
+            let c = &mut out[slot.0];
+            c.bytes = c.bytes.saturating_add(g.bytes);
+            c.allocations += g.allocations;
+            if slot.1 != pi {
+                slot.1 = pi;
+                c.processes += 1;
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(b.allocations.cmp(&a.allocations))
+            .then(b.processes.cmp(&a.processes))
+    });
+    out
+}
