@@ -23,6 +23,7 @@ pub mod json;
 pub mod markdown;
 pub mod sarif;
 pub mod text;
+pub mod wording;
 
 #[cfg(test)]
 pub(crate) mod snapshots_test;
@@ -604,9 +605,6 @@ pub const TEARDOWN_NOTE_HELP: &str = "At exit the CUDA runtime and driver tear d
 then fail with cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED (4), or after exit began with \
 cudaErrorDeviceUninitialized / CUDA_ERROR_INVALID_CONTEXT (201) or CUDA_ERROR_NOT_INITIALIZED (3). \
 The memory is reclaimed with the context; nothing to fix.";
-
-/// What the teardown sections say, after "N calls".
-pub const TEARDOWN_TEXT: &str = "failed because the CUDA runtime or driver was shutting down";
 
 /// A process's cached groups by cache, in order of the cache's first group (largest first):
 /// (rule index, total, the groups).

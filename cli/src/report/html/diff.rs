@@ -7,7 +7,8 @@ use super::flame_graph::flame_svg;
 use super::page::{esc, esc_text, Page};
 use crate::analyze::{DiffFindings, View};
 use crate::report::flame;
-use crate::report::{counts_text, diff_summary_line, human_bytes, process_label, signed_human};
+use crate::report::wording::{diff_side_text, trend_label};
+use crate::report::{diff_summary_line, human_bytes, process_label, signed_human};
 
 pub(super) fn page(d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
     let mut p = Page::new(view);
@@ -20,12 +21,11 @@ pub(super) fn page(d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Re
     let _ = writeln!(p.s, "<p class=\"summary\">{}</p>", esc_text(&summary));
     p.s.push_str("<table class=\"totals\">\n");
     for (name, side) in [("Old", &d.old), ("New", &d.new)] {
+        let source = format!("<code>{}</code>", esc(&side.source.display().to_string()));
         let _ = writeln!(
             p.s,
-            "<tr><th>{name}</th><td><code>{}</code> — {}, {} live</td></tr>",
-            esc(&side.source.display().to_string()),
-            esc_text(&process_label(&side.process)),
-            counts_text(side.live)
+            "<tr><th>{name}</th><td>{}</td></tr>",
+            diff_side_text(&source, &esc_text(&process_label(&side.process)), side.live)
         );
     }
     p.s.push_str("</table>\n</header>\n<section id=\"flame\">\n<h2>Growth by stack</h2>\n");
@@ -36,9 +36,8 @@ pub(super) fn page(d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Re
     let shown = d.rows.len().min(p.groups);
     for (i, r) in d.rows.iter().take(shown).enumerate() {
         let label = match r.trend() {
-            1 => "<span class=\"fail-text\">Grew</span>",
-            -1 => "Shrank",
-            _ => "Unchanged",
+            1 => format!("<span class=\"fail-text\">{}</span>", trend_label(1)),
+            t => trend_label(t).to_string(),
         };
         let head = format!(
             "{label} {} of {total}: <b>{}</b>, {:+} blocks via <code>{}</code> ({} → {})",

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::page::{esc, esc_text, Page};
 use super::MAX_PROCESSES;
-use crate::growth::{GrowthFindings, RULE_TEXT};
+use crate::growth::GrowthFindings;
+use crate::report::wording::{held_by_text, one_dump_text, suspect_rule_text, NO_GROWTH};
 use crate::report::{
     coarse_pools_text, process_label, rate_text, signed_human, skipped_rest_text, steps_text,
     NAMED_SKIPPED,
@@ -15,15 +16,14 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
     p.s.push_str("<section id=\"growth\">\n<h2>Growth over the series</h2>\n");
     let _ = writeln!(
         p.s,
-        "<p class=\"note\">Suspect rule: {}.</p>",
-        esc_text(RULE_TEXT)
+        "<p class=\"note\">{}.</p>",
+        esc_text(&suspect_rule_text())
     );
     for s in g.series.iter().take(MAX_PROCESSES) {
         let _ = writeln!(p.s, "<h3>{}</h3>", esc_text(&process_label(&s.process)));
         if s.rows.is_empty() {
-            p.s.push_str("<p>No callsite grew.</p>\n");
+            let _ = writeln!(p.s, "<p>{NO_GROWTH}</p>");
         }
-        let suspects = s.rows.iter().filter(|r| r.is_suspect()).count();
         let mut shown = 0;
         for r in &s.rows {
             if shown >= p.groups {
@@ -48,10 +48,10 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
                 ),
             };
             if let Some(h) = &r.held_by {
-                head.push_str(&format!(" — held by {} [{}]", esc(&h.name), esc(&h.id)));
-                if let (Some(g), true) = (&h.grows, r.is_suspect()) {
-                    head.push_str(&format!(": {}", esc_text(g)));
-                }
+                // What growth of the cache means, for suspects only.
+                let note = h.grows.as_deref().filter(|_| r.is_suspect()).map(esc_text);
+                let held = held_by_text(&esc(&h.name), &esc(&h.id), note.as_deref());
+                head.push_str(&format!(" — {held}"));
             }
             p.group(&head, &r.stack, r.is_suspect() && shown <= 3);
         }
@@ -63,14 +63,13 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
         if let Some(note) = coarse_pools_text(&s.coarse_pools) {
             let _ = writeln!(p.s, "<p class=\"note\">note: {}.</p>", esc_text(&note));
         }
-        let _ = suspects;
     }
     for sk in g.skipped.iter().take(NAMED_SKIPPED) {
+        let source = esc(&sk.source.display().to_string());
         let _ = writeln!(
             p.s,
-            "<p class=\"note\">note: {} has only one dump ({}): nothing to compare</p>",
-            esc_text(&process_label(&sk.process)),
-            esc(&sk.source.display().to_string())
+            "<p class=\"note\">note: {}</p>",
+            one_dump_text(&esc_text(&process_label(&sk.process)), Some(&source))
         );
     }
     if let Some(rest) = skipped_rest_text(g.skipped.len()) {

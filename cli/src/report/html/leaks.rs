@@ -7,10 +7,14 @@ use std::fmt::Write as _;
 use super::page::{esc, esc_text, Page};
 use super::MAX_PROCESSES;
 use crate::analyze::{BadFreeGroup, Findings, LeakGroup};
+use crate::report::wording::{
+    address_text, bad_free_label, bad_free_what, cached_text, dropped_events_text, errors_text,
+    group_line, managed_text, recording_stopped_text, script_end_line, teardown_text, times_text,
+    NO_LEAKS,
+};
 use crate::report::{
-    cached_by_rule, cached_gate_text, counts_text, error_text, group_what, human_bytes, placement,
-    plural, pool_growth_text, process_label, script_end_text, suppressed_per_rule, FAILED_ADVICE,
-    MANAGED_ADVICE, TEARDOWN_TEXT,
+    cached_by_rule, counts_text, group_what, human_bytes, placement, plural, pool_growth_text,
+    process_label, script_end_text, suppressed_per_rule, FAILED_ADVICE, MANAGED_ADVICE,
 };
 use cudaleak_format::EventType;
 
@@ -21,15 +25,15 @@ pub(super) fn section(p: &mut Page, f: &Findings) {
         if let Some(why) = &pf.process.recording_stopped {
             let _ = writeln!(
                 p.s,
-                "<p class=\"warn-text\">warning: the shim stopped recording early ({}); this dump is partial</p>",
-                esc(why)
+                "<p class=\"warn-text\">warning: {}</p>",
+                recording_stopped_text(&esc(why))
             );
         }
         if pf.summary.dropped_events > 0 {
             let _ = writeln!(
                 p.s,
-                "<p class=\"warn-text\">warning: {} not stored (the event list was full); the counts include them</p>",
-                plural(pf.summary.dropped_events, "event was", "events were")
+                "<p class=\"warn-text\">warning: {}</p>",
+                dropped_events_text(pf.summary.dropped_events)
             );
         }
         let _ = writeln!(
@@ -41,7 +45,7 @@ pub(super) fn section(p: &mut Page, f: &Findings) {
             human_bytes(pf.summary.live_bytes)
         );
         if pf.leaked.groups == 0 {
-            p.s.push_str("<p class=\"ok\">No leaks.</p>\n");
+            let _ = writeln!(p.s, "<p class=\"ok\">{NO_LEAKS}</p>");
         }
         let total = pf.leaked.groups;
         let shown = pf.leaks.len().min(p.groups);
@@ -91,25 +95,17 @@ pub(super) fn section(p: &mut Page, f: &Findings) {
 fn bad_frees(p: &mut Page, groups: &[BadFreeGroup]) {
     for kind in [EventType::DoubleFree, EventType::InvalidFree] {
         let of_kind: Vec<&BadFreeGroup> = groups.iter().filter(|g| g.kind == kind).collect();
-        let (label, what) = if kind == EventType::DoubleFree {
-            ("Double free", "of memory that was already freed")
-        } else {
-            ("Invalid free", "of an address that was never allocated")
-        };
+        let (label, what) = (bad_free_label(kind), bad_free_what(kind));
         for (i, g) in of_kind.iter().take(p.groups).enumerate() {
-            let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
-            let times = if g.count > 1 {
-                format!(" ({} times)", g.count)
-            } else {
-                String::new()
-            };
             let _ = writeln!(
                 p.s,
                 "<details open><summary><span class=\"fail-text\">{label} {} of {}:</span> \
-                 <code>{}({addr})</code> {what}{times}</summary>",
+                 <code>{}({})</code> {what}{}</summary>",
                 i + 1,
                 of_kind.len(),
-                esc(&g.api)
+                esc(&g.api),
+                address_text(g.address),
+                times_text(g.count)
             );
             p.stack(&g.stack);
             if let Some(a) = &g.alloc_stack {
@@ -137,19 +133,14 @@ fn failed(p: &mut Page, pf: &crate::analyze::ProcessFindings) {
         esc_text(FAILED_ADVICE)
     );
     for (i, g) in pf.failed.iter().take(p.groups).enumerate() {
-        let codes: Vec<String> = g.errors.iter().map(|&c| error_text(&g.api, c)).collect();
         let head = format!(
             "<span class=\"warn-text\">Failed allocation {} of {}:</span> <code>{}</code> of {} returned {}{}",
             i + 1,
             pf.failed.len(),
             esc(&g.api),
             human_bytes(g.bytes),
-            esc_text(&codes.join(", ")),
-            if g.count > 1 {
-                format!(" ({} times)", g.count)
-            } else {
-                String::new()
-            }
+            esc_text(&errors_text(&g.api, &g.errors)),
+            times_text(g.count)
         );
         p.group(&head, &g.stack, false);
     }
@@ -164,12 +155,10 @@ fn managed(p: &mut Page, groups: &[LeakGroup]) {
     if groups.is_empty() {
         return;
     }
-    let total = crate::analyze::sum_groups(groups);
     let _ = writeln!(
         p.s,
-        "<h4>Managed memory: {} live from {}</h4>\n<p class=\"note\">{}</p>",
-        counts_text(total),
-        plural(groups.len() as u64, "callsite", "callsites"),
+        "<h4>Managed memory: {}</h4>\n<p class=\"note\">{}</p>",
+        managed_text(groups),
         esc_text(MANAGED_ADVICE)
     );
     for g in groups.iter().take(p.groups) {
@@ -189,20 +178,15 @@ fn teardown(p: &mut Page, pf: &crate::analyze::ProcessFindings) {
     let n: u64 = pf.teardown.iter().map(|g| g.count).sum();
     let _ = writeln!(
         p.s,
-        "<h4>Teardown notes (not errors): {} {TEARDOWN_TEXT}</h4>",
-        plural(n, "call", "calls")
+        "<h4>Teardown notes (not errors): {}</h4>",
+        teardown_text(n)
     );
     for g in pf.teardown.iter().take(p.groups) {
-        let codes: Vec<String> = g.errors.iter().map(|&c| error_text(&g.api, c)).collect();
         let head = format!(
             "<code>{}</code> returned {}{}",
             esc(&g.api),
-            esc_text(&codes.join(", ")),
-            if g.count > 1 {
-                format!(" ({} times)", g.count)
-            } else {
-                String::new()
-            }
+            esc_text(&errors_text(&g.api, &g.errors)),
+            times_text(g.count)
         );
         p.group(&head, &g.stack, false);
     }
@@ -223,12 +207,12 @@ fn script_end(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) 
             .held_by
             .and_then(|i| f.caches.get(i))
             .map_or(String::new(), |r| format!(" [{}]", esc(&r.id)));
+        let api = format!("<code>{}</code>", esc(&c.api));
+        let at = esc_text(&p.where_text(&c.stack));
         let _ = writeln!(
             p.s,
-            "<li>{} via <code>{}</code> at {}{cache}</li>",
-            counts_text(c.live),
-            esc(&c.api),
-            esc_text(&p.where_text(&c.stack))
+            "<li>{}{cache}</li>",
+            script_end_line(c.live, &api, &at)
         );
     }
     p.s.push_str("</ul>\n");
@@ -240,9 +224,8 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
     }
     let _ = writeln!(
         p.s,
-        "<h4>Held by caches and library handles: {}; {}</h4>",
-        counts_text(pf.cached_total),
-        esc_text(cached_gate_text(f))
+        "<h4>Held by caches and library handles: {}</h4>",
+        esc_text(&cached_text(pf.cached_total, f))
     );
     for (rule, total, groups) in cached_by_rule(pf) {
         let Some(r) = f.caches.get(rule) else {
@@ -275,11 +258,10 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
 }
 
 fn leak_head(g: &LeakGroup) -> String {
-    format!(
-        "<b>{}</b> in {} via <code>{}</code> {}",
-        human_bytes(g.bytes),
-        esc_text(&group_what(g)),
-        esc(&g.api),
-        esc_text(&placement(g.kind, g.device))
+    group_line(
+        &format!("<b>{}</b>", human_bytes(g.bytes)),
+        &esc_text(&group_what(g)),
+        &format!("<code>{}</code>", esc(&g.api)),
+        &esc_text(&placement(g.kind, g.device)),
     )
 }

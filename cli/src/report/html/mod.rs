@@ -35,9 +35,10 @@ use page::{esc_text, Page};
 
 use crate::analyze::{DiffFindings, Findings, View};
 use crate::growth::GrowthFindings;
+use crate::report::wording::{cached_text, gate_failed_text, teardown_text, tolerated_text};
 use crate::report::{
-    cached_gate_text, counts_text, gate_reasons, growth_gate_reason, growth_summary_line,
-    human_bytes, plural, summary_line, Reporter, TEARDOWN_TEXT,
+    counts_text, gate_reasons, growth_gate_reason, growth_summary_line, human_bytes, plural,
+    summary_line, Reporter,
 };
 
 pub struct Html;
@@ -69,18 +70,13 @@ fn report_verdict(f: &Findings) -> (bool, String) {
         return (
             true,
             format!(
-                "Gate failed ({}): exit status {}.",
-                reasons.join(" and "),
-                f.verdict.exit_code
+                "{}.",
+                gate_failed_text(&reasons.join(" and "), f.verdict.exit_code)
             ),
         );
     }
     let why = if f.verdict.tolerated {
-        format!(
-            " (the leaked {} are within --max-leaked-bytes {})",
-            human_bytes(f.totals.leaked.bytes),
-            human_bytes(f.gate.max_leaked_bytes)
-        )
+        format!(" (the {})", tolerated_text(f))
     } else if f.gate.exit_code == 0 && (f.verdict.leaks || f.totals.bad_frees > 0) {
         " (--exit-code 0: the gate is off)".into()
     } else {
@@ -93,11 +89,7 @@ fn growth_verdict(g: &GrowthFindings) -> (bool, String) {
     if g.exit_code != 0 {
         return (
             true,
-            format!(
-                "Gate failed ({}): exit status {}.",
-                growth_gate_reason(g),
-                g.exit_code
-            ),
+            format!("{}.", gate_failed_text(&growth_gate_reason(g), g.exit_code)),
         );
     }
     let why = if g.tolerated {
@@ -207,11 +199,7 @@ fn totals_table(p: &mut Page, exit: Option<&Findings>, series: Option<&GrowthFin
         );
         row(
             "Held by caches",
-            format!(
-                "{}; {}",
-                counts_text(t.cached),
-                esc_text(cached_gate_text(f))
-            ),
+            esc_text(&cached_text(t.cached, f)),
             class(f.verdict.fails_on_cached),
         );
         row(
@@ -248,10 +236,7 @@ fn totals_table(p: &mut Page, exit: Option<&Findings>, series: Option<&GrowthFin
         if t.teardown > 0 {
             row(
                 "Teardown notes",
-                format!(
-                    "{} {TEARDOWN_TEXT} (not errors)",
-                    plural(t.teardown, "call", "calls")
-                ),
+                format!("{} (not errors)", teardown_text(t.teardown)),
                 "",
             );
         }

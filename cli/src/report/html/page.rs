@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 
 use super::{MAX_FRAMES, MAX_GROUPS};
 use crate::analyze::{FrameView, StackView, View};
-use crate::report::{clean, folded_text, frame_text_short, plural, VERSION};
+use crate::report::wording::{folded_line, more_frames_text, not_shown_text, where_text};
+use crate::report::{clean, VERSION};
 
 /// The page's stylesheet, written into its `<style>`.
 const STYLE: &str = include_str!("style.css");
@@ -148,8 +149,8 @@ impl Page {
         if more > 0 {
             let _ = write!(
                 self.s,
-                "<li class=\"more\">… {} (--frames)</li>",
-                plural(more as u64, "more frame", "more frames")
+                "<li class=\"more\">… {}</li>",
+                more_frames_text(more as u64)
             );
         }
         self.s.push_str("</ul>\n");
@@ -159,8 +160,8 @@ impl Page {
         for r in st.folded.iter().filter(|r| r.at == at) {
             let _ = write!(
                 self.s,
-                "<li class=\"fold\">   {} (--native)</li>",
-                esc_text(&folded_text(r))
+                "<li class=\"fold\">{}</li>",
+                esc_text(&folded_line(r))
             );
         }
     }
@@ -168,9 +169,7 @@ impl Page {
     /// A stack's innermost frame for one-line listings, C++ template arguments of long names
     /// elided as in text output (the stack below it has the whole name).
     pub(super) fn where_text(&self, st: &StackView) -> String {
-        st.where_frame().map_or("(no frames)".into(), |f| {
-            frame_text_short(f, self.root.as_deref())
-        })
+        where_text(st, self.root.as_deref())
     }
 
     /// One group as a `<details>` element: size and API in the summary line, the stack inside.
@@ -189,8 +188,8 @@ impl Page {
         if n > 0 {
             let _ = writeln!(
                 self.s,
-                "<p class=\"note\">… {} not shown ({why})</p>",
-                plural(n as u64, what.0, what.1)
+                "<p class=\"note\">… {}</p>",
+                not_shown_text(n as u64, what, why)
             );
         }
     }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::page::{esc, esc_text, num, Page};
 use super::{Gatekeeper, MAX_PROCESSES, TIMELINE_CALLSITES, TIMELINE_POINTS};
 use crate::growth::{GrowthFindings, GrowthRow, Series};
+use crate::report::wording::series_line;
 use crate::report::{
     clean, human_bytes, human_duration, plural, point_label, process_label, rate_text,
     signed_human, steps_text,
@@ -65,15 +66,15 @@ fn timeline(p: &mut Page, s: &Series) {
     let _ = writeln!(p.s, "<h3>{}</h3>", esc_text(&process_label(&s.process)));
     let first = s.points.first().map_or(0, |x| x.live.bytes);
     let last = s.points.last().map_or(0, |x| x.live.bytes);
+    let labels = format!(
+        "{} → {}",
+        esc_text(&s.points.first().map(point_label).unwrap_or_default()),
+        esc_text(&s.points.last().map(point_label).unwrap_or_default())
+    );
     let _ = writeln!(
         p.s,
-        "<p>{} over {} ({} → {}); live {} → {}.</p>",
-        plural(s.points.len() as u64, "dump", "dumps"),
-        human_duration(s.span_ms),
-        esc_text(&s.points.first().map(point_label).unwrap_or_default()),
-        esc_text(&s.points.last().map(point_label).unwrap_or_default()),
-        human_bytes(first),
-        human_bytes(last)
+        "<p>{}.</p>",
+        series_line(s, &labels, &human_bytes(first), &human_bytes(last))
     );
     let idx = sample_points(s);
     if idx.len() < s.points.len() {
