@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use super::wording::{
     address_text, bad_free_label, cached_text, diff_grew_text, errors_text, group_line,
     not_shown_text, one_dump_text, recording_stopped_text, script_end_line, series_line,
-    suspect_rule_text, teardown_text, NO_FRAMES, NO_GROWTH, NO_LEAKS,
+    suspect_rule_text, teardown_text, CACHED_TITLE, NO_FRAMES, NO_GROWTH, NO_LEAKS,
 };
 use super::{cache_callsites_text, cached_by_rule, signed_human};
 use super::{
@@ -244,7 +244,7 @@ impl Reporter for Markdown {
                 writeln!(w)?;
                 writeln!(
                     w,
-                    "**Held by caches and library handles** — {}.",
+                    "**{CACHED_TITLE}** — {}.",
                     escape(&cached_text(p.cached_total, f))
                 )?;
                 writeln!(w)?;

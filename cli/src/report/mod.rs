@@ -247,13 +247,9 @@ pub fn signed_human(delta: i128) -> String {
 /// `SUMMARY: 2 growth suspects (+1.50 MiB) in 1 process (9 dumps)`.
 /// `SUMMARY: live 1.00 MiB → 2.50 MiB (+1.50 MiB); 2 callsites grew, 0 shrank, 5 unchanged`.
 pub fn diff_summary_line(d: &DiffFindings) -> String {
-    let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
     format!(
-        "SUMMARY: live {} → {} ({}); {} grew, {} shrank, {} unchanged",
-        human_bytes(d.old.live.bytes),
-        human_bytes(d.new.live.bytes),
-        signed_human(delta),
-        plural(d.grew, "callsite", "callsites"),
+        "SUMMARY: {}, {} shrank, {} unchanged",
+        wording::diff_grew_text(d),
         d.shrank,
         d.unchanged
     )

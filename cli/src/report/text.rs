@@ -10,7 +10,7 @@ use super::wording::{
     errors_text, folded_line, gate_failed_text, group_line, held_by_text, managed_text,
     more_frames_text, not_shown_text, one_dump_text, recording_stopped_text, script_end_line,
     series_line, suspect_rule_text, teardown_text, times_text, tolerated_text, trend_label,
-    where_text, NO_LEAKS,
+    where_text, CACHED_TITLE, NO_LEAKS, TEARDOWN_TITLE,
 };
 use super::{cache_callsites_text, script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use super::{
@@ -246,7 +246,7 @@ fn process_section(
         writeln!(
             o.w,
             "{} {}:",
-            o.paint("Teardown notes (not errors):", Style::Dim),
+            o.paint(&format!("{TEARDOWN_TITLE}:"), Style::Dim),
             teardown_text(n)
         )?;
         for g in &p.teardown {
@@ -303,7 +303,7 @@ fn process_section(
     }
 
     if !p.cached.is_empty() {
-        let head = o.paint("Held by caches and library handles:", Style::Bold);
+        let head = o.paint(&format!("{CACHED_TITLE}:"), Style::Bold);
         writeln!(o.w, "{head} {}", cached_text(p.cached_total, f))?;
         for (rule, total, groups) in cached_by_rule(p) {
             let Some(r) = f.caches.get(rule) else {
@@ -499,11 +499,7 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
         writeln!(o.w, "Errors: {}", errors.join(", "))?;
     }
     if t.teardown > 0 {
-        writeln!(
-            o.w,
-            "Teardown notes (not errors): {}.",
-            teardown_text(t.teardown)
-        )?;
+        writeln!(o.w, "{TEARDOWN_TITLE}: {}.", teardown_text(t.teardown))?;
     }
     let held = cached_totals(f);
     if !held.is_empty() {

@@ -22,6 +22,12 @@ pub const NO_GROWTH: &str = "No callsite grew.";
 /// Where a stack has no frame to show.
 pub const NO_FRAMES: &str = "(no frames)";
 
+/// The head of what caches and library handles hold.
+pub const CACHED_TITLE: &str = "Held by caches and library handles";
+
+/// The head of the calls that failed at teardown.
+pub const TEARDOWN_TITLE: &str = "Teardown notes (not errors)";
+
 /// `4.00 MiB in 3 allocations via cudaMalloc (device 0)`: a leak, cache or managed group, from
 /// its size, what it holds ([`super::group_what`]), its API and [`super::placement`].
 pub fn group_line(size: &str, what: &str, api: &str, placement: &str) -> String {

@@ -10,7 +10,7 @@ use crate::analyze::{BadFreeGroup, Findings, LeakGroup};
 use crate::report::wording::{
     address_text, bad_free_label, bad_free_what, cached_text, dropped_events_text, errors_text,
     group_line, managed_text, recording_stopped_text, script_end_line, teardown_text, times_text,
-    NO_LEAKS,
+    CACHED_TITLE, NO_LEAKS, TEARDOWN_TITLE,
 };
 use crate::report::{
     cached_by_rule, counts_text, group_what, human_bytes, placement, plural, pool_growth_text,
@@ -176,11 +176,7 @@ fn teardown(p: &mut Page, pf: &crate::analyze::ProcessFindings) {
         return;
     }
     let n: u64 = pf.teardown.iter().map(|g| g.count).sum();
-    let _ = writeln!(
-        p.s,
-        "<h4>Teardown notes (not errors): {}</h4>",
-        teardown_text(n)
-    );
+    let _ = writeln!(p.s, "<h4>{TEARDOWN_TITLE}: {}</h4>", teardown_text(n));
     for g in pf.teardown.iter().take(p.groups) {
         let head = format!(
             "<code>{}</code> returned {}{}",
@@ -224,7 +220,7 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
     }
     let _ = writeln!(
         p.s,
-        "<h4>Held by caches and library handles: {}</h4>",
+        "<h4>{CACHED_TITLE}: {}</h4>",
         esc_text(&cached_text(pf.cached_total, f))
     );
     for (rule, total, groups) in cached_by_rule(pf) {
