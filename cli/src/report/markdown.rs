@@ -7,23 +7,22 @@ use crate::report::group_what;
 use std::io::{self, Write};
 
 use super::wording::{
-    address_text, bad_free_label, cached_text, diff_grew_text, errors_text, group_line,
-    not_shown_text, one_dump_text, recording_stopped_text, script_end_line, series_line,
-    suspect_rule_text, teardown_text, CACHED_TITLE, NO_FRAMES, NO_GROWTH, NO_LEAKS,
+    address_text, bad_free_label, cache_callsites_text, cached_text, coarse_pools_text,
+    diff_grew_text, errors_text, exit_line, group_line, growth_gate_reason, growth_summary_line,
+    kept_text, not_shown_text, one_dump_text, pool_growth_text, quiet_line, recording_stopped_text,
+    script_end_line, script_end_text, series_line, series_text, skipped_rest_text, steps_text,
+    summary_line, suspect_rule_text, teardown_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
+    NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, NO_LEAKS,
 };
-use super::{cache_callsites_text, cached_by_rule, signed_human};
+use super::{cached_by_rule, signed_human};
 use super::{
-    cached_totals, exit_line, folded_text, frame_text_under, human_bytes, placement, plural,
-    pool_growth_text, process_label, quiet_line, summary_line, suppressed_per_rule, Reporter,
-    FAILED_ADVICE, MANAGED_ADVICE,
+    cached_totals, folded_text, frame_text_under, human_bytes, placement, plural, process_label,
+    suppressed_per_rule, Reporter,
 };
-use super::{growth_gate_reason, growth_summary_line, point_label, rate_text, script_end_text};
+use super::{point_label, rate_text};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
 use crate::growth::GrowthFindings;
-use crate::report::{
-    coarse_pools_text, kept_text, series_text, skipped_rest_text, steps_text, NAMED_SKIPPED,
-};
 
 pub struct Markdown;
 

@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 
 use super::change_text_paren;
 use super::wording::{
-    address_text, bad_free_what, errors_text, group_line, held_by_text, SHUTTING_DOWN,
+    address_text, bad_free_what, errors_text, group_line, held_by_text, steps_text, FAILED_ADVICE,
+    MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
 };
 use super::{clean, rate_text};
 use super::{frame_text, human_bytes, placement, plural, Reporter, VERSION};
@@ -23,7 +24,6 @@ use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::callsite::Callsite;
 use crate::growth::GrowthFindings;
-use crate::report::steps_text;
 use cudaleak_format::EventType;
 
 pub struct Sarif;
@@ -51,10 +51,10 @@ const RULES: [(&str, &str, &str, &str, &str); 8] = [
      "Pass only pointers returned by the matching CUDA allocation call."),
     ("cudaleak/failed-allocation", "CudaFailedAllocation", "warning",
      "A CUDA allocation failed",
-     super::FAILED_ADVICE),
+     FAILED_ADVICE),
     ("cudaleak/managed-memory", "CudaManagedMemory", "note",
      "Managed (unified) memory: a migration and capacity risk",
-     super::MANAGED_ADVICE),
+     MANAGED_ADVICE),
     ("cudaleak/growth", "CudaLiveMemoryGrowth", "warning",
      "Live CUDA memory from this callsite grew across dumps of a running program",
      "A callsite whose live memory keeps growing while the program runs is a leak in the making; check that every allocation in the loop is freed."),
@@ -63,7 +63,7 @@ const RULES: [(&str, &str, &str, &str, &str); 8] = [
      "A framework's caching allocator or a library handle keeps this memory until it is released (the result names what releases it); it is not counted by the gate unless --fail-on strict."),
     ("cudaleak/teardown", "CudaTeardownFailure", "note",
      "A CUDA call failed because the runtime or driver was shutting down",
-     super::TEARDOWN_NOTE_HELP),
+     TEARDOWN_NOTE_HELP),
 ];
 
 fn rule_index(id: &str) -> usize {

@@ -6,20 +6,19 @@
 use std::io::{self, Write};
 
 use super::wording::{
-    address_text, bad_free_label, bad_free_what, cached_text, diff_side_text, dropped_events_text,
-    errors_text, folded_line, gate_failed_text, group_line, held_by_text, managed_text,
-    more_frames_text, not_shown_text, one_dump_text, recording_stopped_text, script_end_line,
-    series_line, suspect_rule_text, teardown_text, times_text, tolerated_text, trend_label,
-    where_text, CACHED_TITLE, NO_LEAKS, TEARDOWN_TITLE,
+    address_text, bad_free_label, bad_free_what, cache_callsites_text, cached_gate_text,
+    cached_text, coarse_pools_text, diff_side_text, diff_summary_line, dropped_events_text,
+    errors_text, exit_line, folded_line, gate_failed_text, group_line, growth_gate_reason,
+    growth_summary_line, held_by_text, kept_text, managed_text, more_frames_text, not_shown_text,
+    one_dump_text, pool_growth_text, quiet_line, recording_stopped_text, script_end_line,
+    script_end_text, series_line, series_text, skipped_rest_text, steps_text, summary_line,
+    suspect_rule_text, teardown_text, times_text, tolerated_text, trend_label, where_text,
+    CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_LEAKS, TEARDOWN_TITLE,
 };
-use super::{cache_callsites_text, script_end_text, skipped_rest_text, NAMED_SKIPPED};
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
-    coarse_pools_text, counts_text, diff_summary_line, exit_line, frame_text_short, group_what,
-    growth_gate_reason, growth_summary_line, human_bytes, human_bytes_exact, kept_text, placement,
-    plural, point_label, pool_growth_text, process_label, quiet_line, rate_text, series_text,
-    signed_human, steps_text, summary_line, suppressed_per_rule, Reporter, FAILED_ADVICE,
-    MANAGED_ADVICE,
+    cached_by_rule, cached_totals, change_text, change_text_paren, clean, counts_text,
+    frame_text_short, group_what, human_bytes, human_bytes_exact, placement, plural, point_label,
+    process_label, rate_text, signed_human, suppressed_per_rule, Reporter,
 };
 use crate::analyze::View;
 use crate::analyze::{

@@ -7,8 +7,8 @@ use super::flame_graph::flame_svg;
 use super::page::{esc, esc_text, Page};
 use crate::analyze::{DiffFindings, View};
 use crate::report::flame;
-use crate::report::wording::{diff_side_text, trend_label};
-use crate::report::{diff_summary_line, human_bytes, process_label, signed_human};
+use crate::report::wording::{diff_side_text, diff_summary_line, trend_label};
+use crate::report::{human_bytes, process_label, signed_human};
 
 pub(super) fn page(d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
     let mut p = Page::new(view);

@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use super::page::{esc, esc_text, Page};
 use super::MAX_PROCESSES;
 use crate::growth::GrowthFindings;
-use crate::report::wording::{held_by_text, one_dump_text, suspect_rule_text, NO_GROWTH};
-use crate::report::{
-    coarse_pools_text, process_label, rate_text, signed_human, skipped_rest_text, steps_text,
-    NAMED_SKIPPED,
+use crate::report::wording::{
+    coarse_pools_text, held_by_text, one_dump_text, skipped_rest_text, steps_text,
+    suspect_rule_text, NAMED_SKIPPED, NO_GROWTH,
 };
+use crate::report::{process_label, rate_text, signed_human};
 
 pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
     p.s.push_str("<section id=\"growth\">\n<h2>Growth over the series</h2>\n");

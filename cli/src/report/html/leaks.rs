@@ -9,12 +9,13 @@ use super::MAX_PROCESSES;
 use crate::analyze::{BadFreeGroup, Findings, LeakGroup};
 use crate::report::wording::{
     address_text, bad_free_label, bad_free_what, cached_text, dropped_events_text, errors_text,
-    group_line, managed_text, recording_stopped_text, script_end_line, teardown_text, times_text,
-    CACHED_TITLE, NO_LEAKS, TEARDOWN_TITLE,
+    group_line, managed_text, pool_growth_text, recording_stopped_text, script_end_line,
+    script_end_text, teardown_text, times_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
+    NO_LEAKS, TEARDOWN_TITLE,
 };
 use crate::report::{
-    cached_by_rule, counts_text, group_what, human_bytes, placement, plural, pool_growth_text,
-    process_label, script_end_text, suppressed_per_rule, FAILED_ADVICE, MANAGED_ADVICE,
+    cached_by_rule, counts_text, group_what, human_bytes, placement, plural, process_label,
+    suppressed_per_rule,
 };
 use cudaleak_format::EventType;
 

@@ -35,11 +35,11 @@ use page::{esc_text, Page};
 
 use crate::analyze::{DiffFindings, Findings, View};
 use crate::growth::GrowthFindings;
-use crate::report::wording::{cached_text, gate_failed_text, teardown_text, tolerated_text};
-use crate::report::{
-    counts_text, gate_reasons, growth_gate_reason, growth_summary_line, human_bytes, plural,
-    summary_line, Reporter,
+use crate::report::wording::{
+    cached_text, gate_failed_text, growth_gate_reason, growth_summary_line, summary_line,
+    teardown_text, tolerated_text,
 };
+use crate::report::{counts_text, gate_reasons, human_bytes, plural, Reporter};
 
 pub struct Html;
 

@@ -7,10 +7,9 @@ use std::fmt::Write as _;
 use super::page::{esc, esc_text, num, Page};
 use super::{Gatekeeper, MAX_PROCESSES, TIMELINE_CALLSITES, TIMELINE_POINTS};
 use crate::growth::{GrowthFindings, GrowthRow, Series};
-use crate::report::wording::series_line;
+use crate::report::wording::{series_line, steps_text};
 use crate::report::{
-    clean, human_bytes, human_duration, plural, point_label, process_label, rate_text,
-    signed_human, steps_text,
+    clean, human_bytes, human_duration, plural, point_label, process_label, rate_text, signed_human,
 };
 
 /// Which dumps of a series are drawn: all of them, or an even sample that keeps the first, the

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{frames, Frames, Tool, REPORT_VERSION, TOOL};
 use crate::analyze::Counts;
 use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::coarse_pools_text;
+use crate::report::wording::coarse_pools_text;
 
 #[derive(Serialize)]
 struct PointDoc {
