@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use cudaleak_tests::{cudaleak_cli, cudaleak_run};
 
-/// The page's own cap on timeline bands (cli/src/report/html.rs, TIMELINE_CALLSITES).
+/// The page's own cap on timeline bands (cli/src/report/html/mod.rs, TIMELINE_CALLSITES).
 const TIMELINE_CALLSITES: usize = 8;
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(90);
 

@@ -8,6 +8,7 @@
 
 use std::io::{self, Write};
 
+use super::wording::group_line;
 use super::{clean, frame_text, human_bytes, placement, plural};
 use crate::analyze::{basename, Findings, LeakGroup};
 
@@ -42,11 +43,13 @@ pub fn write(f: &Findings, out: &mut dyn Write) -> io::Result<()> {
         for g in &p.leaks {
             groups += 1;
             let comment = format!(
-                "# {} in {} via {} {} (pid {}){}",
-                human_bytes(g.bytes),
-                plural(g.allocations, "allocation", "allocations"),
-                clean(&g.api),
-                placement(g.kind, g.device),
+                "# {} (pid {}){}",
+                group_line(
+                    &human_bytes(g.bytes),
+                    &plural(g.allocations, "allocation", "allocations"),
+                    &clean(&g.api),
+                    &placement(g.kind, g.device)
+                ),
                 p.process.pid,
                 g.stack.frames.first().map_or(String::new(), |fr| format!(
                     " at {}",

@@ -6,23 +6,23 @@
 use crate::report::group_what;
 use std::io::{self, Write};
 
-use super::{cache_callsites_text, cached_by_rule, signed_human};
-use super::{
-    cached_gate_text, cached_totals, error_text, exit_line, folded_text, frame_text_under,
-    human_bytes, placement, plural, pool_growth_text, process_label, quiet_line, summary_line,
-    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+use super::wording::{
+    address_text, bad_free_label, cache_callsites_text, cached_text, coarse_pools_text,
+    diff_grew_text, errors_text, exit_line, group_line, growth_gate_reason, growth_summary_line,
+    kept_text, not_shown_text, one_dump_text, pool_growth_text, quiet_line, recording_stopped_text,
+    script_end_line, script_end_text, series_line, series_text, skipped_rest_text, steps_text,
+    summary_line, suspect_rule_text, teardown_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
+    NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, NO_LEAKS,
 };
+use super::{cached_by_rule, signed_human};
 use super::{
-    counts_text, growth_gate_reason, growth_summary_line, human_duration, point_label, rate_text,
-    script_end_text,
+    cached_totals, folded_text, frame_text_under, human_bytes, placement, plural, process_label,
+    suppressed_per_rule, Reporter,
 };
+use super::{point_label, rate_text};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
-use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::{
-    coarse_pools_text, kept_text, series_text, skipped_rest_text, steps_text, NAMED_SKIPPED,
-};
-use cudaleak_format::EventType;
+use crate::growth::GrowthFindings;
 
 pub struct Markdown;
 
@@ -63,16 +63,14 @@ fn group_row(w: &mut dyn Write, first: &str, g: &LeakGroup, root: Option<&str>) 
 fn not_shown(w: &mut dyn Write, n: u64, one: &str, many: &str) -> io::Result<()> {
     if n > 0 {
         writeln!(w)?;
-        writeln!(w, "… {} not shown (--top).", plural(n, one, many))?;
+        writeln!(w, "… {}.", not_shown_text(n, (one, many), "--top"))?;
     }
     Ok(())
 }
 
 fn first_frame(s: &StackView, root: Option<&str>) -> String {
-    s.where_frame().map_or_else(
-        || "(no frames)".into(),
-        |f| escape(&frame_text_under(f, root)),
-    )
+    s.where_frame()
+        .map_or_else(|| NO_FRAMES.into(), |f| escape(&frame_text_under(f, root)))
 }
 
 fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()> {
@@ -95,13 +93,12 @@ fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()>
     Ok(())
 }
 
-fn group_line(g: &LeakGroup) -> String {
-    format!(
-        "{} in {} via {} {}",
-        human_bytes(g.bytes),
-        escape(&group_what(g)),
-        escape(&g.api),
-        escape(&placement(g.kind, g.device))
+fn group_head(g: &LeakGroup) -> String {
+    group_line(
+        &human_bytes(g.bytes),
+        &escape(&group_what(g)),
+        &escape(&g.api),
+        &escape(&placement(g.kind, g.device)),
     )
 }
 
@@ -134,13 +131,13 @@ impl Reporter for Markdown {
             if let Some(why) = &p.process.recording_stopped {
                 writeln!(
                     w,
-                    "> **Warning:** the shim stopped recording early ({}); this dump is partial.",
-                    escape(why)
+                    "> **Warning:** {}.",
+                    recording_stopped_text(&escape(why))
                 )?;
                 writeln!(w)?;
             }
             if p.leaks.is_empty() {
-                writeln!(w, "No leaks.")?;
+                writeln!(w, "{NO_LEAKS}")?;
             } else {
                 writeln!(w, "| # | Leaked | Allocations | API | Where |")?;
                 writeln!(w, "|--:|--:|--:|---|---|")?;
@@ -162,7 +159,7 @@ impl Reporter for Markdown {
                         "**Leak {} of {}:** {}",
                         i + 1,
                         p.leaked.groups,
-                        group_line(g)
+                        group_head(g)
                     )?;
                     writeln!(w)?;
                     stack(w, &g.stack, root)?;
@@ -171,17 +168,13 @@ impl Reporter for Markdown {
                 writeln!(w, "</details>")?;
             }
             for g in &p.bad_frees {
-                let what = if g.kind == EventType::DoubleFree {
-                    "Double free"
-                } else {
-                    "Invalid free"
-                };
-                let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
                 writeln!(w)?;
                 writeln!(
                     w,
-                    "**{what}:** {}({addr}), {}",
+                    "**{}:** {}({}), {}",
+                    bad_free_label(g.kind),
                     escape(&g.api),
+                    address_text(g.address),
                     plural(g.count, "time", "times")
                 )?;
                 writeln!(w)?;
@@ -200,15 +193,13 @@ impl Reporter for Markdown {
                 writeln!(w, "| API | Times | Requested | Returned | Where |")?;
                 writeln!(w, "|---|--:|--:|---|---|")?;
                 for g in &p.failed {
-                    let errors: Vec<String> =
-                        g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
                     writeln!(
                         w,
                         "| {} | {} | {} | {} | {} |",
                         escape(&g.api),
                         g.count,
                         human_bytes(g.bytes),
-                        escape(&errors.join(", ")),
+                        escape(&errors_text(&g.api, &g.errors)),
                         first_frame(&g.stack, root)
                     )?;
                 }
@@ -216,23 +207,17 @@ impl Reporter for Markdown {
             if !p.teardown.is_empty() {
                 let n: u64 = p.teardown.iter().map(|g| g.count).sum();
                 writeln!(w)?;
-                writeln!(
-                    w,
-                    "**Teardown notes** (not errors) — {} {TEARDOWN_TEXT}.",
-                    plural(n, "call", "calls")
-                )?;
+                writeln!(w, "**Teardown notes** (not errors) — {}.", teardown_text(n))?;
                 writeln!(w)?;
                 writeln!(w, "| API | Times | Returned | After exit began | Where |")?;
                 writeln!(w, "|---|--:|---|--:|---|")?;
                 for g in &p.teardown {
-                    let errors: Vec<String> =
-                        g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
                     writeln!(
                         w,
                         "| {} | {} | {} | {} | {} |",
                         escape(&g.api),
                         g.count,
-                        escape(&errors.join(", ")),
+                        escape(&errors_text(&g.api, &g.errors)),
                         g.during_exit,
                         first_frame(&g.stack, root)
                     )?;
@@ -249,10 +234,8 @@ impl Reporter for Markdown {
                         .map_or(String::new(), |r| format!(" `{}`", escape(&r.id)));
                     writeln!(
                         w,
-                        "- {} via {} at {}{cache}",
-                        escape(&counts_text(c.live)),
-                        escape(&c.api),
-                        first_frame(&c.stack, root)
+                        "- {}{cache}",
+                        script_end_line(c.live, &escape(&c.api), &first_frame(&c.stack, root))
                     )?;
                 }
             }
@@ -260,10 +243,8 @@ impl Reporter for Markdown {
                 writeln!(w)?;
                 writeln!(
                     w,
-                    "**Held by caches and library handles** — {} in {}; {}.",
-                    human_bytes(p.cached_total.bytes),
-                    plural(p.cached_total.allocations, "allocation", "allocations"),
-                    escape(cached_gate_text(f))
+                    "**{CACHED_TITLE}** — {}.",
+                    escape(&cached_text(p.cached_total, f))
                 )?;
                 writeln!(w)?;
                 if view.show_cached {
@@ -435,26 +416,26 @@ impl Reporter for Markdown {
             writeln!(w, "✅ gate passed")?;
         }
         writeln!(w)?;
-        writeln!(w, "Suspect rule: {RULE_TEXT}.")?;
+        writeln!(w, "{}.", suspect_rule_text())?;
         for s in &g.series {
             writeln!(w)?;
             writeln!(w, "#### {}", escape(&process_label(&s.process)))?;
             writeln!(w)?;
             let first = s.points[0].live.bytes;
             let last = s.points[s.points.len() - 1].live.bytes;
+            let labels = format!(
+                "{} … {}",
+                escape(&point_label(&s.points[0])),
+                escape(&point_label(&s.points[s.points.len() - 1]))
+            );
             writeln!(
                 w,
-                "{} over {} ({} … {}); live {} → {}.",
-                plural(s.points.len() as u64, "dump", "dumps"),
-                human_duration(s.span_ms),
-                escape(&point_label(&s.points[0])),
-                escape(&point_label(&s.points[s.points.len() - 1])),
-                human_bytes(first),
-                human_bytes(last)
+                "{}.",
+                series_line(s, &labels, &human_bytes(first), &human_bytes(last))
             )?;
             writeln!(w)?;
             if s.rows.is_empty() {
-                writeln!(w, "No callsite grew.")?;
+                writeln!(w, "{NO_GROWTH}")?;
                 continue;
             }
             writeln!(
@@ -517,8 +498,8 @@ impl Reporter for Markdown {
             for s in g.skipped.iter().take(NAMED_SKIPPED) {
                 writeln!(
                     w,
-                    "Note: {} has only one dump: nothing to compare.",
-                    escape(&process_label(&s.process))
+                    "Note: {}.",
+                    one_dump_text(&escape(&process_label(&s.process)), None)
                 )?;
             }
             if let Some(rest) = skipped_rest_text(g.skipped.len()) {
@@ -530,15 +511,7 @@ impl Reporter for Markdown {
 
     fn diff(&self, d: &DiffFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let root = view.source_root.as_deref();
-        let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
-        writeln!(
-            w,
-            "### cudaleak diff: live {} → {} ({}); {} grew",
-            human_bytes(d.old.live.bytes),
-            human_bytes(d.new.live.bytes),
-            signed_human(delta),
-            plural(d.grew, "callsite", "callsites")
-        )?;
+        writeln!(w, "### cudaleak diff: {}", diff_grew_text(d))?;
         writeln!(w)?;
         writeln!(w, "| Δ bytes | Δ blocks | Old | New | API | Where |")?;
         writeln!(w, "|--:|--:|--:|--:|---|---|")?;

@@ -1,5 +1,6 @@
-//! Output formats behind one trait, and the wording they share (sizes, frames, process labels,
-//! CUDA error names). Each format lives in its own file and writes to any `io::Write`.
+//! Output formats behind one trait, and the words they share (sizes, counts, frames, process
+//! labels, CUDA error names); the sentences made of them are in `wording.rs`. Each format lives
+//! in its own file (or folder) and writes to any `io::Write`.
 //!
 //! Reporters never decide anything: what is a leak, what is hidden and whether the gate fails
 //! were settled in `analyze`. They must not panic on any findings.
@@ -11,9 +12,9 @@ use cudaleak_format as format;
 use std::borrow::Cow;
 
 use crate::analyze::View;
-use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings, QuietProcess};
+use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings};
 use crate::args::Format;
-use crate::growth::{GrowthFindings, GrowthRow, Point};
+use crate::growth::{GrowthFindings, Point};
 
 pub mod flame;
 pub mod folded;
@@ -23,6 +24,7 @@ pub mod json;
 pub mod markdown;
 pub mod sarif;
 pub mod text;
+pub mod wording;
 
 #[cfg(test)]
 pub(crate) mod snapshots_test;
@@ -120,119 +122,6 @@ pub fn point_label(p: &Point) -> String {
     }
 }
 
-/// Live bytes at each dump: all of them up to 12, else the first six and the last five.
-pub fn series_text(r: &GrowthRow) -> String {
-    bytes_list(&r.series)
-}
-
-/// Bytes of each point: all of them up to 12, else the first six and the last five.
-fn bytes_list(points: &[Counts]) -> String {
-    let v: Vec<String> = points.iter().map(|c| human_bytes(c.bytes)).collect();
-    if v.len() <= 12 {
-        return v.join(", ");
-    }
-    format!("{}, …, {}", v[..6].join(", "), v[v.len() - 5..].join(", "))
-}
-
-/// Why the rule decided as it did, in a few words. Long series (the rule on what was kept):
-/// `kept more in 12 of 13 intervals, new highs in 6 of the last 7 against 0.9 for a warming
-/// cache`,
-/// with `, less in 1` when it fell. Short series: `rose in 8 of 8 intervals` (and `, fell in
-/// 1`; `, then 2.00 MiB released` when memory was freed after the peak).
-pub fn steps_text(r: &GrowthRow) -> String {
-    if let Some(e) = &r.evidence {
-        let st = &e.stats;
-        let mut s = format!(
-            "kept more in {} of {}",
-            st.rose,
-            plural(r.intervals(), "interval", "intervals")
-        );
-        if st.fell > 0 {
-            s.push_str(&format!(", less in {}", st.fell));
-        }
-        s.push_str(&format!(
-            ", new highs in {} of the last {} against {:.1} for a warming cache",
-            st.late_highs, st.late, st.expected_late_highs
-        ));
-        return s;
-    }
-    let mut s = format!(
-        "rose in {} of {}",
-        r.grew_intervals,
-        plural(r.intervals(), "interval", "intervals")
-    );
-    if r.shrank_intervals > 0 {
-        s.push_str(&format!(", fell in {}", r.shrank_intervals));
-    }
-    if r.released_bytes() > 0 {
-        s.push_str(&format!(
-            " up to its peak, then {} released",
-            human_bytes(r.released_bytes())
-        ));
-    }
-    s
-}
-
-/// What a row kept at each judged point (long series only), shortened like [`series_text`],
-/// and `(until Python began to shut down)` when the series ends there.
-pub fn kept_text(r: &GrowthRow) -> Option<String> {
-    let e = r.evidence.as_ref()?;
-    let mut s = bytes_list(&e.kept);
-    if e.ends_at_finalizing {
-        s.push_str(" (until Python began to shut down)");
-    }
-    Some(s)
-}
-
-/// The head of the "script ended" note: `When the script ended (Python began to shut down
-/// 14.2 s after the start) it held 326.55 MiB in 151 allocations; the largest and the most
-/// numerous (teardown freed what the exit dump no longer holds)`.
-pub fn script_end_text(e: &crate::analyze::ScriptEnd) -> String {
-    format!(
-        "When the script ended (Python began to shut down {} after the start) it held {}; \
-         the largest and the most numerous (teardown freed what the exit dump no longer holds)",
-        human_duration(e.after_ms),
-        counts_text(e.held)
-    )
-}
-
-/// Processes with one dump named in a growth report's notes; the rest are counted (a JAX run
-/// starts a hundred ptxas processes, each dumped once).
-pub const NAMED_SKIPPED: usize = 5;
-
-/// The note on the processes beyond [`NAMED_SKIPPED`], if any.
-pub fn skipped_rest_text(skipped: usize) -> Option<String> {
-    (skipped > NAMED_SKIPPED).then(|| {
-        format!(
-            "… and {} with one dump each (the JSON report lists them all)",
-            plural(
-                (skipped - NAMED_SKIPPED) as u64,
-                "more process",
-                "more processes"
-            )
-        )
-    })
-}
-
-/// The note for pools whose blocks are segments and that show no suspect: growth inside a
-/// segment does not reach the driver (issue 22; docs/report-format.md).
-pub fn coarse_pools_text(pools: &[crate::growth::HeldBy]) -> Option<String> {
-    if pools.is_empty() {
-        return None;
-    }
-    let names: Vec<String> = pools
-        .iter()
-        .map(|h| format!("{} [{}]", h.name, h.id))
-        .collect();
-    Some(format!(
-        "{} held blocks as segments shared by many objects: growth smaller than a segment, or \
-         than the room the pool took ahead, does not show (below the pool's granularity); to \
-         see each object's growth turn the pool off (PyTorch, JAX: run with --exact-pools; \
-         others: `cudaleak report --list-caches`)",
-        names.join(", ")
-    ))
-}
-
 /// `+4.00 KiB`, `-512 B`, `±0 B`.
 pub fn signed_human(delta: i128) -> String {
     let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);
@@ -240,45 +129,6 @@ pub fn signed_human(delta: i128) -> String {
         1 => format!("+{}", human_bytes(mag)),
         -1 => format!("-{}", human_bytes(mag)),
         _ => "±0 B".into(),
-    }
-}
-
-/// `SUMMARY: 2 growth suspects (+1.50 MiB) in 1 process (9 dumps)`.
-/// `SUMMARY: live 1.00 MiB → 2.50 MiB (+1.50 MiB); 2 callsites grew, 0 shrank, 5 unchanged`.
-pub fn diff_summary_line(d: &DiffFindings) -> String {
-    let delta = i128::from(d.new.live.bytes) - i128::from(d.old.live.bytes);
-    format!(
-        "SUMMARY: live {} → {} ({}); {} grew, {} shrank, {} unchanged",
-        human_bytes(d.old.live.bytes),
-        human_bytes(d.new.live.bytes),
-        signed_human(delta),
-        plural(d.grew, "callsite", "callsites"),
-        d.shrank,
-        d.unchanged
-    )
-}
-
-pub fn growth_summary_line(g: &GrowthFindings) -> String {
-    let dumps: usize = g.series.iter().map(|s| s.points.len()).sum();
-    let mut s = format!(
-        "SUMMARY: {} (+{}) in {} ({})",
-        plural(g.suspects, "growth suspect", "growth suspects"),
-        human_bytes(g.suspect_growth_bytes),
-        plural(g.series.len() as u64, "process", "processes"),
-        plural(dumps as u64, "dump", "dumps"),
-    );
-    if let Some(a) = &g.at_exit {
-        s.push_str(&format!("; {} leaked at exit", counts_text(a.leaked)));
-    }
-    s
-}
-
-/// Why a growth report's gate failed: `growth`, or under `run --growth` the exit report's
-/// reasons (`leaks at exit`).
-pub fn growth_gate_reason(g: &GrowthFindings) -> String {
-    match &g.at_exit {
-        Some(a) => format!("{} at exit", a.reasons.join(" and ")),
-        None => "growth".into(),
     }
 }
 
@@ -540,74 +390,6 @@ pub fn gate_reasons(f: &Findings) -> Vec<&'static str> {
     r
 }
 
-/// The report's verdict line, without a full stop: what the command returns and why —
-/// `Gate failed (leaks): exit status 23`, or under `run` when the program failed, its status
-/// (`Gate failed (leaks); the program was killed by SIGTERM: exit status 143, the program's`).
-/// `None` when the gate passes and the program (if any) succeeded.
-pub fn exit_line(f: &Findings) -> Option<String> {
-    let reasons = gate_reasons(f);
-    let failed = (!reasons.is_empty() && f.verdict.exit_code != 0)
-        .then(|| format!("Gate failed ({})", reasons.join(" and ")));
-    match (failed, f.program) {
-        (None, None) => None,
-        (Some(gate), None) => Some(format!("{gate}: exit status {}", f.verdict.exit_code)),
-        (gate, Some(p)) => Some(format!(
-            "{}he program {}: exit status {}, the program's",
-            gate.map_or("T".to_string(), |g| format!("{g}; t")),
-            p.how(),
-            p.shell()
-        )),
-    }
-}
-
-/// The advice attached to managed memory (seed §3.3).
-pub const MANAGED_ADVICE: &str =
-    "Managed (unified) memory is a migration and capacity risk: pages \
-move between host and GPU on demand (slow, and page-fault storms when several streams touch them), \
-and host memory backs them when the GPU is oversubscribed. If only the GPU touches this memory, \
-prefer device memory (cudaMalloc) plus explicit cudaMemcpy.";
-
-/// The advice attached to failed allocations (seed: check every allocation).
-pub const FAILED_ADVICE: &str = "Check the result of every allocation: after a failure the \
-pointer is not set, and code that goes on uses garbage.";
-
-/// What the cached-memory sections say about the gate.
-pub fn cached_gate_text(f: &Findings) -> &'static str {
-    if f.gate.count_cached {
-        "counted as leaked by the gate (--fail-on strict)"
-    } else {
-        "not leaks, not counted by the gate (--fail-on strict counts them)"
-    }
-}
-
-/// What a pool still growing when the dump was written means (text, Markdown and HTML say it
-/// the same way).
-pub fn pool_growth_text(g: &crate::analyze::PoolGrowth, end: format::End) -> String {
-    let when = match end {
-        format::End::Exit => "at exit",
-        format::End::Signal => "when the program was killed",
-        format::End::Snapshot => "at this snapshot",
-    };
-    format!(
-        "still growing {when}: {} of its {} was taken in the second half of the run, in {} of \
-         its 10 tenths. A pool that grows to the end holds what the program keeps (a tensor \
-         every step); `cudaleak run --growth` finds what grows (with --exact-pools, the line \
-         that keeps it).",
-        human_bytes(g.second_half),
-        human_bytes(g.held),
-        g.tenths
-    )
-}
-
-/// The help attached to teardown notes.
-pub const TEARDOWN_NOTE_HELP: &str = "At exit the CUDA runtime and driver tear down; calls made \
-then fail with cudaErrorCudartUnloading / CUDA_ERROR_DEINITIALIZED (4), or after exit began with \
-cudaErrorDeviceUninitialized / CUDA_ERROR_INVALID_CONTEXT (201) or CUDA_ERROR_NOT_INITIALIZED (3). \
-The memory is reclaimed with the context; nothing to fix.";
-
-/// What the teardown sections say, after "N calls".
-pub const TEARDOWN_TEXT: &str = "failed because the CUDA runtime or driver was shutting down";
-
 /// A process's cached groups by cache, in order of the cache's first group (largest first):
 /// (rule index, total, the groups).
 pub fn cached_by_rule(
@@ -634,22 +416,6 @@ pub fn own_frame(s: &crate::analyze::StackView) -> Option<&FrameView> {
     s.frames.iter().find(|f| f.is_own())
 }
 
-/// One cache's line when its callsites are not listed (`--show-cached` lists them): `from 11
-/// callsites; top line of yours: Generator.forward at main.py:158`.
-pub fn cache_callsites_text(groups: &[&crate::analyze::LeakGroup], root: Option<&str>) -> String {
-    let mut s = format!(
-        "from {}",
-        plural(groups.len() as u64, "callsite", "callsites")
-    );
-    if let Some(f) = groups.iter().find_map(|g| own_frame(&g.stack)) {
-        s.push_str(&format!(
-            "; top line of yours: {}",
-            frame_text_short(f, root)
-        ));
-    }
-    s
-}
-
 /// The caches that hold something over all processes, largest first: (rule index, total).
 pub fn cached_totals(f: &Findings) -> Vec<(usize, Counts)> {
     let mut v: Vec<(usize, Counts)> = f
@@ -661,42 +427,6 @@ pub fn cached_totals(f: &Findings) -> Vec<(usize, Counts)> {
         .collect();
     v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
     v
-}
-
-/// `ptxas (11), nvlink (2)`: the quiet processes by program name, most first.
-pub fn quiet_programs(quiet: &[QuietProcess]) -> String {
-    let mut names: Vec<(String, u64)> = Vec::new();
-    for q in quiet {
-        let name = clean(crate::analyze::basename(&q.exe)).into_owned();
-        match names.iter_mut().find(|(n, _)| *n == name) {
-            Some(e) => e.1 += 1,
-            None => names.push((name, 1)),
-        }
-    }
-    names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let shown: Vec<String> = names
-        .iter()
-        .take(8)
-        .map(|(n, c)| format!("{n} ({c})"))
-        .collect();
-    let mut s = shown.join(", ");
-    if names.len() > 8 {
-        s.push_str(&format!(", {} more programs", names.len() - 8));
-    }
-    s
-}
-
-/// `11 processes made no CUDA allocation and are not shown: ptxas (11)`; empty without any.
-pub fn quiet_line(f: &Findings) -> String {
-    if f.quiet.is_empty() {
-        return String::new();
-    }
-    format!(
-        "{} no CUDA allocation and {} not shown: {}",
-        plural(f.quiet.len() as u64, "process made", "processes made"),
-        if f.quiet.len() == 1 { "is" } else { "are" },
-        quiet_programs(&f.quiet)
-    )
 }
 
 /// Sum of the per-rule counts over all processes.
@@ -712,52 +442,9 @@ pub fn suppressed_per_rule(f: &Findings) -> Vec<crate::analyze::Counts> {
     out
 }
 
-/// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`, then
-/// `; 86.00 MiB held by caches` when caches hold anything.
-pub fn summary_line(f: &Findings) -> String {
-    let t = &f.totals;
-    let handles = match t.leaked_handles {
-        0 => String::new(),
-        n => format!(" and {}", plural(n, "library handle", "library handles")),
-    };
-    let mut s = format!(
-        "SUMMARY: {} leaked in {}{handles} from {} ({})",
-        human_bytes(t.leaked.bytes),
-        plural(t.leaked.allocations, "allocation", "allocations"),
-        plural(t.callsites, "callsite", "callsites"),
-        plural(t.processes, "process", "processes"),
-    );
-    if t.cached.allocations > 0 {
-        s.push_str(&format!("; {} held by caches", human_bytes(t.cached.bytes)));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_growing_pool_is_described_at_the_moment_of_its_dump() {
-        let g = crate::analyze::PoolGrowth {
-            rule: 0,
-            held: 8 << 20,
-            second_half: 3 << 20,
-            tenths: 5,
-        };
-        let exit = pool_growth_text(&g, format::End::Exit);
-        assert!(
-            exit.starts_with(
-                "still growing at exit: 3.00 MiB of its 8.00 MiB was taken in the second half \
-                 of the run, in 5 of its 10 tenths."
-            ),
-            "{exit}"
-        );
-        assert!(pool_growth_text(&g, format::End::Snapshot)
-            .starts_with("still growing at this snapshot: "));
-        assert!(pool_growth_text(&g, format::End::Signal)
-            .starts_with("still growing when the program was killed: "));
-    }
 
     #[test]
     fn sizes_use_binary_units_with_two_decimals() {

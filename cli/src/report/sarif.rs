@@ -14,13 +14,16 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::change_text_paren;
+use super::wording::{
+    address_text, bad_free_what, errors_text, group_line, held_by_text, steps_text, FAILED_ADVICE,
+    MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
+};
 use super::{clean, rate_text};
-use super::{error_text, frame_text, human_bytes, placement, plural, Reporter, VERSION};
+use super::{frame_text, human_bytes, placement, plural, Reporter, VERSION};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::callsite::Callsite;
 use crate::growth::GrowthFindings;
-use crate::report::steps_text;
 use cudaleak_format::EventType;
 
 pub struct Sarif;
@@ -48,10 +51,10 @@ const RULES: [(&str, &str, &str, &str, &str); 8] = [
      "Pass only pointers returned by the matching CUDA allocation call."),
     ("cudaleak/failed-allocation", "CudaFailedAllocation", "warning",
      "A CUDA allocation failed",
-     super::FAILED_ADVICE),
+     FAILED_ADVICE),
     ("cudaleak/managed-memory", "CudaManagedMemory", "note",
      "Managed (unified) memory: a migration and capacity risk",
-     super::MANAGED_ADVICE),
+     MANAGED_ADVICE),
     ("cudaleak/growth", "CudaLiveMemoryGrowth", "warning",
      "Live CUDA memory from this callsite grew across dumps of a running program",
      "A callsite whose live memory keeps growing while the program runs is a leak in the making; check that every allocation in the loop is freed."),
@@ -60,7 +63,7 @@ const RULES: [(&str, &str, &str, &str, &str); 8] = [
      "A framework's caching allocator or a library handle keeps this memory until it is released (the result names what releases it); it is not counted by the gate unless --fail-on strict."),
     ("cudaleak/teardown", "CudaTeardownFailure", "note",
      "A CUDA call failed because the runtime or driver was shutting down",
-     super::TEARDOWN_NOTE_HELP),
+     TEARDOWN_NOTE_HELP),
 ];
 
 fn rule_index(id: &str) -> usize {
@@ -287,11 +290,13 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 "cudaleak/leak",
                 "error",
                 format!(
-                    "{} in {} via {} {} never freed (pid {pid})",
-                    human_bytes(g.bytes),
-                    group_what(g),
-                    clean(&g.api),
-                    placement(g.kind, g.device)
+                    "{} never freed (pid {pid})",
+                    group_line(
+                        &human_bytes(g.bytes),
+                        &group_what(g),
+                        &clean(&g.api),
+                        &placement(g.kind, g.device)
+                    )
                 ),
                 &[&g.stack],
                 &g.callsite,
@@ -299,15 +304,11 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
             ));
         }
         for g in &p.bad_frees {
-            let (id, what) = if g.kind == EventType::DoubleFree {
-                ("cudaleak/double-free", "of memory that was already freed")
+            let id = if g.kind == EventType::DoubleFree {
+                "cudaleak/double-free"
             } else {
-                (
-                    "cudaleak/invalid-free",
-                    "of an address that was never allocated",
-                )
+                "cudaleak/invalid-free"
             };
-            let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
             let mut stacks = vec![&g.stack];
             if let Some(a) = &g.alloc_stack {
                 stacks.push(a);
@@ -317,8 +318,10 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 id,
                 "error",
                 format!(
-                    "{}({addr}) {what}, {} (pid {pid})",
+                    "{}({}) {}, {} (pid {pid})",
                     clean(&g.api),
+                    address_text(g.address),
+                    bad_free_what(g.kind),
                     plural(g.count, "time", "times")
                 ),
                 &stacks,
@@ -327,7 +330,6 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
             ));
         }
         for g in &p.failed {
-            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
             emit(result(
                 view.source_root.as_deref(),
                 "cudaleak/failed-allocation",
@@ -336,10 +338,10 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                     "{} failed {} (returned {}) (pid {pid})",
                     clean(&g.api),
                     plural(g.count, "time", "times"),
-                    if errors.is_empty() {
+                    if g.errors.is_empty() {
                         "an error".into()
                     } else {
-                        errors.join(", ")
+                        errors_text(&g.api, &g.errors)
                     }
                 ),
                 &[&g.stack],
@@ -357,13 +359,14 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 // Counted as leaked under --fail-on strict.
                 if f.gate.count_cached { "error" } else { "note" },
                 format!(
-                    "{} in {} via {} {} held by {} [{}] (pid {pid}); released by: {}",
-                    human_bytes(g.bytes),
-                    plural(g.allocations, "allocation", "allocations"),
-                    clean(&g.api),
-                    placement(g.kind, g.device),
-                    clean(&r.name),
-                    clean(&r.id),
+                    "{} {} (pid {pid}); released by: {}",
+                    group_line(
+                        &human_bytes(g.bytes),
+                        &plural(g.allocations, "allocation", "allocations"),
+                        &clean(&g.api),
+                        &placement(g.kind, g.device)
+                    ),
+                    held_by_text(&clean(&r.name), &clean(&r.id), None),
                     clean(&r.release)
                 ),
                 &[&g.stack],
@@ -372,15 +375,14 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
             ));
         }
         for g in &p.teardown {
-            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
             emit(result(
                 view.source_root.as_deref(),
                 "cudaleak/teardown",
                 "note",
                 format!(
-                    "{} returned {} {} because the CUDA runtime or driver was shutting down (pid {pid}): not an error",
+                    "{} returned {} {} {SHUTTING_DOWN} (pid {pid}): not an error",
                     clean(&g.api),
-                    errors.join(", "),
+                    errors_text(&g.api, &g.errors),
                     plural(g.count, "time", "times"),
                 ),
                 &[&g.stack],
@@ -425,12 +427,8 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                     human_bytes(r.first().bytes),
                     human_bytes(r.last().bytes),
                     r.held_by.as_ref().map_or(String::new(), |h| format!(
-                        "; held by {} [{}]{}",
-                        h.name,
-                        h.id,
-                        h.grows
-                            .as_deref()
-                            .map_or(String::new(), |g| format!(": {g}"))
+                        "; {}",
+                        held_by_text(&h.name, &h.id, h.grows.as_deref())
                     ))
                 ),
                 &[&r.stack],

@@ -5,20 +5,26 @@
 
 use std::io::{self, Write};
 
-use super::{cache_callsites_text, script_end_text, skipped_rest_text, NAMED_SKIPPED};
+use super::wording::{
+    address_text, bad_free_label, bad_free_what, cache_callsites_text, cached_gate_text,
+    cached_text, coarse_pools_text, diff_side_text, diff_summary_line, dropped_events_text,
+    errors_text, exit_line, folded_line, gate_failed_text, group_line, growth_gate_reason,
+    growth_summary_line, held_by_text, kept_text, managed_text, more_frames_text, not_shown_text,
+    one_dump_text, pool_growth_text, quiet_line, recording_stopped_text, script_end_line,
+    script_end_text, series_line, series_text, skipped_rest_text, steps_text, summary_line,
+    suspect_rule_text, teardown_text, times_text, tolerated_text, trend_label, where_text,
+    CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_LEAKS, TEARDOWN_TITLE,
+};
 use super::{
-    cached_by_rule, cached_gate_text, cached_totals, change_text, change_text_paren, clean,
-    coarse_pools_text, counts_text, diff_summary_line, error_text, exit_line, folded_text,
-    frame_text_short, group_what, growth_gate_reason, growth_summary_line, human_bytes,
-    human_bytes_exact, human_duration, kept_text, placement, plural, point_label, pool_growth_text,
-    process_label, quiet_line, rate_text, series_text, signed_human, steps_text, summary_line,
-    suppressed_per_rule, Reporter, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TEXT,
+    cached_by_rule, cached_totals, change_text, change_text_paren, clean, counts_text,
+    frame_text_short, group_what, human_bytes, human_bytes_exact, placement, plural, point_label,
+    process_label, rate_text, signed_human, suppressed_per_rule, Reporter,
 };
 use crate::analyze::View;
 use crate::analyze::{
     sum_groups, BadFreeGroup, Counts, DiffFindings, Findings, LeakGroup, ProcessFindings, StackView,
 };
-use crate::growth::{GrowthFindings, GrowthRow, Series, RULE_TEXT};
+use crate::growth::{GrowthFindings, GrowthRow, Series};
 use cudaleak_format::EventType;
 
 pub struct Text;
@@ -58,13 +64,12 @@ impl Out<'_> {
 
     /// A stack's innermost visible frame, for one-line listings.
     fn where_text(&self, s: &StackView) -> String {
-        s.where_frame()
-            .map_or("(no frames)".into(), |f| frame_text_short(f, self.root))
+        where_text(s, self.root)
     }
 
     fn folded(&mut self, s: &StackView, at: usize, indent: &str) -> io::Result<()> {
         for r in s.folded.iter().filter(|r| r.at == at) {
-            let line = self.paint(&format!("   {} (--native)", folded_text(r)), Style::Dim);
+            let line = self.paint(&folded_line(r), Style::Dim);
             writeln!(self.w, "{indent}{line}")?;
         }
         Ok(())
@@ -87,10 +92,7 @@ impl Out<'_> {
             .sum();
         let left = s.frames.len() - cap + s.omitted + folded;
         let more = self.paint(
-            &format!(
-                "... {} (--frames)",
-                plural(left as u64, "more frame", "more frames")
-            ),
+            &format!("... {}", more_frames_text(left as u64)),
             Style::Dim,
         );
         writeln!(self.w, "{indent}{more}")
@@ -104,10 +106,7 @@ impl Out<'_> {
         self.folded(s, s.frames.len(), indent)?;
         if s.omitted > 0 {
             let more = self.paint(
-                &format!(
-                    "... {} (--frames)",
-                    plural(s.omitted as u64, "more frame", "more frames")
-                ),
+                &format!("... {}", more_frames_text(s.omitted as u64)),
                 Style::Dim,
             );
             writeln!(self.w, "{indent}{more}")?;
@@ -117,30 +116,22 @@ impl Out<'_> {
 }
 
 fn leak_header(g: &LeakGroup) -> String {
-    format!(
-        "{} in {} via {} {}",
-        human_bytes_exact(g.bytes),
-        group_what(g),
-        clean(&g.api),
-        placement(g.kind, g.device)
+    group_line(
+        &human_bytes_exact(g.bytes),
+        &group_what(g),
+        &clean(&g.api),
+        &placement(g.kind, g.device),
     )
 }
 
-fn times(n: u64) -> String {
-    if n > 1 {
-        format!(" ({n} times)")
-    } else {
-        String::new()
-    }
-}
-
 fn bad_free_header(g: &BadFreeGroup) -> String {
-    let addr = g.address.map_or(String::new(), |a| format!("{a:#x}"));
-    let what = match g.kind {
-        EventType::DoubleFree => "of memory that was already freed",
-        _ => "of an address that was never allocated",
-    };
-    format!("{}({addr}) {what}{}", clean(&g.api), times(g.count))
+    format!(
+        "{}({}) {}{}",
+        clean(&g.api),
+        address_text(g.address),
+        bad_free_what(g.kind),
+        times_text(g.count)
+    )
 }
 
 fn process_section(
@@ -156,19 +147,11 @@ fn process_section(
     )?;
     if let Some(why) = &p.process.recording_stopped {
         let w = o.paint("warning:", Style::Yellow);
-        writeln!(
-            o.w,
-            "{w} the shim stopped recording early ({}); this dump is partial",
-            clean(why)
-        )?;
+        writeln!(o.w, "{w} {}", recording_stopped_text(&clean(why)))?;
     }
     if p.summary.dropped_events > 0 {
         let w = o.paint("warning:", Style::Yellow);
-        writeln!(
-            o.w,
-            "{w} {} not stored (the event list was full); the counts include them",
-            plural(p.summary.dropped_events, "event was", "events were")
-        )?;
+        writeln!(o.w, "{w} {}", dropped_events_text(p.summary.dropped_events))?;
     }
     if p.summary.untracked_frees > 0 {
         writeln!(
@@ -181,7 +164,7 @@ fn process_section(
 
     let total = p.leaked.groups;
     if total == 0 {
-        writeln!(o.w, "{}", o.paint("No leaks.", Style::Green))?;
+        writeln!(o.w, "{}", o.paint(NO_LEAKS, Style::Green))?;
         writeln!(o.w)?;
     }
     for (i, g) in p.leaks.iter().enumerate() {
@@ -197,23 +180,22 @@ fn process_section(
             allocations: p.leaked.allocations - shown.allocations,
             bytes: p.leaked.bytes - shown.bytes,
         };
+        let why = format!("{}; --top {}", counts_text(rest), view.top.unwrap_or(0));
         writeln!(
             o.w,
-            "... {} not shown ({}; --top {})",
-            plural(p.leaks_not_shown(), "more leak group", "more leak groups"),
-            counts_text(rest),
-            view.top.unwrap_or(0)
+            "... {}",
+            not_shown_text(
+                p.leaks_not_shown(),
+                ("more leak group", "more leak groups"),
+                &why
+            )
         )?;
         writeln!(o.w)?;
     }
 
     for kind in [EventType::DoubleFree, EventType::InvalidFree] {
         let groups: Vec<&BadFreeGroup> = p.bad_frees.iter().filter(|g| g.kind == kind).collect();
-        let label = if kind == EventType::DoubleFree {
-            "Double free"
-        } else {
-            "Invalid free"
-        };
+        let label = bad_free_label(kind);
         for (i, g) in groups.iter().enumerate() {
             let head = o.paint(
                 &format!("{label} {} of {}:", i + 1, groups.len()),
@@ -239,17 +221,16 @@ fn process_section(
         } else {
             String::new()
         };
-        let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
-        let returned = if errors.is_empty() {
+        let returned = if g.errors.is_empty() {
             "failed".to_string()
         } else {
-            format!("returned {}", errors.join(", "))
+            format!("returned {}", errors_text(&g.api, &g.errors))
         };
         writeln!(
             o.w,
             "{head} {}{size} {returned}{}",
             clean(&g.api),
-            times(g.count)
+            times_text(g.count)
         )?;
         o.stack(&g.stack, "    ")?;
         writeln!(o.w)?;
@@ -263,12 +244,11 @@ fn process_section(
         let n: u64 = p.teardown.iter().map(|g| g.count).sum();
         writeln!(
             o.w,
-            "{} {} {TEARDOWN_TEXT}:",
-            o.paint("Teardown notes (not errors):", Style::Dim),
-            plural(n, "call", "calls")
+            "{} {}:",
+            o.paint(&format!("{TEARDOWN_TITLE}:"), Style::Dim),
+            teardown_text(n)
         )?;
         for g in &p.teardown {
-            let errors: Vec<String> = g.errors.iter().map(|&e| error_text(&g.api, e)).collect();
             let when = if g.during_exit == g.count {
                 ", after exit began"
             } else if g.during_exit > 0 {
@@ -280,8 +260,8 @@ fn process_section(
                 o.w,
                 "  {} returned {}{}{when}, at {}",
                 clean(&g.api),
-                errors.join(", "),
-                times(g.count),
+                errors_text(&g.api, &g.errors),
+                times_text(g.count),
                 o.where_text(&g.stack)
             )?;
         }
@@ -289,14 +269,8 @@ fn process_section(
     }
 
     if !p.managed.is_empty() {
-        let total = sum_groups(&p.managed);
         let head = o.paint("Managed memory:", Style::Yellow);
-        writeln!(
-            o.w,
-            "{head} {} live from {}",
-            counts_text(total),
-            plural(p.managed.len() as u64, "callsite", "callsites")
-        )?;
+        writeln!(o.w, "{head} {}", managed_text(&p.managed))?;
         writeln!(o.w, "  {MANAGED_ADVICE}")?;
         for (i, g) in p.managed.iter().enumerate() {
             writeln!(
@@ -320,23 +294,16 @@ fn process_section(
                 .map_or(String::new(), |r| format!(" [{}]", clean(&r.id)));
             writeln!(
                 o.w,
-                "  {} via {} at {}{cache}",
-                counts_text(c.live),
-                clean(&c.api),
-                o.where_text(&c.stack)
+                "  {}{cache}",
+                script_end_line(c.live, &clean(&c.api), &o.where_text(&c.stack))
             )?;
         }
         writeln!(o.w)?;
     }
 
     if !p.cached.is_empty() {
-        let head = o.paint("Held by caches and library handles:", Style::Bold);
-        writeln!(
-            o.w,
-            "{head} {}; {}",
-            counts_text(p.cached_total),
-            cached_gate_text(f)
-        )?;
+        let head = o.paint(&format!("{CACHED_TITLE}:"), Style::Bold);
+        writeln!(o.w, "{head} {}", cached_text(p.cached_total, f))?;
         for (rule, total, groups) in cached_by_rule(p) {
             let Some(r) = f.caches.get(rule) else {
                 continue;
@@ -378,11 +345,11 @@ fn process_section(
                 "  (--show-cached lists each callsite and what would release the memory)"
             )?;
         } else if p.cached_not_shown() > 0 {
+            let why = format!("--top {}", view.top.unwrap_or(0));
             writeln!(
                 o.w,
-                "  ... {} not shown (--top {})",
-                plural(p.cached_not_shown(), "more group", "more groups"),
-                view.top.unwrap_or(0)
+                "  ... {}",
+                not_shown_text(p.cached_not_shown(), ("more group", "more groups"), &why)
             )?;
         }
         writeln!(o.w)?;
@@ -531,11 +498,7 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
         writeln!(o.w, "Errors: {}", errors.join(", "))?;
     }
     if t.teardown > 0 {
-        writeln!(
-            o.w,
-            "Teardown notes (not errors): {} {TEARDOWN_TEXT}.",
-            plural(t.teardown, "call", "calls")
-        )?;
+        writeln!(o.w, "{TEARDOWN_TITLE}: {}.", teardown_text(t.teardown))?;
     }
     let held = cached_totals(f);
     if !held.is_empty() {
@@ -560,12 +523,7 @@ fn footer(o: &mut Out<'_>, f: &Findings) -> io::Result<()> {
         writeln!(o.w, "{quiet}.")?;
     }
     if f.verdict.tolerated {
-        writeln!(
-            o.w,
-            "The leaked {} are within --max-leaked-bytes {}: not failing for leaks.",
-            human_bytes(t.leaked.bytes),
-            human_bytes(f.gate.max_leaked_bytes)
-        )?;
+        writeln!(o.w, "The {}: not failing for leaks.", tolerated_text(f))?;
     }
     if let Some(line) = exit_line(f) {
         writeln!(o.w, "{line}.")?;
@@ -618,12 +576,11 @@ impl Reporter for Text {
         };
         writeln!(o.w, "{}", o.paint("== cudaleak diff ==", Style::Bold))?;
         for (name, side) in [("old", &d.old), ("new", &d.new)] {
+            let source = clean(&side.source.display().to_string()).into_owned();
             writeln!(
                 o.w,
-                "{name}: {} — {}, {} live",
-                clean(&side.source.display().to_string()),
-                process_label(&side.process),
-                counts_text(side.live)
+                "{name}: {}",
+                diff_side_text(&source, &process_label(&side.process), side.live)
             )?;
         }
         if d.old.process.exe != d.new.process.exe {
@@ -633,11 +590,12 @@ impl Reporter for Text {
         writeln!(o.w)?;
         let total = d.rows.len() as u64 + d.rows_not_shown;
         for (i, r) in d.rows.iter().enumerate() {
-            let (label, style) = match r.trend() {
-                1 => ("Grew", Style::Red),
-                -1 => ("Shrank", Style::Green),
-                _ => ("Unchanged", Style::Dim),
+            let style = match r.trend() {
+                1 => Style::Red,
+                -1 => Style::Green,
+                _ => Style::Dim,
             };
+            let label = trend_label(r.trend());
             let head = o.paint(&format!("{label} {} of {total}:", i + 1), style);
             let blocks = |c: Counts| {
                 format!(
@@ -669,8 +627,12 @@ impl Reporter for Text {
         if d.rows_not_shown > 0 {
             writeln!(
                 o.w,
-                "... {} not shown (--top)",
-                plural(d.rows_not_shown, "more callsite", "more callsites")
+                "... {}",
+                not_shown_text(
+                    d.rows_not_shown,
+                    ("more callsite", "more callsites"),
+                    "--top"
+                )
             )?;
             writeln!(o.w)?;
         }
@@ -700,11 +662,8 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
     let (first, last) = (s.points[0].live, s.points[s.points.len() - 1].live);
     writeln!(
         o.w,
-        "{} over {} ({labels}); live {} → {}",
-        plural(s.points.len() as u64, "dump", "dumps"),
-        human_duration(s.span_ms),
-        counts_text(first),
-        counts_text(last)
+        "{}",
+        series_line(s, &labels, &counts_text(first), &counts_text(last))
     )?;
     writeln!(o.w)?;
     if s.suspects == 0 {
@@ -728,11 +687,8 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
             writeln!(o.w, "    kept: {k}")?;
         }
         if let Some(h) = &r.held_by {
-            let what = h
-                .grows
-                .as_deref()
-                .map_or(String::new(), |g| format!(": {g}"));
-            writeln!(o.w, "    held by {} [{}]{what}", h.name, h.id)?;
+            let held = held_by_text(&h.name, &h.id, h.grows.as_deref());
+            writeln!(o.w, "    {held}")?;
         }
         match pool_frames.filter(|_| r.held_by.as_ref().is_some_and(|h| h.grows.is_some())) {
             Some(cap) => o.stack_top(&r.stack, "    ", cap)?,
@@ -743,8 +699,12 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
     if s.suspects_not_shown > 0 {
         writeln!(
             o.w,
-            "... {} not shown (--top)",
-            plural(s.suspects_not_shown, "more suspect", "more suspects")
+            "... {}",
+            not_shown_text(
+                s.suspects_not_shown,
+                ("more suspect", "more suspects"),
+                "--top"
+            )
         )?;
         writeln!(o.w)?;
     }
@@ -802,11 +762,11 @@ fn suppressions_table(
 
 fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
     for s in g.skipped.iter().take(NAMED_SKIPPED) {
+        let source = clean(&s.source.display().to_string()).into_owned();
         writeln!(
             o.w,
-            "note: {} has only one dump ({}): nothing to compare",
-            process_label(&s.process),
-            clean(&s.source.display().to_string())
+            "note: {}",
+            one_dump_text(&process_label(&s.process), Some(&source))
         )?;
     }
     if let Some(rest) = skipped_rest_text(g.skipped.len()) {
@@ -821,7 +781,7 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
         &g.rules,
         &g.suppressed,
     )?;
-    writeln!(o.w, "Suspect rule: {RULE_TEXT}.")?;
+    writeln!(o.w, "{}.", suspect_rule_text())?;
     if g.tolerated {
         writeln!(
             o.w,
@@ -833,9 +793,8 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
     if g.exit_code != 0 {
         writeln!(
             o.w,
-            "Gate failed ({}): exit status {}.",
-            growth_gate_reason(g),
-            g.exit_code
+            "{}.",
+            gate_failed_text(&growth_gate_reason(g), g.exit_code)
         )?;
     }
     let style = if g.suspects > 0 {
