@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use cudaleak_format::Name;
 
-use crate::analyze::{basename, MAX_NAME_BYTES};
 use crate::load::schema as format;
+use crate::names::{basename, MAX_NAME_BYTES};
 
 /// A name in a key: itself, or for one over [`MAX_NAME_BYTES`] its first bytes, its length and
 /// a hash of the whole, so keys stay small and still tell long names apart.

@@ -14,6 +14,7 @@ pub mod fuzz_target;
 pub mod growth;
 pub mod load;
 pub mod message;
+pub mod names;
 pub mod output;
 pub mod report;
 pub mod run;

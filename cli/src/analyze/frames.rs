@@ -74,9 +74,7 @@ fn nvidia_library(module: &str) -> bool {
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-pub fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
-}
+pub use crate::names::{basename, MAX_NAME_BYTES};
 
 /// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
 /// Made once per stack; every group, callsite and event from that stack shares its frames.
@@ -370,11 +368,6 @@ pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) 
     }
     out
 }
-
-/// Longest program-supplied name kept (function, file, module, exe, each argv word): a longer
-/// one is cut to this many bytes plus `…[N more bytes]` in every format, so a hostile 100 MB
-/// name is not copied into every group, callsite and line of output.
-pub const MAX_NAME_BYTES: usize = 64 << 10;
 
 /// `s`, or its first [`MAX_NAME_BYTES`] (on a character boundary) and a note of the rest.
 pub fn cut(s: &str) -> String {
