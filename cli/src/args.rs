@@ -267,7 +267,7 @@ pub fn use_color(choice: ColorChoice, auto: bool) -> bool {
 
 impl OutputOptions {
     /// What the analysis and the reporters are told; `stats` is `report`'s alone.
-    pub fn view(&self, auto_color: bool, stats: bool) -> View {
+    pub fn view(&self, stats: bool) -> View {
         View {
             top: to_usize(self.top),
             frames: to_usize(self.frames),
@@ -275,9 +275,14 @@ impl OutputOptions {
             show_internal: self.show_internal,
             native: self.native,
             show_cached: self.show_cached,
-            color: self.format == Format::Text && use_color(self.color, auto_color),
             source_root: None,
         }
+    }
+
+    /// Whether the text reporter paints (`auto_color`: what `--color auto` means on the output
+    /// opened); only text is ever coloured.
+    pub fn text_color(&self, auto_color: bool) -> bool {
+        self.format == Format::Text && use_color(self.color, auto_color)
     }
 }
 
@@ -301,8 +306,8 @@ impl ReportOptions {
         Ok(())
     }
 
-    pub fn view(&self, auto_color: bool) -> View {
-        self.out.view(auto_color, self.stats)
+    pub fn view(&self) -> View {
+        self.out.view(self.stats)
     }
 
     pub fn gate(&self) -> Gate {
@@ -352,8 +357,8 @@ impl Cli {
 }
 
 impl DiffArgs {
-    pub fn view(&self, auto_color: bool) -> View {
-        self.out.view(auto_color, false)
+    pub fn view(&self) -> View {
+        self.out.view(false)
     }
 }
 

@@ -117,7 +117,6 @@ fn write_report(
     };
     let (out, auto_color) = open_output(opts.out.output.as_deref())?;
     let view = View {
-        color: opts.view(auto_color).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
@@ -128,7 +127,7 @@ fn write_report(
             html::page(Some(findings), Some(g), Gatekeeper::Report, &view, w)
         })?;
     } else {
-        let reporter = report::reporter(opts.out.format);
+        let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
         emit(out, |w| reporter.report(findings, &view, w))?;
     }
     Ok(findings.exit_status())
@@ -158,7 +157,6 @@ fn write_growth(
 ) -> Result<(), Failure> {
     let (out, auto_color) = open_output(opts.out.output.as_deref())?;
     let view = View {
-        color: opts.view(auto_color).color,
         source_root: source_root(),
         ..cfg.view.clone()
     };
@@ -167,7 +165,7 @@ fn write_growth(
             html::page(Some(f), Some(findings), Gatekeeper::Growth, &view, w)
         }),
         _ => {
-            let reporter = report::reporter(opts.out.format);
+            let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
             emit(out, |w| reporter.growth(findings, &view, w))
         }
     }
@@ -234,7 +232,7 @@ pub fn report(a: &ReportArgs) -> u8 {
             emit(out, |w| w.write_all(text.as_bytes()))?;
             return Ok(0);
         }
-        let cfg = config(&a.report, a.report.view(false))?;
+        let cfg = config(&a.report, a.report.view())?;
         if a.growth {
             return growth(a, &cfg);
         }
@@ -250,7 +248,7 @@ pub fn run(a: &RunArgs) -> u8 {
         // Everything that can be wrong with the command line is checked before the program runs.
         let cfg = Config {
             hide_quiet: true,
-            ..config(&a.report, a.report.view(false))?
+            ..config(&a.report, a.report.view())?
         };
         let mut extra_env = if a.exact_pools {
             let (env, notes) = run::exact_pools_env(|k| std::env::var_os(k));
@@ -345,18 +343,18 @@ pub fn run(a: &RunArgs) -> u8 {
 /// `cudaleak diff`.
 pub fn diff(a: &DiffArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
-        let view = a.view(false);
+        let view = a.view();
         // One dump in memory at a time: each is reduced to its callsites before the next is read.
         let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
         let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
         let d = analyze::diff_of(old, new, &view);
         let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {
-            color: a.view(auto_color).color,
             source_root: source_root(),
             ..view
         };
-        emit(out, |w| report::reporter(a.out.format).diff(&d, &view, w))?;
+        let reporter = report::reporter(a.out.format, a.out.text_color(auto_color));
+        emit(out, |w| reporter.diff(&d, &view, w))?;
         Ok(if a.fail_on_growth && d.grew > 0 {
             a.exit_code
         } else {

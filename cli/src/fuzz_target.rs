@@ -25,7 +25,8 @@ const FORMATS: [Format; 6] = [
     Format::Folded,
 ];
 
-fn views() -> [View; 2] {
+/// Two views, each with whether the text report paints.
+fn views() -> [(View, bool); 2] {
     let plain = View {
         top: None,
         frames: None,
@@ -33,7 +34,6 @@ fn views() -> [View; 2] {
         show_internal: false,
         native: false,
         show_cached: false,
-        color: false,
         source_root: Some("/work/".into()),
     };
     let cut = View {
@@ -43,10 +43,9 @@ fn views() -> [View; 2] {
         show_internal: true,
         native: true,
         show_cached: true,
-        color: true,
         source_root: None,
     };
-    [plain, cut]
+    [(plain, false), (cut, true)]
 }
 
 /// Runs the readers and, on success, every renderer over `bytes`.
@@ -70,7 +69,7 @@ pub fn render_all(bytes: &[u8]) {
     let Ok(dump) = streamed else { return };
     let source = Path::new("fuzz.json");
     let mut sink = Vec::new();
-    for view in views() {
+    for (view, color) in views() {
         let cfg = Config {
             view: view.clone(),
             rules: vec![crate::suppressions::Rule::new(
@@ -96,7 +95,7 @@ pub fn render_all(bytes: &[u8]) {
         b.add(&dump, source);
         let g = b.finish();
         for f in FORMATS {
-            let r = report::reporter(f);
+            let r = report::reporter(f, color);
             sink.clear();
             let _ = r.report(&findings, &view, &mut sink);
             let _ = r.diff(&d, &view, &mut sink);

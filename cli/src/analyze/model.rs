@@ -343,9 +343,10 @@ pub struct Config {
 /// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.
 pub const DEFAULT_EXIT_CODE: u8 = 23;
 
-/// How findings are computed and shown; shared by `report`, `run` and (partly) `diff`.
-/// The default is the plain view: every leak and frame shown (caches one line each in text and
-/// Markdown), no colour, paths as the dump has them.
+/// How findings are computed and laid out, in every format; shared by `report`, `run` and
+/// (partly) `diff`. The default is the plain view: every leak and frame shown (caches one line
+/// each in text and Markdown), paths as the dump has them. Colour is no part of it: only the
+/// text reporter paints, and it is told so when it is made ([`crate::report::reporter`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
     pub top: Option<usize>,
@@ -358,7 +359,6 @@ pub struct View {
     pub native: bool,
     /// List each cache's callsites in text and Markdown (`--show-cached`), not one line per cache.
     pub show_cached: bool,
-    pub color: bool,
     /// Absolute source paths under this directory are written relative to it in SARIF
     /// (`uriBaseId` SRCROOT); `run`/`report`/`diff` set it to the current directory.
     pub source_root: Option<String>,

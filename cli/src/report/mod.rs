@@ -36,9 +36,10 @@ pub trait Reporter {
     fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
 }
 
-pub fn reporter(format: Format) -> Box<dyn Reporter> {
+/// The reporter of `format`; `color`: whether the text report paints (no other format does).
+pub fn reporter(format: Format, color: bool) -> Box<dyn Reporter> {
     match format {
-        Format::Text => Box::new(text::Text),
+        Format::Text => Box::new(text::Text { color }),
         Format::Json => Box::new(json::Json),
         Format::Markdown => Box::new(markdown::Markdown),
         Format::Sarif => Box::new(sarif::Sarif),

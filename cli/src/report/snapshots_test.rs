@@ -35,8 +35,13 @@ fn findings(names: &[&str], cfg: &Config) -> Findings {
 }
 
 fn render(format: Format, f: &Findings, view: &View) -> String {
+    render_painted(format, f, view, false)
+}
+
+/// [`render`], painted when `color` (only text paints).
+fn render_painted(format: Format, f: &Findings, view: &View, color: bool) -> String {
     let mut out = Vec::new();
-    reporter(format).report(f, view, &mut out).unwrap();
+    reporter(format, color).report(f, view, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -51,7 +56,7 @@ fn render_diff(format: Format) -> String {
         &view(),
     );
     let mut out = Vec::new();
-    reporter(format).diff(&d, &view(), &mut out).unwrap();
+    reporter(format, false).diff(&d, &view(), &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -76,7 +81,7 @@ pub(crate) fn growth_findings(cfg: &Config) -> crate::growth::GrowthFindings {
 fn render_growth(format: Format) -> String {
     let cfg = cfg_with(view(), vec![], 0);
     let mut out = Vec::new();
-    reporter(format)
+    reporter(format, false)
         .growth(&growth_findings(&cfg), &cfg.view, &mut out)
         .unwrap();
     String::from_utf8(out).unwrap()
@@ -147,12 +152,11 @@ fn text_suppressions_min_bytes_top_and_frames() {
 fn text_show_internal_clean_and_colour() {
     let v = View {
         show_internal: true,
-        color: true,
         ..view()
     };
     let cfg = cfg_with(v, vec![], 0);
     let f = findings(&["leak_loop.json", "clean.json"], &cfg);
-    insta::assert_snapshot!(render(Format::Text, &f, &cfg.view));
+    insta::assert_snapshot!(render_painted(Format::Text, &f, &cfg.view, true));
 }
 
 #[test]
@@ -654,7 +658,7 @@ fn folded_growth_is_the_growth_of_each_listed_callsite() {
     let cfg = cfg_with(view(), vec![], 0);
     let g = growth_findings(&cfg);
     let mut out = Vec::new();
-    reporter(Format::Folded)
+    reporter(Format::Folded, false)
         .growth(&g, &cfg.view, &mut out)
         .unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -709,7 +713,6 @@ fn sarif_fingerprints_do_not_depend_on_any_display_option() {
             ..view()
         },
         View {
-            color: true,
             source_root: Some("/work/".into()),
             ..view()
         },
@@ -731,7 +734,7 @@ fn sarif_fingerprints_do_not_depend_on_any_display_option() {
     let growth = |v: &View| {
         let cfg = cfg_with(v.clone(), vec![], 0);
         let mut out = Vec::new();
-        reporter(Format::Sarif)
+        reporter(Format::Sarif, false)
             .growth(&growth_findings(&cfg), v, &mut out)
             .unwrap();
         sarif_fingerprints(&String::from_utf8(out).unwrap())
@@ -741,7 +744,9 @@ fn sarif_fingerprints_do_not_depend_on_any_display_option() {
         let new = dump("snapshots/cudaleak.3001.snapshot-2.json");
         let d = analyze::diff(&old, Path::new("o"), &new, Path::new("n"), v);
         let mut out = Vec::new();
-        reporter(Format::Sarif).diff(&d, v, &mut out).unwrap();
+        reporter(Format::Sarif, false)
+            .diff(&d, v, &mut out)
+            .unwrap();
         sarif_fingerprints(&String::from_utf8(out).unwrap())
     };
     let mut kinds = std::collections::BTreeSet::new();

@@ -1,5 +1,5 @@
 //! The text report: LeakSanitizer-like, for people at a terminal and in CI logs. Colour only
-//! when `View::color` says so; the last line is always `SUMMARY: …`.
+//! when made with it (`Text::color`); the last line is always `SUMMARY: …`.
 //!
 //! Writes nothing but the report; never decides what is shown (that is `analyze`'s job).
 
@@ -27,7 +27,10 @@ use crate::analyze::{
 use crate::growth::{GrowthFindings, GrowthRow, Series};
 use cudaleak_format::EventType;
 
-pub struct Text;
+pub struct Text {
+    /// Paint with ANSI colours (`--color`, decided where the output is opened).
+    pub color: bool,
+}
 
 #[derive(Clone, Copy)]
 enum Style {
@@ -541,7 +544,7 @@ impl Reporter for Text {
     fn report(&self, f: &Findings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let mut o = Out {
             w,
-            color: view.color,
+            color: self.color,
             root: view.source_root.as_deref(),
             show_cached: view.show_cached,
         };
@@ -554,7 +557,7 @@ impl Reporter for Text {
     fn growth(&self, g: &GrowthFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let mut o = Out {
             w,
-            color: view.color,
+            color: self.color,
             root: view.source_root.as_deref(),
             show_cached: view.show_cached,
         };
@@ -570,7 +573,7 @@ impl Reporter for Text {
     fn diff(&self, d: &DiffFindings, view: &View, w: &mut dyn Write) -> io::Result<()> {
         let mut o = Out {
             w,
-            color: view.color,
+            color: self.color,
             root: view.source_root.as_deref(),
             show_cached: view.show_cached,
         };

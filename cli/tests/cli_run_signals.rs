@@ -1,0 +1,135 @@
+//! End-to-end tests of the signals `cudaleak run` passes on: SIGTERM always, SIGUSR1 only to a
+//! program that catches it (the shim's snapshot trigger), with the report still written.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{copy_dump, dir_file, run_env, RunEnv};
+
+#[test]
+fn run_forwards_sigterm_to_the_program() {
+    let env = run_env();
+    let script = format!("{}; exec sleep 30", copy_dump("leak_loop.json"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the program has written its dump, i.e. it is running.
+    let start = Instant::now();
+    loop {
+        let written = env
+            .run_dirs()
+            .iter()
+            .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()));
+        if written {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the program never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "SIGTERM was not forwarded"
+    );
+    // sleep died of SIGTERM: 128 + 15 wins over the leak gate, and the report still ran.
+    assert_eq!(out.status.code(), Some(143));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
+}
+
+/// `cudaleak run` of `sh -c SCRIPT` in the background, once the script has written a file into
+/// the run directory (it is running by then).
+fn spawn_run_and_wait(env: &RunEnv, script: &str) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !env
+        .run_dirs()
+        .iter()
+        .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the program never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child
+}
+
+fn kill(sig: &str, pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+#[test]
+fn run_forwards_sigusr1_to_a_program_that_catches_it() {
+    let env = run_env();
+    // The program's SIGUSR1 handler (the shim's, once armed) writes a snapshot; here the trap
+    // writes the dump and ends the script.
+    let marker = dir_file(&env, "usr1");
+    // Bounded, so that a cudaleak killed by SIGUSR1 leaves no endless orphan behind.
+    let script = format!(
+        "trap 'touch {}; {}; exit 0' USR1; touch \"${{CUDALEAK_OUTPUT}}started\"; \
+         i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        marker.display(),
+        copy_dump("leak_loop.json")
+    );
+    let child = spawn_run_and_wait(&env, &script);
+    kill("-USR1", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert!(marker.exists(), "SIGUSR1 was not forwarded");
+    // cudaleak survived it (not 128 + 10) and reported the dump the program wrote.
+    assert_eq!(out.status.code(), Some(23));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
+}
+
+#[test]
+fn run_keeps_sigusr1_from_a_program_without_a_handler_and_says_so() {
+    let env = run_env();
+    let script = format!("{}; exec sleep 10", copy_dump("leak_loop.json"));
+    let child = spawn_run_and_wait(&env, &script);
+    kill("-USR1", child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    // Still running: end it with SIGTERM, which is forwarded.
+    kill("-TERM", child.id());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cudaleak: SIGUSR1 not passed on: the program (pid "),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
+}
