@@ -6,25 +6,14 @@
  * hands a block to its caller, who owns it.
  * Must never: free anything but in cublasDestroy_v2 (real handles live until cublasDestroy,
  * which programs rarely call). */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
-
 struct handle {
     CUdeviceptr workspace, scratch;
 };
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
 
 INTERNAL static int init_handle(struct handle *h) {
     int rc = reserve(&h->workspace, 1 << 20);
@@ -41,14 +30,6 @@ EXPORT int cublasCreate_v2(void **out) {
     int rc = init_handle(h);
     *out = h;
     KEEP(out);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
     return rc;
 }
 

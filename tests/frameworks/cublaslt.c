@@ -3,32 +3,13 @@
  * library is linked stripped: only the exported API names resolve); cublasLtDestroy frees
  * exactly that block (cuMemFree_v2) and the handle.
  * Must never: free anything but in cublasLtDestroy. */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <stdlib.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
 
 struct handle {
     CUdeviceptr workspace;
 };
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
-    return rc;
-}
 
 EXPORT int cublasLtCreate(void **out) {
     if (!out)

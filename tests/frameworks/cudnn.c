@@ -3,32 +3,13 @@
  * library is linked stripped: only the exported API names resolve); cudnnDestroy frees exactly
  * those two blocks (cuMemFree_v2) and the handle.
  * Must never: free anything but in cudnnDestroy. */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <stdlib.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
 
 struct handle {
     CUdeviceptr workspace, constants;
 };
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
-    return rc;
-}
 
 INTERNAL static int release_handle(struct handle *h) {
     int rc = release(&h->workspace);

@@ -5,15 +5,10 @@
  * calls the exported cufftCreate and cufftMakePlan1d through the PLT, as real libraries call
  * their own API. cufftDestroy frees exactly the plan's work area (cuMemFree_v2).
  * Must never: free anything but in cufftDestroy (or a cufftPlan1d whose plan fails). */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <pthread.h>
 #include <stddef.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
 
 enum { CUFFT_SUCCESS = 0, CUFFT_INVALID_PLAN = 1, CUFFT_ALLOC_FAILED = 2, CUFFT_INVALID_SIZE = 8 };
 
@@ -32,20 +27,6 @@ static struct plan *lookup(int id) {
     if (id < 1 || id > PLANS || !plans[id - 1].used)
         return NULL;
     return &plans[id - 1];
-}
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
-    return rc;
 }
 
 EXPORT int cufftCreate(int *plan) {

@@ -4,14 +4,9 @@
  * curandDestroyGenerator frees exactly that state (cuMemFree_v2) and the generator.
  * Must never: write to or read from `out` (a device pointer in real life), or free anything but
  * in curandDestroyGenerator. */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <stdlib.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
 
 enum {
     CURAND_STATUS_SUCCESS = 0,
@@ -23,20 +18,6 @@ struct generator {
     int rng_type;
     CUdeviceptr state;
 };
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
-    return rc;
-}
 
 INTERNAL static int init_state(struct generator *g) {
     int rc = reserve(&g->state, 192 << 10);

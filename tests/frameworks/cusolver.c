@@ -4,14 +4,9 @@
  * from cuMemAlloc_v2, called from an internal function that has no symbol (the library is
  * linked stripped). cusolverDnDestroy calls cublasDestroy_v2 and frees exactly its own block.
  * Must never: free anything but in cusolverDnDestroy. */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <stdlib.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
 
 int cublasCreate_v2(void **handle);
 int cublasDestroy_v2(void *handle);
@@ -20,20 +15,6 @@ struct handle {
     void *cublas;
     CUdeviceptr workspace;
 };
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
-    return rc;
-}
 
 EXPORT int cusolverDnCreate(void **out) {
     if (!out)

@@ -6,14 +6,9 @@
  * real one connects lazily; it moves no data. The unique id is passed by value (128 bytes on the
  * stack), as in the real ABI, and ignored.
  * Must never: free anything but in ncclCommDestroy / ncclCommAbort. */
-#include "nullcuda.h"
+#include "library.h"
 
 #include <stdlib.h>
-
-#define EXPORT __attribute__((visibility("default")))
-#define INTERNAL __attribute__((noinline))
-/* Keeps a call from being the function's last act, so it is never turned into a tail call. */
-#define KEEP(p) __asm__ volatile("" ::"g"(p) : "memory")
 
 typedef struct {
     char internal[128];
@@ -25,20 +20,6 @@ struct comm {
     int nranks, rank;
     CUdeviceptr buffers, channels;
 };
-
-INTERNAL static int reserve(CUdeviceptr *p, size_t n) {
-    int rc = (int)cuMemAlloc_v2(p, n);
-    KEEP(p);
-    return rc;
-}
-
-INTERNAL static int release(CUdeviceptr *p) {
-    int rc = *p ? (int)cuMemFree_v2(*p) : 0;
-    if (rc == 0)
-        *p = 0;
-    KEEP(p);
-    return rc;
-}
 
 EXPORT int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank) {
     if (!comm || nranks < 1 || rank < 0 || rank >= nranks)
