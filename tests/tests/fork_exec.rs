@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 
 use cudaleak_format::Kind;
 use cudaleak_tests::{
-    assert_live, files_in, marker_line, read_dump, scenario_program, shim, summary, Expect,
-    Scenario, NULLCUDA_DIR, RANK_VARIABLES,
+    assert_live, cudaleak_cli, files_in, marker_line, read_dump, scenario_program, shim, summary,
+    Expect, Scenario, NULLCUDA_DIR, RANK_VARIABLES,
 };
 
 const PARENT: Expect = Expect {
@@ -80,17 +80,6 @@ fn an_execd_child_writes_its_own_dump_and_the_parent_keeps_its_own() {
     assert_live(child, "fork_exec", &[LEAF]);
 }
 
-fn cli() -> PathBuf {
-    let shim = shim();
-    let cli = shim.with_file_name("cudaleak");
-    assert!(
-        cli.is_file(),
-        "{} is missing: cargo build --release -p cudaleak-cli",
-        cli.display()
-    );
-    cli
-}
-
 fn hermetic(cmd: &mut Command) {
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
@@ -116,7 +105,7 @@ fn dumps_under(out: &Path) -> Vec<PathBuf> {
 #[test]
 fn cudaleak_run_reports_the_parent_and_the_execd_child() {
     let out = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(cli());
+    let mut cmd = Command::new(cudaleak_cli());
     hermetic(&mut cmd);
     cmd.arg("run")
         .arg("--shim")
