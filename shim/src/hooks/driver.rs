@@ -7,7 +7,7 @@
 //! Signatures follow cuda.h (declared here by hand: CUdeviceptr is u64, CUresult is int).
 #![allow(non_snake_case)]
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 
@@ -39,19 +39,12 @@ pub struct DriverHook {
 impl DriverHook {
     const fn new(name: &'static [u8], base: &'static str, since: c_int, ptsz: bool) -> Self {
         DriverHook {
-            slot: Slot::new(cstr(name)),
+            slot: Slot::new(super::cstr(name)),
             base: base.as_bytes(),
             since,
             ptsz,
             exported: AtomicPtr::new(ptr::null_mut()),
         }
-    }
-}
-
-const fn cstr(bytes: &'static [u8]) -> &'static CStr {
-    match CStr::from_bytes_with_nul(bytes) {
-        Ok(c) => c,
-        Err(_) => panic!("hook names are NUL-terminated literals"),
     }
 }
 

@@ -166,7 +166,7 @@ macro_rules! library_forwards {
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             type Real = unsafe extern "C" fn($($ty),*) -> c_int;
-            static SLOT: Slot = Slot::new(cstr_of!($name));
+            static SLOT: Slot = Slot::new(super::cstr(concat!(stringify!($name), "\0").as_bytes()));
             fn resolve(name: &CStr) -> *mut c_void {
                 real::library(name, Library::$library.sonames())
             }
@@ -185,15 +185,6 @@ macro_rules! library_forwards {
             unsafe { $role(call, Library::$library, stringify!($name), $handle) }
         }
     )* };
-}
-
-macro_rules! cstr_of {
-    ($name:ident) => {
-        match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-            Ok(c) => c,
-            Err(_) => panic!("NUL-terminated literal"),
-        }
-    };
 }
 
 hooked!(library_forwards);

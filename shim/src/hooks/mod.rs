@@ -41,6 +41,15 @@ pub const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
 /// cudaErrorCudartUnloading: the runtime refuses calls during its teardown.
 pub const CUDA_ERROR_CUDART_UNLOADING: c_int = 4;
 
+/// A hook's name as a C string, from the literal `concat!(name, "\0")` its row makes: checked
+/// when the hook tables are built (a const), never at a call.
+pub const fn cstr(bytes: &'static [u8]) -> &'static CStr {
+    match CStr::from_bytes_with_nul(bytes) {
+        Ok(c) => c,
+        Err(_) => panic!("hook names are NUL-terminated literals"),
+    }
+}
+
 /// Marks a helper function the driver does not have ([`Slot::get_helper`]).
 const MISSING: *mut c_void = ptr::dangling_mut::<c_void>();
 

@@ -44,7 +44,7 @@ macro_rules! runtime_forwards {
         #[cfg_attr(not(test), unsafe(no_mangle))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             type Real = unsafe extern "C" fn($($ty),*) -> c_int;
-            static SLOT: Slot = Slot::new(cstr_of!($name));
+            static SLOT: Slot = Slot::new(super::cstr(concat!(stringify!($name), "\0").as_bytes()));
             let p = SLOT.get($name as *mut c_void, real::runtime);
             if p.is_null() {
                 return CUDA_ERROR_INITIALIZATION_ERROR;
@@ -60,15 +60,6 @@ macro_rules! runtime_forwards {
             rc
         }
     )* };
-}
-
-macro_rules! cstr_of {
-    ($name:ident) => {
-        match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-            Ok(c) => c,
-            Err(_) => panic!("NUL-terminated literal"),
-        }
-    };
 }
 
 hooked!(runtime_forwards);
