@@ -29,6 +29,8 @@ pub enum Moment {
     /// A terminating signal, by number.
     Signal(i32),
     Snapshot,
+    /// `cudaleak attach` lets go of a process that runs on.
+    Detach,
 }
 
 /// A dump ready to write: everything but the live records, which are written one at a time
@@ -179,6 +181,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
             version: env!("CARGO_PKG_VERSION").to_string(),
             stack_walks: stack::WALKS.load(Relaxed),
             stack_reuses: stack::REUSES.load(Relaxed),
+            attach: crate::attach::info(),
         },
         live: snap.live,
         stack_of,
@@ -365,6 +368,7 @@ fn process(
             Moment::Exit => End::Exit,
             Moment::Signal(_) => End::Signal,
             Moment::Snapshot => End::Snapshot,
+            Moment::Detach => End::Detach,
         },
         signal: match moment {
             Moment::Signal(sig) => Some(signal_name(sig)),
@@ -509,6 +513,7 @@ pub fn write(s: &State, moment: Moment) {
         Moment::Exit => "at exit".to_string(),
         Moment::Signal(sig) => format!("at {}", signal_name(sig)),
         Moment::Snapshot => String::new(),
+        Moment::Detach => "at detach".to_string(),
     };
     // A process that never touched CUDA memory (a shell, a compiler, `nvidia-smi` run by the
     // program: every child inherits LD_PRELOAD) keeps its stderr as it was, even if its dump

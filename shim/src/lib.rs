@@ -14,6 +14,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod alloc;
+mod attach;
 mod api;
 mod clock;
 mod config;
