@@ -93,7 +93,13 @@ fn check_target(pid: u32) -> Result<target::Identity, Failure> {
         Err(e) => return Err(refuse(pid, format!("/proc/{pid}/maps: {e}"))),
     };
     if let Some(m) = maps.iter().find(|m| target::is_shim(&m.path)) {
-        if target::file_name(&m.path) == ATTACH_NAME {
+        // Preloaded, its path is in the environment the process started with; loaded by an
+        // earlier attach (maps shows the file the link named), it is not.
+        let preloaded = target::environ_var(pid, "LD_PRELOAD")
+            .is_some_and(|p| p.contains("cudaleak"))
+            || target::environ_var(pid, "CUDALEAK_OUTPUT").is_some();
+        let readable = std::fs::read(format!("/proc/{pid}/environ")).is_ok();
+        if readable && !preloaded {
             return Err(refuse(
                 pid,
                 format!(

@@ -1,0 +1,289 @@
+//! `cudaleak attach PID` against programs of the null runtime, started without the shim: the
+//! shim is loaded into them while they run, records from then on through each way a program
+//! reaches the driver (shared runtime, the driver's export, its own table of entry points),
+//! detaches leaving them as they were (output, exit status, signal dispositions, no later dump),
+//! or writes its last dump when they exit while attached; and every refusal is exit 2 with
+//! nothing changed.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use cudaleak_format::{Dump, End};
+use cudaleak_tests::{
+    assert_site, cudaleak_cli, files_in, kill, marker_line, read_dump, shim, Scenario, Spawned,
+    RANK_VARIABLES,
+};
+
+const SCENARIO: &str = "attach_loop";
+
+/// `cudaleak attach OPTIONS PID` with nothing from the developer's environment steering it.
+fn attach(pid: u32, out: &Path, options: &[&str]) -> Output {
+    let mut cmd = Command::new(cudaleak_cli());
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CUDALEAK_") || RANK_VARIABLES.contains(&&*k) || k == "LD_PRELOAD" {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd.arg("attach")
+        .arg("--shim")
+        .arg(shim())
+        .arg("--out")
+        .arg(out)
+        .args(options)
+        .arg(pid.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cudaleak attach")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Starts attach_loop with `args`, without the shim, and waits for its "ready"; the handle
+/// yields the rest of its standard output once it has exited.
+fn start(args: &[&str]) -> (Spawned, Child, std::thread::JoinHandle<String>) {
+    let mut s = Scenario::new(SCENARIO);
+    for a in args {
+        s = s.arg(a);
+    }
+    let mut spawned = s.spawn_plain();
+    let mut child = spawned.child.take().expect("a child");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read ready");
+    assert_eq!(line, "ready\n", "the scenario did not start");
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stdout.read_to_string(&mut rest);
+        rest
+    });
+    (spawned, child, rest)
+}
+
+/// The one run directory under `out`.
+fn run_dir(out: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(out)
+        .expect("read --out")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+    runs[0].clone()
+}
+
+/// The dump that is not a snapshot.
+fn final_dump(dir: &Path) -> (PathBuf, Dump) {
+    let finals: Vec<PathBuf> = files_in(dir)
+        .into_iter()
+        .filter(|f| !f.to_string_lossy().contains("snapshot"))
+        .collect();
+    assert_eq!(finals.len(), 1, "one final dump: {finals:?}");
+    let d = read_dump(&finals[0]);
+    (finals[0].clone(), d)
+}
+
+fn live_of(d: &Dump, size: u64) -> usize {
+    d.live.iter().filter(|r| r.size == size).count()
+}
+
+/// Waits for the child and its whole stdout and stderr.
+fn finish(mut child: Child) -> (std::process::ExitStatus, String) {
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    (child.wait().expect("wait for the scenario"), err)
+}
+
+#[test]
+fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_was() {
+    let (spawned, child, rest) = start(&["400", "15", "7"]);
+    let pid = spawned.pid;
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let o = attach(pid, out.path(), &["--for", "2.5s"]);
+    let (stdout, stderr) = text(&o);
+    // Three callsites keep a block every step: growth suspects, and the gate fails.
+    assert_eq!(o.status.code(), Some(23), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("route: pointers"), "{stderr}");
+    assert!(stderr.contains("detached in"), "{stderr}");
+    assert!(stdout.contains("SUMMARY: 3 growth suspects"), "{stdout}");
+    for marker in ["attach_runtime", "attach_driver", "attach_table"] {
+        let site = format!("attach_loop.c:{}", marker_line(SCENARIO, marker));
+        assert!(stdout.contains(&site), "{site} missing:\n{stdout}");
+    }
+
+    let dir = run_dir(out.path());
+    let (path, d) = final_dump(&dir);
+    assert_eq!(d.process.pid, pid);
+    assert_eq!(d.process.end, End::Detach);
+    let info = d
+        .shim
+        .as_ref()
+        .and_then(|s| s.attach.clone())
+        .expect("the dump says it was attached");
+    assert_eq!(info.route, "pointers");
+    // cudaMalloc, cuMemAlloc_v2 and dlsym of the program; its own table and libcudart's.
+    assert!(info.import_slots >= 3, "{info:?}");
+    assert!(info.table_slots >= 2, "{info:?}");
+    let steps = live_of(&d, 4096);
+    assert!(steps >= 20, "{steps} steps recorded in 2.5 s");
+    assert_eq!(live_of(&d, 8192), steps);
+    assert_eq!(live_of(&d, 16384), steps);
+    assert_eq!(d.summary.invalid_frees, 0);
+    assert_eq!(
+        d.summary.frees, d.summary.allocations - d.live.len() as u64,
+        "every scratch block freed"
+    );
+    let first = |size| {
+        d.live
+            .iter()
+            .find(|r| r.size == size)
+            .map(|r| r.stack)
+            .expect("a block of that size")
+    };
+    assert_site(&d, first(4096), SCENARIO, "via_runtime", "attach_runtime");
+    assert_site(&d, first(8192), SCENARIO, "via_driver", "attach_driver");
+    assert_site(&d, first(16384), SCENARIO, "via_table", "attach_table");
+    assert_eq!(
+        d.live.iter().find(|r| r.size == 4096).map(|r| r.api.as_str()),
+        Some("cudaMalloc"),
+        "the runtime's import slot labels the record"
+    );
+    let dumps_at_detach = files_in(&dir);
+
+    // Attached once, refused again (the shim stays loaded, inert).
+    let again = tempfile::tempdir().expect("a temporary directory");
+    let o = attach(pid, again.path(), &["--for", "1"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("attached to it before"), "{err}");
+    assert!(std::fs::read_dir(again.path()).unwrap().next().is_none());
+
+    // The program ran on to its own end: same output, same status, and no dump after detach.
+    let (status, err) = finish(child);
+    assert_eq!(status.code(), Some(7), "{err}");
+    assert_eq!(err, "");
+    assert_eq!(rest.join().unwrap(), "attach_loop: 400 steps\n");
+    assert_eq!(files_in(&dir), dumps_at_detach, "nothing written after detach");
+    assert!(path.exists());
+}
+
+#[test]
+fn detach_gives_back_the_default_signal_dispositions() {
+    let (spawned, child, _) = start(&["600", "15", "0"]);
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let o = attach(spawned.pid, out.path(), &["--for", "1.2"]);
+    assert_eq!(o.status.code(), Some(23), "{:?}", text(&o));
+    // While attached SIGUSR1 asked for a snapshot; after detach it ends the program, as
+    // before attach.
+    kill("USR1", spawned.pid);
+    let (status, _) = finish(child);
+    assert_eq!(status.signal(), Some(SIGUSR1), "{status:?}");
+}
+
+const SIGUSR1: i32 = 10;
+
+#[test]
+fn a_program_that_exits_while_attached_leaves_its_exit_dump() {
+    let (spawned, child, _) = start(&["90", "15", "5"]);
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let o = attach(spawned.pid, out.path(), &[]);
+    let (stdout, stderr) = text(&o);
+    assert!(
+        stderr.contains("the program exited while attached"),
+        "{stderr}"
+    );
+    let (status, _) = finish(child);
+    assert_eq!(status.code(), Some(5));
+    let (_, d) = final_dump(&run_dir(out.path()));
+    assert_eq!(d.process.end, End::Exit);
+    assert!(d.shim.as_ref().is_some_and(|s| s.attach.is_some()));
+    let steps = live_of(&d, 4096);
+    assert!(steps > 0);
+    assert_eq!(live_of(&d, 8192), steps);
+    assert_eq!(live_of(&d, 16384), steps);
+    // `early` was allocated before attach and freed after: unknown, not an error.
+    assert_eq!(d.summary.untracked_frees, 1, "{:?}", d.summary);
+    assert_eq!(d.summary.invalid_frees, 0);
+    assert!(d.events.is_empty(), "{:?}", d.events);
+    // The live blocks are listed per callsite.
+    let site = format!("attach_loop.c:{}", marker_line(SCENARIO, "attach_table"));
+    assert!(stdout.contains(&site), "{stdout}\n{stderr}");
+}
+
+/// Asserts a refusal: exit 2, the message, and nothing left under --out.
+fn assert_refused(pid: u32, expected: &[&str]) {
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let dir = out.path().join("out");
+    let o = attach(pid, &dir, &["--for", "1"]);
+    let (stdout, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot attach to pid {pid}")),
+        "{stderr}"
+    );
+    for e in expected {
+        assert!(stderr.contains(e), "{e:?} missing: {stderr}");
+    }
+    assert_eq!(stdout, "");
+    assert!(!dir.exists(), "a refusal leaves no run directory");
+}
+
+#[test]
+fn a_pid_with_no_process_is_refused() {
+    let mut gone = Command::new("true").spawn().expect("run true");
+    let pid = gone.id();
+    gone.wait().expect("reap it");
+    assert_refused(pid, &["no such process"]);
+}
+
+#[test]
+fn a_process_without_the_driver_is_refused() {
+    let mut sleeper = Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("run sleep");
+    assert_refused(sleeper.id(), &["not a CUDA process", "no libcuda.so mapped"]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
+
+#[test]
+fn a_process_under_the_shim_is_sent_to_its_snapshots() {
+    let mut spawned = Scenario::new("wait_signal").spawn_shim();
+    let mut child = spawned.child.take().expect("a child");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("ready");
+    assert_eq!(line, "ready\n");
+    assert_refused(
+        spawned.pid,
+        &["already runs under the shim", &format!("kill -USR1 {}", spawned.pid)],
+    );
+    // Untouched: it finishes as it would have.
+    drop(child.stdin.take());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(3), "stdin closed: it exits 3");
+}
+
+#[test]
+fn a_process_another_tracer_holds_is_refused_with_the_reason() {
+    // attach_loop asks to be traced by its parent: this test process.
+    let (spawned, mut child, _) = start(&["1000", "15", "0", "traced"]);
+    assert_refused(
+        spawned.pid,
+        &[
+            "ptrace is not allowed",
+            // By the thread of this test process that started it.
+            "already traced by pid",
+        ],
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
