@@ -136,7 +136,10 @@ pub(crate) fn write_report(
 /// Every dump of each process in `files`, one at a time, reduced at once. With
 /// `cfg.hide_quiet` (`run`) a process that made no CUDA call is left out: it has one dump and
 /// nothing to grow.
-pub(crate) fn growth_of(files: &[PathBuf], cfg: &Config) -> Result<Result<GrowthFindings, String>, Failure> {
+pub(crate) fn growth_of(
+    files: &[PathBuf],
+    cfg: &Config,
+) -> Result<Result<GrowthFindings, String>, Failure> {
     let mut builder = growth::Builder::new(cfg);
     for f in files {
         let dump = load::read(f)?;

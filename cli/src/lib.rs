@@ -7,8 +7,8 @@
 #![deny(unsafe_code)]
 
 pub mod analyze;
-pub mod attach;
 pub mod args;
+pub mod attach;
 pub mod caches;
 pub mod callsite;
 pub mod commands;

@@ -14,8 +14,8 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod alloc;
-mod attach;
 mod api;
+mod attach;
 mod clock;
 mod config;
 mod critical;

@@ -109,7 +109,11 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
     let o = attach(pid, out.path(), &["--for", "2.5s"]);
     let (stdout, stderr) = text(&o);
     // Three callsites keep a block every step: growth suspects, and the gate fails.
-    assert_eq!(o.status.code(), Some(23), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        o.status.code(),
+        Some(23),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(stderr.contains("route: pointers"), "{stderr}");
     assert!(stderr.contains("detached in"), "{stderr}");
     assert!(stdout.contains("SUMMARY: 3 growth suspects"), "{stdout}");
@@ -137,7 +141,8 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
     assert_eq!(live_of(&d, 16384), steps);
     assert_eq!(d.summary.invalid_frees, 0);
     assert_eq!(
-        d.summary.frees, d.summary.allocations - d.live.len() as u64,
+        d.summary.frees,
+        d.summary.allocations - d.live.len() as u64,
         "every scratch block freed"
     );
     let first = |size| {
@@ -151,7 +156,10 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
     assert_site(&d, first(8192), SCENARIO, "via_driver", "attach_driver");
     assert_site(&d, first(16384), SCENARIO, "via_table", "attach_table");
     assert_eq!(
-        d.live.iter().find(|r| r.size == 4096).map(|r| r.api.as_str()),
+        d.live
+            .iter()
+            .find(|r| r.size == 4096)
+            .map(|r| r.api.as_str()),
         Some("cudaMalloc"),
         "the runtime's import slot labels the record"
     );
@@ -170,7 +178,11 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
     assert_eq!(status.code(), Some(7), "{err}");
     assert_eq!(err, "");
     assert_eq!(rest.join().unwrap(), "attach_loop: 400 steps\n");
-    assert_eq!(files_in(&dir), dumps_at_detach, "nothing written after detach");
+    assert_eq!(
+        files_in(&dir),
+        dumps_at_detach,
+        "nothing written after detach"
+    );
     assert!(path.exists());
 }
 
@@ -223,7 +235,11 @@ fn assert_refused(pid: u32, expected: &[&str]) {
     let dir = out.path().join("out");
     let o = attach(pid, &dir, &["--for", "1"]);
     let (stdout, stderr) = text(&o);
-    assert_eq!(o.status.code(), Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert!(
         stderr.contains(&format!("cannot attach to pid {pid}")),
         "{stderr}"
@@ -245,11 +261,11 @@ fn a_pid_with_no_process_is_refused() {
 
 #[test]
 fn a_process_without_the_driver_is_refused() {
-    let mut sleeper = Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .expect("run sleep");
-    assert_refused(sleeper.id(), &["not a CUDA process", "no libcuda.so mapped"]);
+    let mut sleeper = Command::new("sleep").arg("30").spawn().expect("run sleep");
+    assert_refused(
+        sleeper.id(),
+        &["not a CUDA process", "no libcuda.so mapped"],
+    );
     let _ = sleeper.kill();
     let _ = sleeper.wait();
 }
@@ -264,7 +280,10 @@ fn a_process_under_the_shim_is_sent_to_its_snapshots() {
     assert_eq!(line, "ready\n");
     assert_refused(
         spawned.pid,
-        &["already runs under the shim", &format!("kill -USR1 {}", spawned.pid)],
+        &[
+            "already runs under the shim",
+            &format!("kill -USR1 {}", spawned.pid),
+        ],
     );
     // Untouched: it finishes as it would have.
     drop(child.stdin.take());

@@ -33,7 +33,8 @@ mod tests {
             .into_iter()
             .find(|m| crate::attach::target::is_libc(&m.path))
             .expect("libc is mapped");
-        let found = symbol_offsets(Path::new(&libc.path), &["dlopen", "__libc_dlopen_mode"]).unwrap();
+        let found =
+            symbol_offsets(Path::new(&libc.path), &["dlopen", "__libc_dlopen_mode"]).unwrap();
         assert!(found.iter().any(Option::is_some), "{found:?}");
         assert_eq!(symbol_offset(b"not an ELF file", "dlopen"), None);
     }

@@ -62,7 +62,10 @@ fn shim_base(pid: u32, shim: &Path) -> Result<Option<u64>, InjectError> {
     use std::os::unix::fs::MetadataExt;
     let want = std::fs::metadata(shim).map(|m| (m.dev(), m.ino())).ok();
     let maps = maps(pid)?;
-    for m in maps.iter().filter(|m| m.offset == 0 && target::is_shim(&m.path)) {
+    for m in maps
+        .iter()
+        .filter(|m| m.offset == 0 && target::is_shim(&m.path))
+    {
         let same = std::fs::metadata(target::in_root(pid, &m.path))
             .map(|md| Some((md.dev(), md.ino())) == want)
             .unwrap_or(false);

@@ -188,7 +188,9 @@ fn attach_error(rc: i32) -> String {
         -1 | -2 => "the shim in the process is already recording it".into(),
         -3 => "the shim found no CUDA driver loaded in the process".into(),
         -4 => "the shim could not find the C library's dlsym in the process".into(),
-        -5 => "the shim refused the configuration (a CUDALEAK_* variable of yours is invalid)".into(),
+        -5 => {
+            "the shim refused the configuration (a CUDALEAK_* variable of yours is invalid)".into()
+        }
         _ => format!("the shim failed to start ({rc})"),
     }
 }
@@ -317,10 +319,7 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
     } else {
         let started = Instant::now();
         match detach(pid, &shim) {
-            Ok(()) => say!(
-                "detached in {}; the program runs on",
-                ms(started.elapsed())
-            ),
+            Ok(()) => say!("detached in {}; the program runs on", ms(started.elapsed())),
             Err(why) => say!("{why}"),
         }
     }
@@ -397,8 +396,8 @@ fn report(a: &AttachArgs, dir: &Path, cfg: &crate::analyze::Config) -> Result<u8
     };
     let exit = commands::analyze_paths(&files, &live_cfg)?;
     let opts = &a.report;
-    let alone = !matches!(opts.out.format, Format::Text | Format::Markdown)
-        || opts.out.output.is_some();
+    let alone =
+        !matches!(opts.out.format, Format::Text | Format::Markdown) || opts.out.output.is_some();
     match commands::growth_of(&series, cfg)? {
         Ok(growth) => {
             if alone {
@@ -415,7 +414,9 @@ fn report(a: &AttachArgs, dir: &Path, cfg: &crate::analyze::Config) -> Result<u8
             Ok(growth.exit_code)
         }
         Err(why) => {
-            say!("{why}\nno growth verdict: the blocks allocated since attach and still live follow");
+            say!(
+                "{why}\nno growth verdict: the blocks allocated since attach and still live follow"
+            );
             commands::write_report(&exit, &dirs, opts, &live_cfg)?;
             Ok(EXIT_ERROR)
         }
@@ -449,7 +450,7 @@ mod tests {
     #[test]
     fn a_missing_process_is_refused() {
         // Pid numbers stop well below this.
-        let e = check_target(0x3fff_fff0).err().expect("refused");
+        let e = check_target(0x3fff_fff0).expect_err("refused");
         assert!(e.0.contains("no such process"), "{}", e.0);
     }
 }

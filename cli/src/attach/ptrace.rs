@@ -182,20 +182,17 @@ impl Tracee {
             ptrace(libc::PTRACE_DETACH, tid, 0, 0);
             return Err(e);
         }
-        let mut pending = 0;
-        loop {
-            let status = wait(tid)?;
-            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
-                return Err(CallError::Ended);
-            }
-            if (status >> 16) == PTRACE_EVENT_STOP {
-                break;
-            }
-            // A signal arrived first: the thread is stopped now too; the signal is delivered
-            // when it is let go.
-            pending = libc::WSTOPSIG(status);
-            break;
+        let status = wait(tid)?;
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            return Err(CallError::Ended);
         }
+        // A stop of our interrupt, or a signal that arrived first: the thread is stopped either
+        // way; such a signal is delivered when the thread is let go.
+        let pending = if (status >> 16) == PTRACE_EVENT_STOP {
+            0
+        } else {
+            libc::WSTOPSIG(status)
+        };
         let regs = match get_regs(tid) {
             Ok(r) => r,
             Err(e) => {
@@ -206,7 +203,10 @@ impl Tracee {
         let mut fpu = vec![0u8; XSTATE_BYTES];
         let (fpu_kind, len) = match get_regset(tid, NT_X86_XSTATE, &mut fpu) {
             Some(n) => (NT_X86_XSTATE, n),
-            None => (NT_PRFPREG, get_regset(tid, NT_PRFPREG, &mut fpu).unwrap_or(0)),
+            None => (
+                NT_PRFPREG,
+                get_regset(tid, NT_PRFPREG, &mut fpu).unwrap_or(0),
+            ),
         };
         fpu.truncate(len);
         Ok(Tracee {

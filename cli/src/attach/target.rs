@@ -350,7 +350,10 @@ mod tests {
     #[test]
     fn each_ptrace_refusal_names_its_cause_and_fix() {
         let yama1 = ptrace_refusal(Some(1), false, 0, false);
-        assert!(yama1.contains("ptrace_scope is 1") && yama1.contains("sysctl kernel.yama.ptrace_scope=0"));
+        assert!(
+            yama1.contains("ptrace_scope is 1")
+                && yama1.contains("sysctl kernel.yama.ptrace_scope=0")
+        );
         assert!(ptrace_refusal(Some(2), false, 0, false).contains("CAP_SYS_PTRACE"));
         assert!(ptrace_refusal(Some(3), true, 0, false).contains("only a reboot"));
         let container = ptrace_refusal(None, false, 0, false);
@@ -362,9 +365,13 @@ mod tests {
 
     #[test]
     fn status_fields_are_found_by_name() {
-        let text = "Name:\tprog\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\nCapEff:\t00000000a80425fb\n";
+        let text =
+            "Name:\tprog\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\nCapEff:\t00000000a80425fb\n";
         assert_eq!(status_field(text, "TracerPid").as_deref(), Some("0"));
         assert_eq!(status_field(text, "Uid").as_deref(), Some("1000"));
-        assert_eq!(status_field(text, "CapEff").as_deref(), Some("00000000a80425fb"));
+        assert_eq!(
+            status_field(text, "CapEff").as_deref(),
+            Some("00000000a80425fb")
+        );
     }
 }

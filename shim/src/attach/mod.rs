@@ -178,7 +178,8 @@ mod tests {
 
     #[test]
     fn the_configuration_is_read_from_its_lines() {
-        let c = parse("CUDALEAK_OUTPUT=/tmp/x/\nCUDALEAK_SNAPSHOT_INTERVAL=auto\nCUDALEAK_QUIET=1\n");
+        let c =
+            parse("CUDALEAK_OUTPUT=/tmp/x/\nCUDALEAK_SNAPSHOT_INTERVAL=auto\nCUDALEAK_QUIET=1\n");
         assert_eq!(c.output, Some(OsString::from("/tmp/x/")));
         assert_eq!(c.snapshot_interval, Some(crate::config::Schedule::Auto));
         assert!(c.quiet);

@@ -162,10 +162,11 @@ pub fn restore() {
     let mut patched = PATCHED.lock().unwrap_or_else(|e| e.into_inner());
     let loaded = modules();
     for p in patched.drain(..).rev() {
-        let Some(m) = loaded
-            .iter()
-            .find(|m| m.writable.iter().any(|&(lo, hi)| (lo..hi).contains(&p.slot)))
-        else {
+        let Some(m) = loaded.iter().find(|m| {
+            m.writable
+                .iter()
+                .any(|&(lo, hi)| (lo..hi).contains(&p.slot))
+        }) else {
             continue; // unloaded since
         };
         // SAFETY: the slot is an aligned word of a segment of a module loaded now (found above),
@@ -299,7 +300,8 @@ fn imports(m: &Module, names: &BTreeMap<&'static [u8], usize>, patched: &mut Vec
                 continue;
             };
             let addr = m.base + r.offset as usize;
-            if addr % 8 == 0 && m.writable.iter().any(|&(lo, hi)| (lo..hi).contains(&addr)) {
+            if addr.is_multiple_of(8) && m.writable.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+            {
                 record(m, addr, ours, patched);
             }
         }
