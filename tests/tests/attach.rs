@@ -108,6 +108,8 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
     let out = tempfile::tempdir().expect("a temporary directory");
     let o = attach(pid, out.path(), &["--for", "2.5s"]);
     let (stdout, stderr) = text(&o);
+    // What a user sees (README.md, docs/attach.md quote it): `-- --nocapture`.
+    eprintln!("{stderr}{stdout}");
     // Three callsites keep a block every step: growth suspects, and the gate fails.
     assert_eq!(
         o.status.code(),
