@@ -219,11 +219,19 @@ enum Ended {
     Exited,
 }
 
-fn wait(who: target::Identity, limit: Option<Duration>) -> Ended {
+/// From before the first ptrace call to the end: Ctrl-C, SIGTERM and SIGHUP only set this flag.
+/// Killed in the middle of an injected call, cudaleak would leave the borrowed thread running
+/// our frame without us (the kernel lets a tracee go when its tracer dies), and the program
+/// would crash at its return to address 0.
+fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
+    stop
+}
+
+fn wait(who: target::Identity, limit: Option<Duration>, stop: &AtomicBool) -> Ended {
     let start = Instant::now();
     loop {
         if !who.alive() {
@@ -279,6 +287,7 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
     share_dir(&dir, pid);
     let program = target::program_name(pid);
     say!("attaching to pid {pid} ({program})");
+    let stop = stop_flag();
     let started = Instant::now();
     let rc = match attach(pid, &link, &shim, &shim_config(&dir)) {
         Ok(rc) => rc,
@@ -313,7 +322,7 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
         ),
         None => say!("detaching at Ctrl-C or when the program exits"),
     }
-    let ended = wait(who, a.duration);
+    let ended = wait(who, a.duration, &stop);
     if ended == Ended::Exited {
         say!("the program exited while attached; its exit dump is the last");
     } else {
