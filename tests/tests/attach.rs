@@ -12,8 +12,8 @@ use std::process::{Child, Command, Output, Stdio};
 
 use cudaleak_format::{Dump, End};
 use cudaleak_tests::{
-    assert_site, cudaleak_cli, files_in, kill, marker_line, read_dump, shim, Scenario, Spawned,
-    RANK_VARIABLES,
+    assert_site, cudaleak_cli, files_in, kill, marker_line, python_marker_line, python_script,
+    pythons, read_dump, shim, Scenario, Spawned, NULLCUDA_DIR, RANK_VARIABLES,
 };
 
 const SCENARIO: &str = "attach_loop";
@@ -229,6 +229,39 @@ fn a_program_that_exits_while_attached_leaves_its_exit_dump() {
     // The live blocks are listed per callsite.
     let site = format!("attach_loop.c:{}", marker_line(SCENARIO, "attach_table"));
     assert!(stdout.contains(&site), "{stdout}\n{stderr}");
+}
+
+#[test]
+fn a_python_loop_attached_to_names_the_script_line_that_keeps_memory() {
+    let py = &pythons()[0];
+    let script = python_script("attach_keep.py");
+    let mut spawned = Scenario::program(&py.path)
+        .arg(script.to_str().expect("a UTF-8 path"))
+        .arg(NULLCUDA_DIR)
+        .arg("500")
+        .arg("10")
+        .spawn_plain();
+    let mut child = spawned.child.take().expect("a child");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read ready");
+    assert_eq!(line, "ready\n");
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let o = attach(spawned.pid, out.path(), &["--for", "2.5"]);
+    let (report, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(23), "{report}\n{stderr}");
+    let keep = format!("attach_keep.py:{}", python_marker_line(&script, "keep"));
+    assert!(report.contains("SUMMARY: 1 growth suspect"), "{report}");
+    let suspect = &report[report.find("Suspect 1 of 1").expect("a suspect")..];
+    assert!(suspect.contains(&keep), "{keep} missing:\n{report}");
+    let (_, d) = final_dump(&run_dir(out.path()));
+    let kept = d.live.iter().filter(|r| r.size == 2048).count();
+    assert!(kept >= 20, "{kept} kept blocks");
+    assert_eq!(d.live.len(), kept, "the scratch blocks are freed");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("read the rest");
+    assert_eq!(rest, "done\n");
+    assert_eq!(child.wait().expect("wait").code(), Some(0));
 }
 
 /// Asserts a refusal: exit 2, the message, and nothing left under --out.
