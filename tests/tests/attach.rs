@@ -2,8 +2,8 @@
 //! shim is loaded into them while they run, records from then on through each way a program
 //! reaches the driver (shared runtime, the driver's export, its own table of entry points),
 //! detaches leaving them as they were (output, exit status, signal dispositions, no later dump),
-//! or writes its last dump when they exit while attached; and every refusal is exit 2 with
-//! nothing changed.
+//! or writes its last dump when they exit while attached; a Python loop's growth is named by its
+//! script line; and every refusal is exit 2 with nothing changed.
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;

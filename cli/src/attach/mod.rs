@@ -335,9 +335,35 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
     report(a, &dir, &cfg)
 }
 
+/// Runs `f` (an injected call), saying once on stderr if it takes more than 10 s: the borrowed
+/// thread may wait for a lock of its program's, and cannot be taken back in the middle.
+fn noting_delay<R>(pid: u32, what: &str, f: impl FnOnce() -> R) -> R {
+    let (done, waiting) = std::sync::mpsc::channel::<()>();
+    let what = what.to_string();
+    let watch = std::thread::spawn(move || {
+        // Returns at once when `done` is dropped.
+        if waiting.recv_timeout(Duration::from_secs(10))
+            == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        {
+            say!(
+                "still waiting for pid {pid} to finish {what} (10 s so far): the thread it was \
+                 stopped on may wait for a lock of its own program; it cannot be taken back \
+                 half-way"
+            );
+        }
+    });
+    let r = f();
+    drop(done);
+    let _ = watch.join();
+    r
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn attach(pid: u32, link: &Path, shim: &Path, config: &str) -> Result<i32, Failure> {
-    inject::attach(pid, link, shim, config).map_err(|e| match e {
+    let injected = noting_delay(pid, "loading the shim", || {
+        inject::attach(pid, link, shim, config)
+    });
+    injected.map_err(|e| match e {
         inject::InjectError::Forbidden(_) => forbidden(pid),
         inject::InjectError::Other(why) => refuse(pid, why),
     })
@@ -350,7 +376,7 @@ fn attach(pid: u32, _: &Path, _: &Path, _: &str) -> Result<i32, Failure> {
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn detach(pid: u32, shim: &Path) -> Result<(), String> {
-    match inject::detach(pid, shim) {
+    match noting_delay(pid, "detaching", || inject::detach(pid, shim)) {
         Ok(Some(0)) => Ok(()),
         Ok(Some(rc)) => Err(format!("the shim would not detach ({rc})")),
         Ok(None) => Err("the shim is no longer mapped in the process".into()),
