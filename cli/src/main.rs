@@ -31,5 +31,6 @@ fn main() -> ExitCode {
         args::Command::Report(a) => commands::report(a),
         args::Command::Diff(a) => commands::diff(a),
         args::Command::Symbolize(a) => commands::symbolize(a),
+        args::Command::Env(a) => commands::env(a),
     })
 }
