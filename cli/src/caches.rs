@@ -399,13 +399,27 @@ mod tests {
             id_of(&rules, &workspace).as_deref(),
             Some("pytorch-blas-workspace")
         );
-        // With the cache on, the segment found under the workspace stays the pool's.
+        // With the cache on, a segment made for the workspace is the workspace too, held for the
+        // life of the process: not a tensor a test kept, even once the pools are emptied.
         let cached = [
             frame(Some(ALLOC_BLOCK), TORCH),
             frames[0].clone(),
             workspace[1].clone(),
         ];
-        assert_eq!(id_of(&rules, &cached).as_deref(), Some("pytorch-native"));
+        assert_eq!(
+            id_of(&rules, &cached).as_deref(),
+            Some("pytorch-blas-workspace")
+        );
+        // A segment made for any other tensor stays the pool's.
+        let tensor = [
+            frame(Some(ALLOC_BLOCK), TORCH),
+            frames[0].clone(),
+            frame(
+                Some("at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
+                "/torch/lib/libtorch_cuda.so",
+            ),
+        ];
+        assert_eq!(id_of(&rules, &tensor).as_deref(), Some("pytorch-native"));
     }
 
     #[test]

@@ -145,10 +145,11 @@ pub fn held_by_text(name: &str, id: &str, note: Option<&str>) -> String {
 
 /// Under a leak that a pool still holds after the program emptied it (`report
 /// --pools-emptied`): `still held by PyTorch CUDA caching allocator (native backend)
-/// [pytorch-native] after torch.cuda.empty_cache(): an object made here is kept`.
+/// [pytorch-native] with its pools emptied (torch.cuda.empty_cache()): an object made here is
+/// kept`.
 pub fn kept_in_emptied_text(name: &str, id: &str, empty: &str) -> String {
     format!(
-        "still {} after {empty}: an object made here is kept",
+        "still {} with its pools emptied ({empty}): an object made here is kept",
         held_by_text(name, id, None)
     )
 }
