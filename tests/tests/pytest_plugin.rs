@@ -251,7 +251,27 @@ fn check_verdicts(s: &Session) {
 #[test]
 fn the_plugin_fails_exactly_the_tests_that_leak() {
     let Some(v) = venv() else { return };
-    check_verdicts(&pytest(v, &["--cudaleak"], None));
+    let s = pytest(v, &["--cudaleak"], None);
+    check_verdicts(&s);
+    // docs/pytest.md's example is this run's output: every line of it but `...` and the folded
+    // runs (they name this interpreter's libraries) must be there.
+    let docs = std::fs::read_to_string(Path::new(MANIFEST_DIR).join("../docs/pytest.md")).unwrap();
+    let example = docs
+        .split("## What a failure looks like")
+        .nth(1)
+        .and_then(|rest| rest.split("```text\n").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("docs/pytest.md has its example");
+    for line in example.lines() {
+        if line == "..." || line.contains(" frames of ") {
+            continue;
+        }
+        assert!(
+            s.output.lines().any(|l| l == line),
+            "docs/pytest.md shows a line this run did not print: {line:?}\n{}",
+            s.output
+        );
+    }
 }
 
 #[test]
