@@ -112,6 +112,18 @@ fn the_wheel_gives_the_command_and_the_shim_beside_it() {
         "the shim installed as the wheel's data, found by the CLI"
     );
 
+    // pipx links the command into ~/.local/bin: through the link, the same shim.
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("cudaleak");
+    std::os::unix::fs::symlink(v.bin("cudaleak"), &link).unwrap();
+    let linked = ok(
+        Command::new(&link)
+            .args(["env", "--json"])
+            .env_remove("CUDALEAK_SHIM"),
+        "cudaleak env through a link",
+    );
+    assert_eq!(linked.stdout, env.stdout);
+
     let out_dir = tempfile::tempdir().unwrap();
     let run = Command::new(v.bin("cudaleak"))
         .arg("run")
