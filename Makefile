@@ -7,6 +7,8 @@
 #   make test            everything CI runs (.ci/run calls this; needs chromium for the HTML test)
 #   make gpu-test        scripts/gpu-validate.sh (on a machine with an NVIDIA GPU and nvcc)
 #   make bench           CPU benchmarks (scripts/bench.sh; GPU: scripts/gpu-bench.sh)
+#   make wheel           target/wheels/cudaleak-*.whl: the CLI, the shim and the pytest plugin
+#                        (scripts/wheel.sh; maturin from PATH or PyPI)
 #   make install PREFIX=/usr/local    bin/cudaleak (stripped) and lib/libcudaleak.so (with its
 #                        line tables; STRIP_SHIM=1 strips it too)
 
@@ -17,7 +19,7 @@ RELEASE := $(CURDIR)/target/release
 # (scripts/debian-python.sh): the Python-frame tests run under each.
 DEBIAN_PYTHONS ?= 3.14 3.15
 
-.PHONY: all build samples demo test gpu-test bench install clean
+.PHONY: all build samples demo test gpu-test bench wheel install clean
 
 all: build
 
@@ -30,9 +32,14 @@ samples:
 demo: build
 	scripts/demo.sh
 
+wheel:
+	scripts/wheel.sh
+
 # The tests find the shim through CUDALEAK_SHIM; CUDALEAK_REQUIRE_SAMPLES=1 turns "no nvcc, sample
 # tests skipped" into a failure, so CI cannot pass without having run them, and
-# CUDALEAK_REQUIRE_BROWSER=1 does the same for the HTML report's test in headless Chromium.
+# CUDALEAK_REQUIRE_BROWSER=1 does the same for the HTML report's test in headless Chromium, and
+# CUDALEAK_REQUIRE_WHEEL=1 for the wheel's and the pytest plugin's tests (the wheel is built
+# first; those tests install it with pytest and pytest-xdist from PyPI into a fresh venv).
 # clippy runs in the release profile that the build and the tests use, so build scripts and
 # proc macros are compiled once. On a cold target (2 cores, 2026-12-04), `CARGO_TARGET_DIR=<empty>
 # cargo clippy --workspace --all-targets [--release] -- -D warnings` then `cargo build --release`:
@@ -41,6 +48,7 @@ test:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) build --release
+	scripts/wheel.sh
 	@# CPythons newer than this machine's from Debian's unstable suite, where there is none (once,
 	@# into ~/.cache/cudaleak); without one its Python-frame tests are skipped, and this says so.
 	path="$$PATH"; for v in $(DEBIAN_PYTHONS); do \
@@ -49,7 +57,7 @@ test:
 			|| echo "make test: no CPython $$v (scripts/debian-python.sh failed): its Python-frame tests are skipped" >&2; \
 	done; \
 	PATH="$$path" \
-	CUDALEAK_SHIM=$(RELEASE)/libcudaleak.so CUDALEAK_REQUIRE_SAMPLES=1 CUDALEAK_REQUIRE_BROWSER=1 \
+	CUDALEAK_SHIM=$(RELEASE)/libcudaleak.so CUDALEAK_REQUIRE_SAMPLES=1 CUDALEAK_REQUIRE_BROWSER=1 CUDALEAK_REQUIRE_WHEEL=1 \
 		$(CARGO) test --workspace --release --no-fail-fast
 
 gpu-test:

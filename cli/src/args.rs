@@ -68,6 +68,33 @@ pub enum Command {
     /// grew while attached; the program runs on after detach
     #[command(after_help = crate::attach::HELP)]
     Attach(AttachArgs),
+    /// Print the environment `run` gives a program, for launchers that start it themselves
+    /// (the pytest plugin, job schedulers, containers)
+    #[command(
+        after_help = "Prints one KEY=VALUE line per variable (--json: one JSON object): LD_PRELOAD with                       the shim added to the current value, CUDALEAK_OUTPUT with --out, the                       frameworks' allocator variables with --exact-pools (as `run --exact-pools`                       sets them, notes on stderr), CUDALEAK_SNAPSHOT_INTERVAL=auto with --growth.                       The shim is found as `run` finds it.\n\
+                      Exit status: 0, or 2 when the shim cannot be found."
+    )]
+    Env(EnvArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EnvArgs {
+    /// The shim library to preload (default: $CUDALEAK_SHIM, then next to this binary)
+    #[arg(long, value_name = "PATH")]
+    pub shim: Option<PathBuf>,
+    /// The frameworks' allocator variables `run --exact-pools` sets
+    #[arg(long)]
+    pub exact_pools: bool,
+    /// Snapshots on the `auto` schedule, as `run --growth` takes them
+    #[arg(long)]
+    pub growth: bool,
+    /// The directory the dumps go to (CUDALEAK_OUTPUT; created when the program writes its
+    /// first dump); without it, each process writes into its working directory
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// One JSON object instead of KEY=VALUE lines
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +152,15 @@ pub struct ReportArgs {
     /// Print the built-in cache rules (and the `cache:` lines of --suppressions) and exit
     #[arg(long, conflicts_with_all = ["growth", "gen_suppressions", "stats", "paths"])]
     pub list_caches: bool,
+    /// Only what was allocated after sequence number SEQ (the shim's `cudaleak_mark()` at the
+    /// start of a window, e.g. one test): live blocks, failed calls and bad frees of the window
+    #[arg(long, value_name = "SEQ", conflicts_with = "growth")]
+    pub since: Option<u64>,
+    /// The program emptied its memory pools before the dump (torch.cuda.empty_cache(),
+    /// CuPy's free_all_blocks(); `report --list-caches` shows each pool's `empty` line): blocks
+    /// such a pool still holds are held by objects the program keeps, and are reported as leaks
+    #[arg(long, conflicts_with = "growth")]
+    pub pools_emptied: bool,
     /// Dump files or directories of dumps
     // Required (so help shows `<PATH>...`); clap lets a required argument be missing when one
     // it conflicts with, here --list-caches, is present.
@@ -347,7 +383,7 @@ impl Cli {
             Command::Report(a) => ("report", a.check()),
             Command::Run(a) => ("run", a.report.check()),
             Command::Attach(a) => ("attach", a.report.check()),
-            Command::Diff(_) | Command::Symbolize(_) => return Ok(()),
+            Command::Diff(_) | Command::Symbolize(_) | Command::Env(_) => return Ok(()),
         };
         found.map_err(|message| {
             use clap::CommandFactory;

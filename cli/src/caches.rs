@@ -42,6 +42,10 @@ pub struct CacheRule {
     /// segment can be a leak; otherwise each block is one object (a tensor, a workspace), and
     /// growth of one or two is not a trend (`report --growth`).
     pub segments: bool,
+    /// `empty = TEXT`: how a program gives back what the cache holds that no object of its own
+    /// uses. Where it did (`report --pools-emptied`, the pytest plugin after a test), blocks the
+    /// cache still holds are held by objects the program keeps: leaks of the window examined.
+    pub empty: Option<String>,
     pub origin: Origin,
     anchors: Vec<Pattern>,
     within: Vec<Pattern>,
@@ -86,6 +90,7 @@ fn from_suppression(r: &Rule) -> CacheRule {
         grows: None,
         // A cache of the user's is taken for a pool: one more of its blocks can be a leak.
         segments: true,
+        empty: None,
         origin: Origin::Suppressions {
             file: r.file.clone(),
             line: r.line,
@@ -130,6 +135,7 @@ pub fn parse(text: &str) -> Result<Vec<CacheRule>, ParseError> {
                 release: String::new(),
                 grows: None,
                 segments: false,
+                empty: None,
                 origin: Origin::Builtin { line: i + 1 },
                 anchors: Vec::new(),
                 within: Vec::new(),
@@ -153,6 +159,7 @@ pub fn parse(text: &str) -> Result<Vec<CacheRule>, ParseError> {
             "name" => rule.name = value.to_string(),
             "release" => rule.release = value.to_string(),
             "grows" => rule.grows = Some(value.to_string()),
+            "empty" => rule.empty = Some(value.to_string()),
             "blocks" if value == "segments" => rule.segments = true,
             "blocks" if value == "objects" => rule.segments = false,
             "blocks" => {
@@ -392,13 +399,27 @@ mod tests {
             id_of(&rules, &workspace).as_deref(),
             Some("pytorch-blas-workspace")
         );
-        // With the cache on, the segment found under the workspace stays the pool's.
+        // With the cache on, a segment made for the workspace is the workspace too, held for the
+        // life of the process: not a tensor a test kept, even once the pools are emptied.
         let cached = [
             frame(Some(ALLOC_BLOCK), TORCH),
             frames[0].clone(),
             workspace[1].clone(),
         ];
-        assert_eq!(id_of(&rules, &cached).as_deref(), Some("pytorch-native"));
+        assert_eq!(
+            id_of(&rules, &cached).as_deref(),
+            Some("pytorch-blas-workspace")
+        );
+        // A segment made for any other tensor stays the pool's.
+        let tensor = [
+            frame(Some(ALLOC_BLOCK), TORCH),
+            frames[0].clone(),
+            frame(
+                Some("at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
+                "/torch/lib/libtorch_cuda.so",
+            ),
+        ];
+        assert_eq!(id_of(&rules, &tensor).as_deref(), Some("pytorch-native"));
     }
 
     #[test]

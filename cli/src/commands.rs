@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analyze::View;
 use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, Format, ReportArgs, ReportOptions, RunArgs, SymbolizeArgs};
+use crate::args::{DiffArgs, EnvArgs, Format, ReportArgs, ReportOptions, RunArgs, SymbolizeArgs};
 use crate::caches;
 use crate::growth::{self, AtExit, GrowthFindings};
 use crate::load;
@@ -79,14 +79,27 @@ pub(crate) fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure
         min_bytes: opts.min_bytes.unwrap_or(0),
         gate: opts.gate(),
         hide_quiet: false,
+        pools_emptied: false,
     })
 }
 
 /// Loads and analyses dumps one at a time, so only one dump is in memory at once.
 pub(crate) fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
+    analyze_window(files, cfg, None)
+}
+
+/// [`analyze_paths`], of only what was allocated after sequence number `since` (`--since`).
+fn analyze_window(
+    files: &[PathBuf],
+    cfg: &Config,
+    since: Option<u64>,
+) -> Result<Findings, Failure> {
     let mut processes = Vec::with_capacity(files.len());
     for f in files {
-        let dump = load::read(f)?;
+        let mut dump = load::read(f)?;
+        if let Some(seq) = since {
+            analyze::keep_after(&mut dump, seq);
+        }
         processes.push(analyze::analyze_process(&dump, f, cfg));
     }
     Ok(analyze::finish(processes, cfg))
@@ -235,14 +248,87 @@ pub fn report(a: &ReportArgs) -> u8 {
             emit(out, |w| w.write_all(text.as_bytes()))?;
             return Ok(0);
         }
-        let cfg = config(&a.report, a.report.view())?;
+        let cfg = Config {
+            pools_emptied: a.pools_emptied,
+            ..config(&a.report, a.report.view())?
+        };
         if a.growth {
             return growth(a, &cfg);
         }
         let files = load::expand(&a.paths, false)?;
-        write_report(&analyze_paths(&files, &cfg)?, &a.paths, &a.report, &cfg)
+        let findings = analyze_window(&files, &cfg, a.since)?;
+        write_report(&findings, &a.paths, &a.report, &cfg)
     };
     run().unwrap_or_else(fail)
+}
+
+/// The variables `--exact-pools` and `--growth` add for `run` and `env`; notes for values of
+/// the user's they replace or keep go to stderr.
+fn extra_env(exact_pools: bool, growth: bool) -> Vec<(&'static str, std::ffi::OsString)> {
+    let mut extra_env = if exact_pools {
+        let (env, notes) = run::exact_pools_env(|k| std::env::var_os(k));
+        for n in notes {
+            say!("{n}");
+        }
+        env
+    } else {
+        Vec::new()
+    };
+    if growth {
+        match run::growth_env(|k| std::env::var_os(k)) {
+            Some(v) => extra_env.push(v),
+            None => say!(
+                "--growth: snapshots as CUDALEAK_SNAPSHOT_INTERVAL={} says (yours, kept)",
+                std::env::var_os("CUDALEAK_SNAPSHOT_INTERVAL")
+                    .unwrap_or_default()
+                    .to_string_lossy()
+            ),
+        }
+    }
+    extra_env
+}
+
+fn shim_of(flag: Option<&Path>) -> Result<PathBuf, Failure> {
+    let exe = std::env::current_exe().ok();
+    let (shim, _) = run::find_shim(flag, std::env::var_os("CUDALEAK_SHIM"), exe.as_deref())?;
+    Ok(shim)
+}
+
+/// `cudaleak env`.
+pub fn env(a: &EnvArgs) -> u8 {
+    let go = || -> Result<u8, Failure> {
+        let shim = shim_of(a.shim.as_deref())?;
+        let mut vars: Vec<(&str, String)> = vec![(
+            "LD_PRELOAD",
+            run::ld_preload(std::env::var_os("LD_PRELOAD"), &shim)?
+                .to_string_lossy()
+                .into_owned(),
+        )];
+        if let Some(dir) = &a.out {
+            let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+            let mut out = dir.into_os_string();
+            out.push("/");
+            vars.push(("CUDALEAK_OUTPUT", out.to_string_lossy().into_owned()));
+        }
+        vars.extend(
+            extra_env(a.exact_pools, a.growth)
+                .into_iter()
+                .map(|(k, v)| (k, v.to_string_lossy().into_owned())),
+        );
+        let text = if a.json {
+            let map: serde_json::Map<String, serde_json::Value> = vars
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.into()))
+                .collect();
+            format!("{}\n", serde_json::Value::Object(map))
+        } else {
+            vars.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+        };
+        let (out, _) = open_output(None)?;
+        emit(out, |w| w.write_all(text.as_bytes()))?;
+        Ok(0)
+    };
+    go().unwrap_or_else(fail)
 }
 
 /// `cudaleak run`.
@@ -253,32 +339,8 @@ pub fn run(a: &RunArgs) -> u8 {
             hide_quiet: true,
             ..config(&a.report, a.report.view())?
         };
-        let mut extra_env = if a.exact_pools {
-            let (env, notes) = run::exact_pools_env(|k| std::env::var_os(k));
-            for n in notes {
-                say!("{n}");
-            }
-            env
-        } else {
-            Vec::new()
-        };
-        if a.growth {
-            match run::growth_env(|k| std::env::var_os(k)) {
-                Some(v) => extra_env.push(v),
-                None => say!(
-                    "--growth: snapshots as CUDALEAK_SNAPSHOT_INTERVAL={} says (yours, kept)",
-                    std::env::var_os("CUDALEAK_SNAPSHOT_INTERVAL")
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                ),
-            }
-        }
-        let exe = std::env::current_exe().ok();
-        let (shim, _) = run::find_shim(
-            a.shim.as_deref(),
-            std::env::var_os("CUDALEAK_SHIM"),
-            exe.as_deref(),
-        )?;
+        let extra_env = extra_env(a.exact_pools, a.growth);
+        let shim = shim_of(a.shim.as_deref())?;
         let out_existed = a.out.exists();
         let dir = run::fresh_run_dir(&a.out)?;
         say!("dumps of this run go to {}", dir.display());

@@ -87,6 +87,7 @@ pub fn render_all(bytes: &[u8]) {
             min_bytes: 1,
             gate: Gate::default(),
             hide_quiet: true,
+            pools_emptied: false,
         };
         let findings = analyze::finish(vec![analyze::analyze_process(&dump, source, &cfg)], &cfg);
         let d = analyze::diff(&dump, source, &dump, source, &view);

@@ -31,6 +31,9 @@ pub enum Moment {
     Snapshot,
     /// `cudaleak attach` lets go of a process that runs on.
     Detach,
+    /// Asked for by the program (`cudaleak_dump`, a test harness between two tests): written
+    /// as a snapshot without a number, and it does not start the next interval of the series.
+    Requested,
 }
 
 /// A dump ready to write: everything but the live records, which are written one at a time
@@ -367,7 +370,7 @@ fn process(
         end: match moment {
             Moment::Exit => End::Exit,
             Moment::Signal(_) => End::Signal,
-            Moment::Snapshot => End::Snapshot,
+            Moment::Snapshot | Moment::Requested => End::Snapshot,
             Moment::Detach => End::Detach,
         },
         signal: match moment {
@@ -489,6 +492,20 @@ fn publish(tmp: &Path, path: &Path) -> io::Result<PathBuf> {
 /// `74.10 KiB`: the formatter the CLI's reports use, so the exit line and the report agree.
 pub use cudaleak_format::human_bytes;
 
+/// Writes a dump the program asked for to `path` (through a temporary file; a dump never
+/// replaces another: see [`write_atomically`]), returning the name used. Refused once the
+/// final dump has begun.
+pub fn write_requested(s: &State, path: &Path) -> io::Result<PathBuf> {
+    let ending = s.dumping.lock();
+    if *ending {
+        return Err(io::Error::other("the process is ending"));
+    }
+    let dump = prepare(s, Moment::Requested, None);
+    let written = write_atomically(path, |w| dump.write(w));
+    drop(ending);
+    written
+}
+
 /// Writes a dump and, at the end of a process that used CUDA memory, prints the one-line
 /// summary. Failure costs one stderr line; the program carries on either way.
 pub fn write(s: &State, moment: Moment) {
@@ -512,7 +529,7 @@ pub fn write(s: &State, moment: Moment) {
     let when = match moment {
         Moment::Exit => "at exit".to_string(),
         Moment::Signal(sig) => format!("at {}", signal_name(sig)),
-        Moment::Snapshot => String::new(),
+        Moment::Snapshot | Moment::Requested => String::new(),
         Moment::Detach => "at detach".to_string(),
     };
     // A process that never touched CUDA memory (a shell, a compiler, `nvidia-smi` run by the

@@ -252,7 +252,11 @@ pub struct Finalizing {
 struct Shared {
     seq: AtomicU64,
     live_bytes: AtomicU64,
+    /// The peak since the window began ([`Table::restart_peak`]); the process's peak is the
+    /// larger of it and `earlier_peak`.
     peak_live_bytes: AtomicU64,
+    /// The process's peak before the current window began.
+    earlier_peak: AtomicU64,
 }
 
 /// A copy for a dump. Each shard's blocks and counters are copied under one hold of its lock,
@@ -717,6 +721,7 @@ impl Table {
         for counter in [
             &self.shared.live_bytes,
             &self.shared.peak_live_bytes,
+            &self.shared.earlier_peak,
             &self.failed_allocations,
             &self.dropped_events,
         ] {
@@ -740,7 +745,46 @@ impl Table {
         t.failed_allocations = self.failed_allocations.load(Relaxed);
         t.dropped_events = self.dropped_events.load(Relaxed);
         t.live_bytes = self.shared.live_bytes.load(Relaxed);
-        t.peak_live_bytes = self.shared.peak_live_bytes.load(Relaxed);
+        t.peak_live_bytes = self
+            .shared
+            .peak_live_bytes
+            .load(Relaxed)
+            .max(self.shared.earlier_peak.load(Relaxed));
+    }
+
+    /// Starts a new peak window at what is live now (a test harness measuring one test's
+    /// peak). The process's peak, which dumps report, is kept apart: no allocation pays for it.
+    pub fn restart_peak(&self) {
+        let live = self.shared.live_bytes.load(Relaxed);
+        let before = self.shared.peak_live_bytes.swap(live, Relaxed);
+        self.shared.earlier_peak.fetch_max(before, Relaxed);
+    }
+
+    /// The most bytes live at once since the window began ([`Table::restart_peak`]), or since
+    /// the process started.
+    pub fn window_peak(&self) -> u64 {
+        self.shared.peak_live_bytes.load(Relaxed)
+    }
+
+    /// The live blocks allocated after sequence number `after`, and the bytes they hold.
+    pub fn live_after(&self, after: u64) -> Counts {
+        let mut c = Counts::default();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (s, map) in shard.live.iter().enumerate() {
+                for b in map.values().filter(|b| b.seq > after) {
+                    c.blocks += 1;
+                    c.bytes += held(ALL_SPACES[s], b);
+                }
+            }
+        }
+        for x in self.mappings.lock().live.values() {
+            if x.block.seq > after {
+                c.blocks += 1;
+                c.bytes += x.holds;
+            }
+        }
+        c
     }
 
     /// Copies the live blocks (ordered by sequence number), the events, and how far each stack

@@ -64,6 +64,18 @@ fn sorted_tally(map: BTreeMap<String, Counts>) -> Vec<(String, Counts)> {
     v
 }
 
+/// Keeps only what was allocated after sequence number `seq` (`report --since`): live records,
+/// failed calls and bad frees of the window, and the handles made in it or owning a block of
+/// it. The summary's live counts follow.
+pub fn keep_after(dump: &mut format::Dump, seq: u64) {
+    dump.live.retain(|r| r.seq > seq);
+    dump.events.retain(|e| e.seq > seq);
+    dump.handles
+        .retain(|h| h.seq > seq || h.blocks.iter().any(|&b| b > seq));
+    dump.summary.live_allocations = dump.live.len() as u64;
+    dump.summary.live_bytes = dump.live.iter().map(|r| r.held()).sum();
+}
+
 /// Analyses one dump.
 pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
     let mut stacks = Stacks::new(dump, &cfg.view, &cfg.caches);
@@ -107,8 +119,15 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let mut cached: Vec<LeakGroup> = Vec::new();
     let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
     for acc in groups {
-        // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply.
-        if let Some(c) = acc.group.held_by {
+        // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply. Unless
+        // the program emptied its pools: then what a pool still holds, its objects keep.
+        let kept_in_emptied = cfg.pools_emptied
+            && acc
+                .group
+                .held_by
+                .and_then(|c| cfg.caches.get(c))
+                .is_some_and(|r| r.empty.is_some());
+        if let (Some(c), false) = (acc.group.held_by, kept_in_emptied) {
             if let Some(n) = cached_per_rule.get_mut(c) {
                 n.add(group_counts(&acc.group));
             }

@@ -338,6 +338,9 @@ pub struct Config {
     pub gate: Gate,
     /// Leave processes that made no CUDA allocation out of the report (`cudaleak run`).
     pub hide_quiet: bool,
+    /// The program emptied its pools before the dump (`report --pools-emptied`): what a cache
+    /// with an `empty` line still holds is kept by the program's objects, and leaked.
+    pub pools_emptied: bool,
 }
 
 /// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.

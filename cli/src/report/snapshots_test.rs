@@ -23,6 +23,7 @@ fn cfg_with(view: View, rules: Vec<Rule>, min_bytes: u64) -> Config {
         min_bytes,
         gate: Gate::default(),
         hide_quiet: false,
+        pools_emptied: false,
     }
 }
 

@@ -143,6 +143,17 @@ pub fn held_by_text(name: &str, id: &str, note: Option<&str>) -> String {
     s
 }
 
+/// Under a leak that a pool still holds after the program emptied it (`report
+/// --pools-emptied`): `still held by PyTorch CUDA caching allocator (native backend)
+/// [pytorch-native] with its pools emptied (torch.cuda.empty_cache()): an object made here is
+/// kept`.
+pub fn kept_in_emptied_text(name: &str, id: &str, empty: &str) -> String {
+    format!(
+        "still {} with its pools emptied ({empty}): an object made here is kept",
+        held_by_text(name, id, None)
+    )
+}
+
 /// `326.55 MiB in 151 allocations via cudaMalloc at train.py:12`: a callsite that held memory
 /// when the script ended (its API and place as the format lays them out).
 pub fn script_end_line(held: Counts, api: &str, at: &str) -> String {

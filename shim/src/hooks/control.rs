@@ -1,10 +1,13 @@
-//! The shim's one function of its own, for programs that know about it (benchmarks, test
-//! harnesses): pause and resume recording. Looked up with `dlsym(RTLD_DEFAULT,
-//! "cudaleak_set_recording")`, so a program still runs without the shim.
+//! The shim's functions of its own, for programs that know about it (benchmarks, test
+//! harnesses such as the pytest plugin): pause and resume recording, mark a moment and count
+//! what was allocated since and is still live, a peak window, a dump on request. Looked up
+//! with `dlsym(RTLD_DEFAULT, "cudaleak_…")`, so a program still runs without the shim.
+//! docs/dump-format.md ("The shim's control functions") documents them.
 
-use std::ffi::c_int;
+use std::ffi::{c_char, c_int, CStr};
+use std::path::Path;
 
-use crate::state;
+use crate::{dump, state};
 
 /// `on == 0` pauses recording, anything else resumes it. Returns 1 if the shim was recording
 /// before the call, else 0. While paused, allocations and frees are passed through unseen: a
@@ -12,4 +15,91 @@ use crate::state;
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cudaleak_set_recording(on: c_int) -> c_int {
     c_int::from(state::set_paused(on == 0))
+}
+
+/// The sequence number of the last call recorded so far (0 when the shim does not record): a
+/// block allocated after this call has a larger one. A test harness marks a test's start with
+/// it, then asks what the test left ([`cudaleak_live_since`], `cudaleak report --since`).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cudaleak_mark() -> u64 {
+    state::shield(|| state::get().map_or(0, |s| s.table.seq_now())).unwrap_or(0)
+}
+
+/// Counts the live blocks allocated after `mark` and the bytes they hold into `out[0]` and
+/// `out[1]`. Returns 0, or -1 when the shim does not record or `out` is null.
+///
+/// # Safety
+/// `out`, when not null, points to two writable `u64`s.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cudaleak_live_since(mark: u64, out: *mut u64) -> c_int {
+    let Some(Some(c)) = state::shield(|| state::get().map(|s| s.table.live_after(mark))) else {
+        return -1;
+    };
+    if out.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller gives two writable u64s at `out` (the function's contract).
+    unsafe {
+        out.write(c.blocks);
+        out.add(1).write(c.bytes);
+    }
+    0
+}
+
+/// Starts a new peak window at the bytes live now; [`cudaleak_peak_bytes`] then reads the most
+/// live at once since. The peak a dump reports stays the whole process's.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cudaleak_restart_peak() {
+    let _ = state::shield(|| {
+        if let Some(s) = state::get() {
+            s.table.restart_peak();
+        }
+    });
+}
+
+/// The most bytes live at once since the last [`cudaleak_restart_peak`] (or since the start).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cudaleak_peak_bytes() -> u64 {
+    state::shield(|| state::get().map_or(0, |s| s.table.window_peak())).unwrap_or(0)
+}
+
+/// Writes a dump of the table as it is now to `path` (a NUL-terminated file name; through a
+/// temporary file renamed into place, and to `NAME.1.json` … if the name is taken), without
+/// starting a new interval of the snapshot series. Returns 0, or -1 with errno set: `EINVAL`
+/// for a null or non-UTF-8 path, `ENOTSUP` when this copy of the shim keeps no table (another copy records the process), else the error of
+/// the write.
+///
+/// # Safety
+/// `path`, when not null, is a NUL-terminated string.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cudaleak_dump(path: *const c_char) -> c_int {
+    if path.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: a non-null `path` is NUL-terminated (the function's contract).
+    let Ok(path) = unsafe { CStr::from_ptr(path) }.to_str() else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    let written = state::shield(|| {
+        let s = state::get().ok_or(libc::ENOTSUP)?;
+        dump::write_requested(s, Path::new(path)).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    });
+    match written {
+        Some(Ok(_)) => 0,
+        Some(Err(errno)) => {
+            set_errno(errno);
+            -1
+        }
+        None => {
+            set_errno(libc::EIO);
+            -1
+        }
+    }
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns this thread's errno, always valid.
+    unsafe { *libc::__errno_location() = e };
 }

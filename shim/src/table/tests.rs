@@ -474,3 +474,46 @@ fn finalizing_is_noted_once_with_what_each_stack_held_and_its_floor() {
     t.clear();
     assert!(t.snapshot(false).finalizing.is_none());
 }
+
+#[test]
+fn a_peak_window_starts_at_what_is_live_and_the_process_peak_is_kept() {
+    let t = Table::default();
+    t.allocated(Space::Device, 0x1000, block(1000, 1));
+    t.allocated(Space::Device, 0x2000, block(500, 2));
+    assert_eq!(free(&t, 0x2000, true), FreeOutcome::Freed);
+    assert_eq!(t.window_peak(), 1500);
+    t.restart_peak();
+    assert_eq!(t.window_peak(), 1000, "the window starts at what is live");
+    t.allocated(Space::Device, 0x3000, block(200, 3));
+    assert_eq!(free(&t, 0x3000, true), FreeOutcome::Freed);
+    assert_eq!(t.window_peak(), 1200);
+    assert_eq!(
+        t.totals().peak_live_bytes,
+        1500,
+        "the dump's peak is the process's"
+    );
+}
+
+#[test]
+fn live_after_counts_only_blocks_allocated_after_the_mark() {
+    let t = Table::default();
+    t.allocated(Space::Device, 0x1000, block(100, 1));
+    t.allocated(Space::Host, 0x2000, block(20, 2));
+    t.allocated(Space::Device, 0x3000, block(3, 3));
+    assert_eq!(free(&t, 0x3000, true), FreeOutcome::Freed);
+    assert_eq!(
+        t.live_after(0),
+        Counts {
+            blocks: 2,
+            bytes: 120
+        }
+    );
+    assert_eq!(
+        t.live_after(1),
+        Counts {
+            blocks: 1,
+            bytes: 20
+        }
+    );
+    assert_eq!(t.live_after(2), Counts::default());
+}

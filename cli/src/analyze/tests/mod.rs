@@ -21,6 +21,7 @@ fn cfg() -> Config {
         min_bytes: 0,
         gate: Gate::default(),
         hide_quiet: false,
+        pools_emptied: false,
     }
 }
 

@@ -1,0 +1,490 @@
+"""pytest plugin: fail the test that leaks GPU memory, with the line that allocated it.
+
+`pytest --cudaleak` (or `cudaleak = true` in the ini file) runs the session with the cudaleak
+shim preloaded: when it is not, pytest is started again under it before any test module or
+conftest is imported, so before CUDA is touched. Around each test's call the plugin asks the
+shim which blocks were allocated during the call and are still live when it returns (after
+`gc.collect()` and emptying the frameworks' pools); when there are any it writes a dump and lets
+`cudaleak report --since MARK --pools-emptied` judge them, with the CLI's rules: blocks held by
+caches and library handles are not the test's leak (`--cudaleak-fail-on strict` counts them),
+`leak:` lines of `--cudaleak-suppressions` apply. A test that leaks fails with the callsites,
+its Python lines first.
+
+Markers (as pytest-memray's, for GPU memory):
+
+    @pytest.mark.cuda_limit_leaks("1 MB", warmups=1)   # tolerate up to 1 MB; run the body
+                                                       # once first so lazy state settles
+    @pytest.mark.cuda_limit_memory("512 MB")           # fail above this peak of live bytes
+
+docs/pytest.md describes the plugin; README.md shows how to install it.
+"""
+
+import ctypes
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+import pytest
+
+# Set in the environment of the pytest started again under the shim, so a shim that failed to
+# load is an error, not a loop.
+REEXEC_VAR = "CUDALEAK_PYTEST_REEXEC"
+# The CLI's exit status when the gate fails (`cudaleak report --exit-code`).
+GATE_FAILED = 23
+UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
+
+
+def parse_size(text):
+    """`"1 MB"` -> 1048576: B, KB, MB, GB, TB are multiples of 1024 (as pytest-memray reads
+    them; KiB, MiB, GiB, TiB say the same)."""
+    if isinstance(text, int) and text >= 0:
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in UNITS:
+        raise pytest.UsageError(
+            f"cudaleak: {text!r} is not a size (a number and B, KB, MB, GB or TB)"
+        )
+    return int(float(m.group(1)) * UNITS[m.group(2).lower()])
+
+
+def human(n):
+    """Bytes as the CLI writes them: `4.00 MiB`."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cudaleak", "GPU memory leaks per test (cudaleak)")
+    group.addoption(
+        "--cudaleak",
+        action="store_true",
+        default=None,
+        help="fail each test that leaves GPU blocks its own code allocated (runs pytest "
+        "under the cudaleak shim)",
+    )
+    group.addoption(
+        "--cudaleak-exact-pools",
+        action="store_true",
+        help="give every tensor/array its own driver allocation (as `cudaleak run "
+        "--exact-pools`): a kept tensor is seen even where the pool had room for it",
+    )
+    group.addoption(
+        "--cudaleak-fail-on",
+        choices=["leaks", "errors", "all", "strict"],
+        default="all",
+        help="what fails a test, as `cudaleak report --fail-on` (strict: blocks held by "
+        "caches and library handles count too)",
+    )
+    group.addoption(
+        "--cudaleak-suppressions",
+        metavar="FILE",
+        help="a cudaleak suppression file (`leak:PATTERN`, `cache:PATTERN` lines)",
+    )
+    group.addoption(
+        "--cudaleak-out",
+        metavar="DIR",
+        help="keep the dumps here (default: a temporary directory, removed at the end)",
+    )
+    group.addoption(
+        "--cudaleak-bin",
+        metavar="PATH",
+        help="the cudaleak command (default: $CUDALEAK_CLI, then the one installed with "
+        "this plugin, then PATH)",
+    )
+    parser.addini("cudaleak", type="bool", default=False, help="as --cudaleak")
+    parser.addini(
+        "cudaleak_exact_pools", type="bool", default=False, help="as --cudaleak-exact-pools"
+    )
+
+
+def option(config, name):
+    """An option's value, also before pytest_configure (then only the known arguments are
+    parsed, into `known_args_namespace`)."""
+    early = getattr(config, "known_args_namespace", None)
+    value = getattr(early, name, None) if early is not None else None
+    return value if value is not None else config.getoption(name, default=None)
+
+
+def enabled(config):
+    flag = option(config, "cudaleak")
+    return bool(flag) if flag is not None else bool(config.getini("cudaleak"))
+
+
+def exact_pools(config):
+    return bool(option(config, "cudaleak_exact_pools")) or bool(
+        config.getini("cudaleak_exact_pools")
+    )
+
+
+def find_cli(config):
+    given = option(config, "cudaleak_bin") or os.environ.get("CUDALEAK_CLI")
+    if given:
+        return given
+    beside = os.path.join(sysconfig.get_path("scripts"), "cudaleak")
+    if os.path.isfile(beside):
+        return beside
+    found = shutil.which("cudaleak")
+    if not found:
+        raise pytest.UsageError(
+            "cudaleak: the cudaleak command is not installed here (pip install cudaleak), "
+            "not on PATH, and neither --cudaleak-bin nor CUDALEAK_CLI names it"
+        )
+    return found
+
+
+class Shim:
+    """The shim's control functions, from the process (it is preloaded)."""
+
+    def __init__(self):
+        lib = ctypes.CDLL(None)
+        self.mark = lib.cudaleak_mark
+        self.mark.restype = ctypes.c_uint64
+        self.mark.argtypes = []
+        self._live_since = lib.cudaleak_live_since
+        self._live_since.restype = ctypes.c_int
+        self._live_since.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
+        self.restart_peak = lib.cudaleak_restart_peak
+        self.restart_peak.restype = None
+        self.restart_peak.argtypes = []
+        self.peak_bytes = lib.cudaleak_peak_bytes
+        self.peak_bytes.restype = ctypes.c_uint64
+        self.peak_bytes.argtypes = []
+        self._dump = lib.cudaleak_dump
+        self._dump.restype = ctypes.c_int
+        self._dump.argtypes = [ctypes.c_char_p]
+
+    @staticmethod
+    def loaded():
+        try:
+            ctypes.CDLL(None).cudaleak_mark
+        except AttributeError:
+            return False
+        return True
+
+    def live_since(self, mark):
+        out = (ctypes.c_uint64 * 2)()
+        if self._live_since(mark, out) != 0:
+            return 0, 0
+        return out[0], out[1]
+
+    def dump(self, path):
+        if self._dump(os.fsencode(path)) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cudaleak: could not write a dump to {path}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """Starts pytest again under the shim when it is not preloaded: before any conftest or
+    test module is imported, so before the session touches CUDA."""
+    if not enabled(early_config) or Shim.loaded():
+        return
+    if os.environ.get(REEXEC_VAR):
+        raise pytest.UsageError(
+            "cudaleak: pytest was started again with the shim in LD_PRELOAD, but it did not "
+            "load (see the loader's message above)"
+        )
+    invocation = list(early_config.invocation_params.args)
+    if invocation != sys.argv[1:]:
+        raise pytest.UsageError(
+            "cudaleak: pytest was started from Python (pytest.main), so it cannot be started "
+            "again under the shim; run it with the environment `cudaleak env` prints"
+        )
+    cmd = [find_cli(early_config), "env", "--json"]
+    if exact_pools(early_config):
+        cmd.append("--exact-pools")
+    got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if got.returncode != 0:
+        raise pytest.UsageError(f"cudaleak: {' '.join(cmd)} failed: {got.stderr.strip()}")
+    env = dict(os.environ)
+    env.update(json.loads(got.stdout))
+    env[REEXEC_VAR] = "1"
+    # The exit line of each process ("N allocations still live at exit") is not the verdict
+    # here: the tests are.
+    env.setdefault("CUDALEAK_QUIET", "1")
+    # pytest has pointed fds 1 and 2 at its capture files by now: give them back, or the new
+    # pytest would write into files nobody reads.
+    capture = early_config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "pytest", *invocation], env)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "cuda_limit_leaks(limit, warmups=0): fail when the test leaves more than LIMIT of GPU "
+        "memory allocated (after running its body WARMUPS times first)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "cuda_limit_memory(limit): fail when the test's peak of live GPU memory exceeds LIMIT",
+    )
+    if not enabled(config):
+        return
+    if not Shim.loaded():
+        raise pytest.UsageError(
+            "cudaleak: the shim is not preloaded in this process (run pytest with --cudaleak "
+            "on its command line, or under the environment `cudaleak env` prints)"
+        )
+    config.pluginmanager.register(Checker(config), "cudaleak-checker")
+
+
+class Checker:
+    def __init__(self, config):
+        self.config = config
+        self.shim = Shim()
+        self.cli = find_cli(config)
+        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        out = config.getoption("cudaleak_out")
+        self.keep = out is not None
+        if out is not None:
+            os.makedirs(out, exist_ok=True)
+            self.dir = os.path.abspath(out)
+        else:
+            self.dir = tempfile.mkdtemp(prefix="cudaleak-pytest-")
+        self.dumps = 0
+        self.rows = []  # (nodeid, leaked bytes, top callsite, peak) of the tests that failed
+
+    def pytest_unconfigure(self, config):
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        leaks = item.get_closest_marker("cuda_limit_leaks")
+        memory = item.get_closest_marker("cuda_limit_memory")
+        warmups = int(leaks.kwargs.get("warmups", 0)) if leaks else 0
+        leak_limit = parse_size(marker_arg(leaks, "0 B"))
+        memory_limit = parse_size(marker_arg(memory, None)) if memory else None
+        for _ in range(warmups):
+            item.runtest()
+        empty_pools()
+        mark = self.shim.mark()
+        self.shim.restart_peak()
+        before = self.shim.peak_bytes()  # the window starts at what is live now
+        outcome = yield
+        peak = self.shim.peak_bytes() - before
+        if outcome.excinfo is not None:
+            return  # the test failed on its own: what it left is its traceback's
+        problems = []
+        if memory_limit is not None and peak > memory_limit:
+            problems.append(
+                f"cudaleak: the test's peak of GPU memory was {human(peak)} ({peak} B) above "
+                f"what was live when it started; the limit is {human(memory_limit)} "
+                f"(cuda_limit_memory)"
+            )
+        leaked, text, top = self.judge(item, mark, leak_limit)
+        if text:
+            problems.append(text)
+        item.user_properties.append(
+            ("cudaleak", {"leaked": leaked, "top": top, "peak": peak, "failed": bool(problems)})
+        )
+        if problems:
+            item.stash[PROBLEMS] = "\n\n".join(problems)
+
+    def judge(self, item, mark, limit):
+        """(leaked bytes, failure text or None, top callsite) of what the test left."""
+        blocks, nbytes = self.shim.live_since(mark)
+        if blocks == 0:
+            return 0, None, None
+        gc.collect()
+        empty_pools()
+        blocks, nbytes = self.shim.live_since(mark)
+        if blocks == 0:
+            return 0, None, None
+        self.dumps += 1
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)[:80]
+        path = os.path.join(self.dir, f"test.{self.worker}.{self.dumps}.{name}.json")
+        self.shim.dump(path)
+        cmd = [
+            self.cli,
+            "report",
+            "--format",
+            "json",
+            "--since",
+            str(mark),
+            "--pools-emptied",
+            "--fail-on",
+            self.config.getoption("cudaleak_fail_on"),
+            "--max-leaked-bytes",
+            str(limit),
+            "--exit-code",
+            str(GATE_FAILED),
+        ]
+        suppressions = self.config.getoption("cudaleak_suppressions")
+        if suppressions:
+            cmd += ["--suppressions", suppressions]
+        cmd.append(path)
+        got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if got.returncode not in (0, GATE_FAILED):
+            return 0, f"cudaleak: {' '.join(cmd)} failed ({got.returncode}):\n{got.stderr}", None
+        doc = json.loads(got.stdout)
+        leaks = doc.get("leaks", [])
+        leaked = sum(g["bytes"] for g in leaks)
+        root = str(self.config.rootpath)
+        top = callsite(leaks[0], item.originalname, root) if leaks else None
+        if got.returncode != GATE_FAILED:
+            return leaked, None, top
+        lines = [
+            f"cudaleak: the test left {human(leaked)} ({leaked} B) of GPU memory allocated "
+            f"in {plural(sum(g['allocations'] for g in leaks), 'block')}"
+            + (f" (the limit is {human(limit)})" if limit else "")
+            + ":"
+        ]
+        for i, g in enumerate(leaks, 1):
+            lines.append("")
+            lines.extend(describe(i, len(leaks), g, root))
+        if self.keep:
+            lines.append("")
+            lines.append(
+                f"the dump: {path} (cudaleak report --since {mark} --pools-emptied {path})"
+            )
+        return leaked, "\n".join(lines), top
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        rep = outcome.get_result()
+        problems = item.stash.get(PROBLEMS, None)
+        if call.when == "call" and problems and rep.passed:
+            rep.outcome = "failed"
+            rep.longrepr = problems
+
+
+PROBLEMS = pytest.StashKey[str]()
+
+
+def marker_arg(marker, default):
+    if marker is None:
+        return default
+    if marker.args:
+        return marker.args[0]
+    return marker.kwargs.get("limit", default)
+
+
+def plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def frame_text(f, root):
+    if "folded_frames" in f:
+        return f"({plural(f['folded_frames'], 'frame')} of {', '.join(f.get('modules', []))})"
+    where = f.get("file")
+    if where and root and where.startswith(root.rstrip("/") + "/"):
+        where = where[len(root.rstrip("/")) + 1 :]
+    if where and f.get("line"):
+        where = f"{where}:{f['line']}"
+    name = f.get("function") or "??"
+    if where:
+        return f"{name} at {where}"
+    return f"{name} in {f.get('module') or '??'}"
+
+
+def is_python(f):
+    return f.get("kind") == "python"
+
+
+def callsite(g, test, root):
+    """The test's own line of a leak group: the frame of the test function, else the first
+    Python frame, else the first frame."""
+    frames = [f for f in g.get("frames", []) if "folded_frames" not in f]
+    python = [f for f in frames if is_python(f)]
+    own = [f for f in python if f.get("function") == test]
+    best = (own or python or frames or [None])[0]
+    return frame_text(best, root) if best else g.get("api", "?")
+
+
+def describe(i, n, g, root):
+    head = (
+        f"Leak {i} of {n}: {human(g['bytes'])} in {plural(g['allocations'], 'allocation')} "
+        f"via {g['api']}"
+    )
+    if g.get("cache"):
+        head += f" (still held by the {g['cache']} pool after it was emptied: kept by the test)"
+    out = [head]
+    # Innermost first, as `cudaleak report` writes them: the runs of native and framework
+    # frames folded, the program's Python lines whole.
+    for f in g.get("frames", []):
+        out.append("    " + frame_text(f, root))
+    return out
+
+
+def empty_pools():
+    """Gives back what the frameworks' pools hold that no object uses, so that what is still
+    allocated after a test is what its objects keep (each pool's `empty` line in
+    `cudaleak report --list-caches`). Only frameworks already imported are touched."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                host_empty = getattr(torch._C, "_host_emptyCache", None)
+                if host_empty is not None:
+                    host_empty()
+        except Exception:  # noqa: BLE001 - a framework's failure is not the test's
+            pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not enabled(config):
+        return
+    checked = 0
+    rows = []
+    for rep in terminalreporter.stats.get("failed", []) + terminalreporter.stats.get(
+        "passed", []
+    ):
+        if rep.when != "call":
+            continue
+        for key, value in getattr(rep, "user_properties", []):
+            if key != "cudaleak":
+                continue
+            checked += 1
+            if value["failed"]:
+                rows.append((rep.nodeid, value))
+    tr = terminalreporter
+    tr.section("cudaleak")
+    if not rows:
+        tr.write_line(f"{plural(checked, 'test')} checked: no GPU memory leaked")
+        return
+    tr.write_line(
+        f"{plural(checked, 'test')} checked, {len(rows)} over a limit "
+        f"({human(sum(v['leaked'] for _, v in rows))} leaked):"
+    )
+    width = max(len(n) for n, _ in rows)
+    for nodeid, v in sorted(rows, key=lambda r: -r[1]["leaked"]):
+        top = v["top"] or f"peak {human(v['peak'])} (cuda_limit_memory)"
+        tr.write_line(f"  {nodeid:<{width}}  {human(v['leaked']):>10}  {top}")

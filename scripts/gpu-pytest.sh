@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scripts/gpu-pytest.sh — the pytest plugin on a GPU machine, as a user runs it: the cudaleak
+# wheel installed with pip into a fresh virtual environment (which sees the machine's PyTorch
+# and CuPy), then tests/gpu/pytest/'s PyTorch and CuPy suites (20 correct tests and one that
+# keeps a tensor or array each) under `pytest --cudaleak`, in the default allocator mode and
+# with --cudaleak-exact-pools, once under xdist, and without the plugin for the time it costs.
+#
+# usage: scripts/gpu-pytest.sh WHEELS OUT
+#   WHEELS  a directory with the cudaleak wheel (make wheel) and, where the machine has no
+#           package index, pytest's and pytest-xdist's wheels (pip download pytest pytest-xdist)
+#   OUT     where each run's output goes (SUITE-MODE.txt) and summary.txt: per run, the exit
+#           status, the wall time, and the tests that failed
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+wheels=$(realpath "$1")
+out=$(mkdir -p "$2" && realpath "$2")
+work=$(mktemp -d)
+python3 -m venv --system-site-packages "$work/venv"
+"$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" cudaleak pytest pytest-xdist \
+    || { echo "gpu-pytest: pip install failed" >&2; exit 1; }
+cp tests/gpu/pytest/*.py "$work/"
+summary="$out/summary.txt"
+: >"$summary"
+run() { # NAME ARGS...
+    local name=$1
+    shift
+    local t0 t1 rc
+    t0=$(date +%s%N)
+    (cd "$work" && "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider "$@") >"$out/$name.txt" 2>&1
+    rc=$?
+    t1=$(date +%s%N)
+    local failed
+    failed=$(grep -E '^FAILED ' "$out/$name.txt" | sed -E 's/^FAILED ([^ ]+).*/\1/' | tr '\n' ' ')
+    printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" "$(echo "($t1 - $t0) / 1000000000" | bc -l)" \
+        "${failed:-none}" | tee -a "$summary"
+}
+for suite in torch cupy; do
+    file="test_${suite}_suite.py"
+    run "$suite-plain" "$file"
+    run "$suite-default" --cudaleak "$file"
+    run "$suite-exact" --cudaleak --cudaleak-exact-pools "$file"
+done
+run torch-default-xdist2 --cudaleak -n 2 test_torch_suite.py
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$summary" 2>&1
+python3 -c 'import torch, cupy; print("torch", torch.__version__, "cuda", torch.version.cuda, "cupy", cupy.__version__)' >>"$summary" 2>&1
+exit 0

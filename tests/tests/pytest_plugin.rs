@@ -1,0 +1,309 @@
+//! The wheel and the pytest plugin (issue 27): the wheel `make wheel` built (scripts/wheel.sh) is
+//! installed with pytest and pytest-xdist into a fresh virtual environment, whose `cudaleak`
+//! runs a null-runtime program and whose plugin runs tests/pytest/test_suite.py — a suite with
+//! a leaking test, a clean one, one that leaks only on its first call, one under warmups, one
+//! with a module-scoped fixture, one over its peak limit, a parametrised one — alone and under
+//! xdist with two workers. Only the tests meant to fail may fail, each naming its own line.
+//!
+//! Needs the wheel (target/wheels/, or $CUDALEAK_WHEEL) and PyPI for pytest; without the wheel
+//! the tests say so and pass, unless CUDALEAK_REQUIRE_WHEEL=1 (set by `make test`, which builds
+//! it first) makes that a failure.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use cudaleak_tests::{python_marker_line, scenario_program, NULLCUDA_DIR};
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The wheel to test: $CUDALEAK_WHEEL, else the one in the workspace's target/wheels/.
+fn wheel() -> Option<PathBuf> {
+    if let Some(w) = std::env::var_os("CUDALEAK_WHEEL") {
+        return Some(PathBuf::from(w));
+    }
+    let dir = Path::new(MANIFEST_DIR).join("../target/wheels");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("cudaleak-") && name.ends_with(".whl")
+        })
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// A virtual environment with the wheel, pytest and pytest-xdist installed, made once per run.
+struct Venv {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Venv {
+    fn bin(&self, name: &str) -> PathBuf {
+        self.root.join("bin").join(name)
+    }
+}
+
+fn venv() -> Option<&'static Venv> {
+    static VENV: OnceLock<Option<Venv>> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let Some(wheel) = wheel() else {
+            assert!(
+                std::env::var_os("CUDALEAK_REQUIRE_WHEEL").is_none(),
+                "CUDALEAK_REQUIRE_WHEEL is set but there is no wheel in target/wheels/ (make wheel)"
+            );
+            eprintln!(
+                "no cudaleak wheel (make wheel builds it): the wheel and plugin tests are skipped"
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = dir.path().join("venv");
+        ok(
+            Command::new("python3").arg("-m").arg("venv").arg(&root),
+            "python3 -m venv",
+        );
+        ok(
+            Command::new(root.join("bin/pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check"])
+                .arg(&wheel)
+                .args(["pytest", "pytest-xdist"]),
+            "pip install (the wheel, pytest, pytest-xdist)",
+        );
+        Some(Venv { _dir: dir, root })
+    })
+    .as_ref()
+}
+
+fn ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn the_wheel_gives_the_command_and_the_shim_beside_it() {
+    let Some(v) = venv() else { return };
+    // The wheel's own shim, not the one this test run was given.
+    let env = ok(
+        Command::new(v.bin("cudaleak"))
+            .args(["env", "--json"])
+            .env_remove("CUDALEAK_SHIM"),
+        "cudaleak env",
+    );
+    let vars: serde_json::Value = serde_json::from_slice(&env.stdout).unwrap();
+    let preload = vars["LD_PRELOAD"].as_str().unwrap();
+    assert_eq!(
+        Path::new(preload),
+        v.root.join("lib/libcudaleak.so").canonicalize().unwrap(),
+        "the shim installed as the wheel's data, found by the CLI"
+    );
+
+    // pipx links the command into ~/.local/bin: through the link, the same shim.
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("cudaleak");
+    std::os::unix::fs::symlink(v.bin("cudaleak"), &link).unwrap();
+    let linked = ok(
+        Command::new(&link)
+            .args(["env", "--json"])
+            .env_remove("CUDALEAK_SHIM"),
+        "cudaleak env through a link",
+    );
+    assert_eq!(linked.stdout, env.stdout);
+
+    let out_dir = tempfile::tempdir().unwrap();
+    let run = Command::new(v.bin("cudaleak"))
+        .arg("run")
+        .arg("--out")
+        .arg(out_dir.path())
+        .arg("--")
+        .arg(scenario_program("leak_exit"))
+        .env("LD_LIBRARY_PATH", NULLCUDA_DIR)
+        .env_remove("CUDALEAK_SHIM")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(23), "the gate fails:\n{stdout}");
+    assert!(stdout.contains("Leak 1 of 3:"), "{stdout}");
+    assert!(stdout.contains("leak_exit.c:"), "{stdout}");
+}
+
+/// What one pytest run said: its exit status, the tests that passed and failed (from `-rA`'s
+/// short summary), and its whole output.
+struct Session {
+    code: Option<i32>,
+    passed: BTreeSet<String>,
+    failed: BTreeSet<String>,
+    output: String,
+}
+
+fn pytest(v: &Venv, args: &[&str], ini: Option<&str>) -> Session {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(suite(), dir.path().join("test_suite.py")).unwrap();
+    if let Some(ini) = ini {
+        std::fs::write(dir.path().join("pytest.ini"), ini).unwrap();
+    }
+    let out = Command::new(v.bin("python"))
+        .args(["-m", "pytest", "-rA", "-p", "no:cacheprovider"])
+        .args(args)
+        .arg("test_suite.py")
+        .current_dir(dir.path())
+        .env("NULLCUDA_DIR", NULLCUDA_DIR)
+        .env("LD_LIBRARY_PATH", NULLCUDA_DIR)
+        .env_remove("LD_PRELOAD")
+        .env_remove("CUDALEAK_SHIM")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut passed = BTreeSet::new();
+    let mut failed = BTreeSet::new();
+    for line in output.lines() {
+        let name = |rest: &str| {
+            let test = rest.split(" - ").next().unwrap_or(rest);
+            test.trim_start_matches("test_suite.py::")
+                .trim()
+                .to_string()
+        };
+        if let Some(rest) = line.strip_prefix("PASSED ") {
+            passed.insert(name(rest));
+        } else if let Some(rest) = line.strip_prefix("FAILED ") {
+            failed.insert(name(rest));
+        }
+    }
+    Session {
+        code: out.status.code(),
+        passed,
+        failed,
+        output,
+    }
+}
+
+fn suite() -> PathBuf {
+    Path::new(MANIFEST_DIR).join("pytest/test_suite.py")
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// The verdict test_suite.py's docstrings state, and each leak named at its own line.
+fn check_verdicts(s: &Session) {
+    let o = &s.output;
+    assert_eq!(s.code, Some(1), "pytest: some tests failed\n{o}");
+    assert_eq!(
+        s.failed,
+        set(&[
+            "test_keeps_a_block",
+            "test_leaks_on_first_call",
+            "test_peak_over_limit",
+            "test_parametrized[3]",
+            "test_fails_on_its_own",
+        ]),
+        "{o}"
+    );
+    assert_eq!(
+        s.passed,
+        set(&[
+            "test_clean",
+            "test_warmed_up",
+            "test_module_fixture",
+            "test_under_its_limit",
+            "test_parametrized[0]",
+        ]),
+        "{o}"
+    );
+    for (test, marker) in [
+        ("test_keeps_a_block", "leak"),
+        ("test_parametrized", "param"),
+        ("test_leaks_on_first_call", "lazy"),
+    ] {
+        let line = python_marker_line(&suite(), marker);
+        assert!(
+            o.contains(&format!("test_suite.py:{line}")),
+            "{test}'s failure names test_suite.py:{line}\n{o}"
+        );
+    }
+    assert!(
+        o.contains("cudaleak: the test left 4.00 KiB (4096 B) of GPU memory allocated in 1 block"),
+        "{o}"
+    );
+    assert!(
+        o.contains("cudaleak: the test's peak of GPU memory was 2.00 MiB (2097152 B)"),
+        "{o}"
+    );
+    assert!(
+        o.contains("9 tests checked, 4 over a limit (8.93 KiB leaked):"),
+        "the summary counts the tests judged (not the one that failed on its own)\n{o}"
+    );
+    assert!(
+        !o.contains("still live at exit"),
+        "the shim's exit lines are not the verdict here\n{o}"
+    );
+}
+
+#[test]
+fn the_plugin_fails_exactly_the_tests_that_leak() {
+    let Some(v) = venv() else { return };
+    let s = pytest(v, &["--cudaleak"], None);
+    check_verdicts(&s);
+    // docs/pytest.md's example is this run's output: every line of it but `...` and the folded
+    // runs (they name this interpreter's libraries) must be there.
+    let docs = std::fs::read_to_string(Path::new(MANIFEST_DIR).join("../docs/pytest.md")).unwrap();
+    let example = docs
+        .split("## What a failure looks like")
+        .nth(1)
+        .and_then(|rest| rest.split("```text\n").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("docs/pytest.md has its example");
+    for line in example.lines() {
+        if line == "..." || line.contains(" frames of ") {
+            continue;
+        }
+        assert!(
+            s.output.lines().any(|l| l == line),
+            "docs/pytest.md shows a line this run did not print: {line:?}\n{}",
+            s.output
+        );
+    }
+}
+
+#[test]
+fn the_plugin_judges_each_test_in_its_xdist_worker() {
+    let Some(v) = venv() else { return };
+    let s = pytest(v, &["--cudaleak", "-n", "2"], None);
+    assert!(s.output.contains("2 workers"), "{}", s.output);
+    check_verdicts(&s);
+}
+
+#[test]
+fn the_ini_option_turns_the_plugin_on_and_without_it_nothing_is_judged() {
+    let Some(v) = venv() else { return };
+    check_verdicts(&pytest(v, &[], Some("[pytest]\ncudaleak = true\n")));
+    let plain = pytest(v, &[], None);
+    assert_eq!(
+        plain.failed,
+        set(&["test_fails_on_its_own"]),
+        "{}",
+        plain.output
+    );
+    assert!(!plain.output.contains("tests checked"), "{}", plain.output);
+}
