@@ -302,8 +302,8 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
         return Err(refuse(pid, attach_error(rc)));
     }
     say!(
-        "attached in {}: {rc} pointer{} to the driver's memory functions replaced (route: \
-         pointers); recording from now on, blocks allocated before are unknown; dumps go to {}",
+        "attached in {}: {rc} pointer{} replaced by the shim's hooks (route: pointers); \
+         recording from now on, blocks allocated before are unknown; dumps go to {}",
         ms(took),
         if rc == 1 { "" } else { "s" },
         dir.display()

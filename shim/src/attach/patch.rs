@@ -3,9 +3,10 @@
 //!
 //! Two passes over every loaded module but this one (`dl_iterate_phdr`):
 //! - **imports**: its dynamic relocations (GLOB_DAT, JUMP_SLOT, absolute) that name a hooked
-//!   driver function, a runtime allocation function (its forward labels the record) or `dlsym`
-//!   (lookups made after attach are answered with our hooks, as under LD_PRELOAD). Lazily bound
-//!   slots are covered too: the slot is found by its name, not its value.
+//!   driver function, a runtime allocation function (its forward labels the record), a library
+//!   handle's create, destroy or use (cuBLAS, cuFFT … : `hooks/libraries.rs`) or `dlsym` (lookups
+//!   made after attach are answered with our hooks, as under LD_PRELOAD). Lazily bound slots are
+//!   covered too: the slot is found by its name, not its value.
 //! - **tables**: every 8-byte word of its writable segments (RELRO included) that holds the
 //!   address of one of the driver's hooked functions: the table a runtime fills through
 //!   `cuGetProcAddress` (static cudart keeps it in the program's own data, shared cudart in
@@ -103,6 +104,24 @@ macro_rules! runtime_forwards {
 
 hooked!(runtime_forwards);
 
+macro_rules! library_forwards {
+    (
+        driver { $($driver:tt)* }
+        unlabelled { $($unlabelled:tt)* }
+        runtime { $($runtime:tt)* }
+        libraries { $(
+            $library:ident: $name:ident $role:ident fn($($arg:ident: $ty:ty),*) => $handle:ident;
+        )* }
+    ) => {
+        /// The library functions with a forward (handle create, destroy and use), and the forward.
+        fn library_forwards() -> Vec<(&'static [u8], usize)> {
+            vec![$((stringify!($name).as_bytes(), crate::hooks::libraries::$name as *const () as usize),)*]
+        }
+    };
+}
+
+hooked!(library_forwards);
+
 /// Our `dlsym`, which hands out the hooks for the driver's functions.
 fn our_dlsym() -> Option<usize> {
     #[cfg(not(test))]
@@ -117,7 +136,7 @@ fn import_targets() -> BTreeMap<&'static [u8], usize> {
     for (i, h) in HOOKS.iter().enumerate() {
         names.insert(h.slot.name.to_bytes(), wrapper(i) as usize);
     }
-    for (name, ours) in runtime_forwards() {
+    for (name, ours) in runtime_forwards().into_iter().chain(library_forwards()) {
         names.insert(name, ours);
     }
     if let Some(ours) = our_dlsym() {
@@ -293,9 +312,6 @@ fn imports(m: &Module, names: &BTreeMap<&'static [u8], usize>, patched: &mut Vec
                 CStr::from_ptr((strtab + sym.name as usize) as *const libc::c_char)
             }
             .to_bytes();
-            if !(name.starts_with(b"cu") || name == b"dlsym") {
-                continue;
-            }
             let Some(&ours) = names.get(name) else {
                 continue;
             };
@@ -404,6 +420,8 @@ mod tests {
         assert!(names.contains_key(&b"cuGetProcAddress_v2"[..]));
         assert!(names.contains_key(&b"cudaMalloc"[..]));
         assert!(names.contains_key(&b"cudaFreeAsync_ptsz"[..]));
+        assert!(names.contains_key(&b"cublasCreate_v2"[..]));
+        assert!(names.contains_key(&b"ncclCommDestroy"[..]));
         assert!(!names.contains_key(&b"cuMemcpy"[..]));
     }
 
