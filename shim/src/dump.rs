@@ -518,12 +518,14 @@ pub fn write(s: &State, moment: Moment) {
     }
     let pid = std::process::id();
     let is_dir = |p: &PathBuf| p.is_dir();
+    // A second `cudaleak attach` writes into its own run directory.
+    let config = crate::attach::config(&s.config);
     let (path, snapshot) = match moment {
         Moment::Snapshot => {
             let n = s.snapshots.fetch_add(1, Relaxed) + 1;
-            (s.config.snapshot_path(pid, n, is_dir), Some(n))
+            (config.snapshot_path(pid, n, is_dir), Some(n))
         }
-        _ => (s.config.dump_path(pid, is_dir), None),
+        _ => (config.dump_path(pid, is_dir), None),
     };
     let dump = prepare(s, moment, snapshot);
     let when = match moment {

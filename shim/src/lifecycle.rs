@@ -234,6 +234,14 @@ pub fn disarm() {
     }
 }
 
+/// Arms again after [`disarm`] (a second `cudaleak attach`): the worker restarts, the signal
+/// handlers are installed again where the disposition is the default.
+pub fn rearm(s: &'static state::State) {
+    REQUESTS.store(0, Ordering::Release);
+    ARMED.store(false, Ordering::Release);
+    allocation_recorded(s);
+}
+
 /// Called at each recorded allocation. The first one arms the shim: the late exit handler, the
 /// signal handlers (where the disposition is still the default: by now a program or runtime that
 /// installs its own, such as CPython's SIGINT handler, has done so) and the worker.

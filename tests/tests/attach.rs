@@ -2,7 +2,7 @@
 //! shim is loaded into them while they run, records from then on through each way a program
 //! reaches the driver (shared runtime, the driver's export, its own table of entry points),
 //! detaches leaving them as they were (output, exit status, signal dispositions, no later dump),
-//! or writes its last dump when they exit while attached; a Python loop's growth is named by its
+//! starts over at a second attach, or writes its last dump when they exit while attached; a Python loop's growth is named by its
 //! script line; and every refusal is exit 2 with nothing changed.
 
 use std::io::{BufRead, BufReader, Read};
@@ -168,13 +168,36 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
     );
     let dumps_at_detach = files_in(&dir);
 
-    // Attached once, refused again (the shim stays loaded, inert).
+    // Attached again: the shim (still loaded, inert) starts over, into the new directory.
     let again = tempfile::tempdir().expect("a temporary directory");
-    let o = attach(pid, again.path(), &["--for", "1"]);
-    let (_, err) = text(&o);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("attached to it before"), "{err}");
-    assert!(std::fs::read_dir(again.path()).unwrap().next().is_none());
+    let o = attach(pid, again.path(), &["--for", "1.5"]);
+    let (report, err) = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 23)), "{report}\n{err}");
+    assert!(err.contains("recording starts over"), "{err}");
+    let second_dir = run_dir(again.path());
+    let (_, second) = final_dump(&second_dir);
+    assert_eq!(second.process.end, End::Detach);
+    let steps_again = live_of(&second, 4096);
+    assert!(steps_again >= 10, "{steps_again} steps recorded in 1.5 s");
+    assert_eq!(live_of(&second, 16384), steps_again);
+    let first_blocks: std::collections::HashSet<u64> = d.live.iter().map(|r| r.address.0).collect();
+    assert!(
+        second
+            .live
+            .iter()
+            .all(|r| !first_blocks.contains(&r.address.0)),
+        "the second attach's table starts empty"
+    );
+    assert!(
+        second
+            .shim
+            .as_ref()
+            .and_then(|s| s.attach.as_ref())
+            .unwrap()
+            .unix_ms
+            > info.unix_ms
+    );
+    let second_dumps = files_in(&second_dir);
 
     // The program ran on to its own end: same output, same status, and no dump after detach.
     let (status, err) = finish(child);
@@ -186,6 +209,7 @@ fn attach_records_every_way_to_the_driver_and_detach_leaves_the_program_as_it_wa
         dumps_at_detach,
         "nothing written after detach"
     );
+    assert_eq!(files_in(&second_dir), second_dumps, "nor after the second");
     assert!(path.exists());
 }
 

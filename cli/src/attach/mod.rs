@@ -39,7 +39,8 @@ pub const HELP: &str = "The shim is loaded into the running process with ptrace 
     detach.\n\
     Refused with exit 2, nothing changed: no such process, no libcuda mapped, ptrace not \
     allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a process already under the shim \
-    (use `kill -USR1 PID` snapshots and its run directory). x86-64 Linux, glibc.\n\
+    (use `kill -USR1 PID` snapshots and its run directory). Attaching again after a detach starts \
+    the recording over. x86-64 Linux, glibc.\n\
     Exit status: the growth report's (0 or --exit-code), or 2.";
 
 /// `90`, `1.5`, `30s`, `500ms`, `5m`, `2h`.
@@ -94,33 +95,32 @@ fn check_target(pid: u32) -> Result<target::Identity, Failure> {
     };
     if let Some(m) = maps.iter().find(|m| target::is_shim(&m.path)) {
         // Preloaded, its path is in the environment the process started with; loaded by an
-        // earlier attach (maps shows the file the link named), it is not.
+        // earlier attach (maps shows the file the link named), it is not, and attaching again
+        // starts its recording over.
         let preloaded = target::environ_var(pid, "LD_PRELOAD")
             .is_some_and(|p| p.contains("cudaleak"))
             || target::environ_var(pid, "CUDALEAK_OUTPUT").is_some();
         let readable = std::fs::read(format!("/proc/{pid}/environ")).is_ok();
         if readable && !preloaded {
+            say!(
+                "cudaleak was attached to pid {pid} before ({} stays loaded): recording starts \
+                 over, with the first attach's settings but for the dump directory",
+                m.path
+            );
+        } else {
+            let dir = target::environ_var(pid, "CUDALEAK_OUTPUT")
+                .map(|d| format!(" (its dumps go to {d})"))
+                .unwrap_or_default();
             return Err(refuse(
                 pid,
                 format!(
-                    "cudaleak was attached to it before ({}); the shim stays loaded after \
-                     detach and records only once per process",
+                    "it already runs under the shim ({} is loaded){dir}: it records everything \
+                     already; `kill -USR1 {pid}` writes a snapshot, and `cudaleak report --growth` \
+                     on its run directory reports what grew",
                     m.path
                 ),
             ));
         }
-        let dir = target::environ_var(pid, "CUDALEAK_OUTPUT")
-            .map(|d| format!(" (its dumps go to {d})"))
-            .unwrap_or_default();
-        return Err(refuse(
-            pid,
-            format!(
-                "it already runs under the shim ({} is loaded){dir}: it records everything \
-                 already; `kill -USR1 {pid}` writes a snapshot, and `cudaleak report --growth` \
-                 on its run directory reports what grew",
-                m.path
-            ),
-        ));
     }
     if !maps.iter().any(|m| target::is_driver(&m.path)) {
         return Err(refuse(
@@ -185,7 +185,8 @@ fn shim_config(dir: &Path) -> String {
 /// What `cudaleak_attach` answered below zero, in words.
 fn attach_error(rc: i32) -> String {
     match rc {
-        -1 | -2 => "the shim in the process is already recording it".into(),
+        -1 => "the shim in the process is attached already (another cudaleak attach?)".into(),
+        -2 => "the shim in the process is already recording it".into(),
         -3 => "the shim found no CUDA driver loaded in the process".into(),
         -4 => "the shim could not find the C library's dlsym in the process".into(),
         -5 => {

@@ -19,9 +19,10 @@
 
 mod patch;
 
+use std::borrow::Cow;
 use std::ffi::{c_char, c_int, CStr, OsString};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
@@ -37,7 +38,9 @@ const DETACHED: u8 = 3;
 static PHASE: AtomicU8 = AtomicU8::new(IDLE);
 static IMPORT_SLOTS: AtomicU64 = AtomicU64::new(0);
 static TABLE_SLOTS: AtomicU64 = AtomicU64::new(0);
-static ATTACHED_UNIX_MS: OnceLock<u64> = OnceLock::new();
+static ATTACHED_UNIX_MS: AtomicU64 = AtomicU64::new(0);
+/// The dump directory of an attach after the first (the state's configuration is the first's).
+static OUTPUT: Mutex<Option<OsString>> = Mutex::new(None);
 
 /// `cudaleak_attach`'s answers below zero (the CLI words them).
 pub const ERR_ALREADY: c_int = -1;
@@ -68,13 +71,28 @@ pub fn injected() -> bool {
 
 /// What the dump says about the attach, once attached.
 pub fn info() -> Option<cudaleak_format::AttachInfo> {
-    let unix_ms = *ATTACHED_UNIX_MS.get()?;
+    let unix_ms = ATTACHED_UNIX_MS.load(Ordering::Relaxed);
+    if unix_ms == 0 {
+        return None;
+    }
     Some(cudaleak_format::AttachInfo {
         route: "pointers".into(),
         unix_ms,
         import_slots: IMPORT_SLOTS.load(Ordering::Relaxed),
         table_slots: TABLE_SLOTS.load(Ordering::Relaxed),
     })
+}
+
+/// The configuration dumps are written under: the state's, with the dump directory of the
+/// latest attach when that is not the first.
+pub fn config(state: &Config) -> Cow<'_, Config> {
+    match OUTPUT.lock().ok().and_then(|o| o.clone()) {
+        Some(output) => Cow::Owned(Config {
+            output: Some(output),
+            ..state.clone()
+        }),
+        None => Cow::Borrowed(state),
+    }
 }
 
 /// The configuration the CLI passes: `KEY=VALUE` lines of `CUDALEAK_*` variables.
@@ -110,6 +128,12 @@ pub unsafe extern "C" fn cudaleak_attach(config: *const c_char) -> c_int {
 
 fn attach(text: &str) -> c_int {
     if PHASE
+        .compare_exchange(DETACHED, BUSY, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        return attach_again(text);
+    }
+    if PHASE
         .compare_exchange(IDLE, BUSY, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
@@ -134,7 +158,7 @@ fn attach(text: &str) -> c_int {
         PHASE.store(DETACHED, Ordering::Release);
         return ERR_PRELOADED;
     }
-    let _ = ATTACHED_UNIX_MS.set(crate::clock::unix_ms());
+    ATTACHED_UNIX_MS.store(crate::clock::unix_ms(), Ordering::Relaxed);
     process::init();
     stack::init_own_range();
     let s = state::init(config);
@@ -145,6 +169,34 @@ fn attach(text: &str) -> c_int {
     // Snapshots on their schedule from now, and the signal dumps, as the first allocation
     // would have started them.
     lifecycle::allocation_recorded(s);
+    PHASE.store(ATTACHED, Ordering::Release);
+    c_int::try_from(imports + tables).unwrap_or(c_int::MAX)
+}
+
+/// A later attach to a process the shim was attached to and detached from: the state starts
+/// over (an empty table, as in a forked child), dumps go to the new directory, the pointers are
+/// replaced again and recording resumes. The rest of the configuration stays the first
+/// attach's. A copy that found another recording (`ERR_PRELOADED`) stays out of the way.
+fn attach_again(text: &str) -> c_int {
+    let Some(s) = state::get().filter(|_| !process::passive()) else {
+        PHASE.store(DETACHED, Ordering::Release);
+        return ERR_PRELOADED;
+    };
+    let config = parse(text);
+    if !config.warnings.is_empty() || config.output.is_none() {
+        PHASE.store(DETACHED, Ordering::Release);
+        return ERR_CONFIG;
+    }
+    if let Ok(mut o) = OUTPUT.lock() {
+        *o = config.output;
+    }
+    s.reset_for_child(0);
+    ATTACHED_UNIX_MS.store(crate::clock::unix_ms(), Ordering::Relaxed);
+    let (imports, tables) = patch::install();
+    IMPORT_SLOTS.store(imports as u64, Ordering::Relaxed);
+    TABLE_SLOTS.store(tables as u64, Ordering::Relaxed);
+    state::set_paused(false);
+    lifecycle::rearm(s);
     PHASE.store(ATTACHED, Ordering::Release);
     c_int::try_from(imports + tables).unwrap_or(c_int::MAX)
 }
