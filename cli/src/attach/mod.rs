@@ -37,6 +37,8 @@ pub const HELP: &str = "The shim is loaded into the running process with ptrace 
     blocks allocated since attach that are still live are listed, then the growth report \
     (`report --growth`): its suspects fail the gate (--exit-code). The program runs on after \
     detach.\n\
+    A signal that kills the program while attached leaves its last snapshot (CUDALEAK_SIGNAL=1: a \
+    dump then too, see docs/attach.md).\n\
     Refused with exit 2, nothing changed: no such process, no libcuda mapped, ptrace not \
     allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a process already under the shim \
     (use `kill -USR1 PID` snapshots and its run directory). Attaching again after a detach starts \
@@ -160,8 +162,14 @@ fn forbidden(pid: u32) -> Failure {
 }
 
 /// The configuration the shim gets: its dump directory, snapshots on the `auto` schedule (or the
-/// interval in our CUDALEAK_SNAPSHOT_INTERVAL), quiet (the program's stderr is its own), and the
-/// stack settings of our environment.
+/// interval in our CUDALEAK_SNAPSHOT_INTERVAL), quiet (the program's stderr is its own), no
+/// signal handlers unless our CUDALEAK_SIGNAL asks for them, and the stack settings of our
+/// environment.
+///
+/// Why no signal handlers by default: a library loaded with dlopen has its thread-local state
+/// allocated at a thread's first use of it, with malloc (glibc's `__tls_get_addr`), and the
+/// handler's first use on a thread interrupted inside malloc would wait for a lock that thread
+/// holds. Preloaded, the shim's thread-local state is allocated with each thread.
 fn shim_config(dir: &Path) -> String {
     let mut lines = vec![
         format!("CUDALEAK_OUTPUT={}/", dir.display()),
@@ -169,12 +177,9 @@ fn shim_config(dir: &Path) -> String {
     ];
     let snapshots = std::env::var("CUDALEAK_SNAPSHOT_INTERVAL").unwrap_or_else(|_| "auto".into());
     lines.push(format!("CUDALEAK_SNAPSHOT_INTERVAL={snapshots}"));
-    for k in [
-        "CUDALEAK_DEPTH",
-        "CUDALEAK_PY_DEPTH",
-        "CUDALEAK_UNWIND",
-        "CUDALEAK_SIGNAL",
-    ] {
+    let signals = std::env::var("CUDALEAK_SIGNAL").unwrap_or_else(|_| "0".into());
+    lines.push(format!("CUDALEAK_SIGNAL={signals}"));
+    for k in ["CUDALEAK_DEPTH", "CUDALEAK_PY_DEPTH", "CUDALEAK_UNWIND"] {
         if let Ok(v) = std::env::var(k) {
             lines.push(format!("{k}={v}"));
         }
@@ -481,6 +486,12 @@ mod tests {
         assert!(c.contains("CUDALEAK_OUTPUT=/tmp/run-1/\n"));
         assert!(c.contains("CUDALEAK_QUIET=1\n"));
         assert!(c.contains("CUDALEAK_SNAPSHOT_INTERVAL="));
+        if std::env::var_os("CUDALEAK_SIGNAL").is_none() {
+            assert!(
+                c.contains("CUDALEAK_SIGNAL=0\n"),
+                "no signal handlers by default"
+            );
+        }
     }
 
     #[test]
