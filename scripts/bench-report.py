@@ -6,6 +6,12 @@ Prints a Markdown table with each command's peak RSS and its ratio to the size o
 dump it reads (the target is at most 2x). Asserts nothing; numbers go to docs/performance.md.
 
   scripts/bench-report.py [--blocks 100000] [--depth 8] [--cudaleak target/release/cudaleak]
+  scripts/bench-report.py --shim [--blocks 20000]
+
+With --shim the dump is the shim's own, of tests/bench/distinct_stacks.c (N blocks from N
+distinct stacks, built with cc and run under target/release/libcudaleak.so on the null-device
+runtime): unnamed frames, named by the CLI from the program's modules as a real run's are; only
+`report` in each format is measured.
 
 Dumps are written once into target/bench-dumps/ and reused.
 """
@@ -29,6 +35,29 @@ def generate(path, n, depth, snapshot=None):
     os.rename(path + ".part", path)
 
 
+def shim_dump(n):
+    """The shim's dump of distinct_stacks N (built and run once; reused)."""
+    d = os.path.join(ROOT, "target", "bench-dumps", "shim-n%d" % n)
+    done = os.path.join(d, "out")
+    if not os.path.isdir(done):
+        os.makedirs(d, exist_ok=True)
+        release = os.path.join(ROOT, "target", "release")
+        null = subprocess.run([os.path.join(release, "nullcuda-dir")], check=True,
+                              stdout=subprocess.PIPE, text=True).stdout.strip()
+        exe = os.path.join(d, "distinct_stacks")
+        subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer",
+                        "-fno-optimize-sibling-calls",
+                        "-I", os.path.join(ROOT, "tests", "nullcuda", "include"),
+                        os.path.join(ROOT, "tests", "bench", "distinct_stacks.c"),
+                        "-L", null, "-lcudart", "-o", exe], check=True)
+        env = dict(os.environ, LD_LIBRARY_PATH=null, CUDALEAK_QUIET="1",
+                   CUDALEAK_OUTPUT=done + ".part/",
+                   LD_PRELOAD=os.path.join(release, "libcudaleak.so"))
+        subprocess.run([exe, str(n)], check=True, env=env)
+        os.rename(done + ".part", done)
+    return os.path.join(done, os.listdir(done)[0])
+
+
 def measure(cmd):
     """Runs cmd with stdout to /dev/null; returns (exit status, seconds, max RSS in bytes)."""
     start = time.monotonic()
@@ -49,7 +78,11 @@ def main():
     ap.add_argument("--skip", action="append", default=[], metavar="TEXT",
                     help="skip the commands whose label contains TEXT (e.g. sarif, for a build "
                          "whose SARIF report would not fit in memory)")
+    ap.add_argument("--shim", action="store_true",
+                    help="measure on the shim's dump of tests/bench/distinct_stacks.c")
     a = ap.parse_args()
+    if a.shim:
+        return measure_shim_dump(a)
     d = os.path.join(ROOT, "target", "bench-dumps", "n%d-d%d" % (a.blocks, a.depth))
     series = os.path.join(d, "series")
     os.makedirs(series, exist_ok=True)
@@ -73,6 +106,24 @@ def main():
         if any(t in label for t in a.skip):
             continue
         code, secs, rss, err = measure([a.cudaleak] + args)
+        if code not in (0, 23):
+            print("%s failed (exit %d): %s" % (label, code, err.strip()), file=sys.stderr)
+        print("| `%s` | %d | %.1f s | %.0f MiB | %.2f× |" % (label, code, secs, rss / mib, rss / size))
+
+
+def measure_shim_dump(a):
+    dump = shim_dump(a.blocks)
+    size = os.path.getsize(dump)
+    mib = 1 << 20
+    print("the shim's dump of distinct_stacks %d (%d distinct stacks): %.1f MiB\n"
+          % (a.blocks, a.blocks, size / mib))
+    print("| command | exit | time | peak RSS | RSS / dump |")
+    print("|---|---:|---:|---:|---:|")
+    for f in ("text", "json", "markdown", "sarif"):
+        label = "report --format %s" % f
+        if any(t in label for t in a.skip):
+            continue
+        code, secs, rss, err = measure([a.cudaleak, "report", "--format", f, dump])
         if code not in (0, 23):
             print("%s failed (exit %d): %s" % (label, code, err.strip()), file=sys.stderr)
         print("| `%s` | %d | %.1f s | %.0f MiB | %.2f× |" % (label, code, secs, rss / mib, rss / size))

@@ -7,8 +7,9 @@
 //! `--show-internal`, `--top`, colour) may enter it: grouping, merging across processes and
 //! dumps, and SARIF fingerprints all hash this, never what a reporter shows.
 
+use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudaleak_format::Name;
 
@@ -89,11 +90,27 @@ impl FrameKey {
 }
 
 /// A callsite: an API and the frames a user sees, innermost first. Cheap to clone; two
-/// callsites of one stack share their frames.
+/// callsites of one stack share their frames, and every callsite shares each frame's identity
+/// with the others that have that frame ([`intern`]): a program has far fewer distinct frames
+/// than stacks, and a dump of 100 000 distinct stacks would otherwise hold 100 000 copies of
+/// `main`'s. Comparing, ordering and hashing look at the frames' contents, as before.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Callsite {
     api: Name,
-    frames: Arc<[FrameKey]>,
+    frames: Arc<[Arc<FrameKey>]>,
+}
+
+/// The one copy of `key` in this process (every dump read shares it).
+fn intern(key: FrameKey) -> Arc<FrameKey> {
+    static KEYS: Mutex<Option<HashSet<Arc<FrameKey>>>> = Mutex::new(None);
+    let mut keys = KEYS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let keys = keys.get_or_insert_with(HashSet::new);
+    if let Some(k) = keys.get(&key) {
+        return Arc::clone(k);
+    }
+    let k = Arc::new(key);
+    keys.insert(Arc::clone(&k));
+    k
 }
 
 impl Callsite {
@@ -101,7 +118,10 @@ impl Callsite {
     pub fn new(api: &str, all: &[format::Frame], frames: &[usize]) -> Self {
         Callsite {
             api: Name::from(api),
-            frames: frames.iter().map(|&i| FrameKey::new(&all[i])).collect(),
+            frames: frames
+                .iter()
+                .map(|&i| intern(FrameKey::new(&all[i])))
+                .collect(),
         }
     }
 

@@ -12,39 +12,9 @@ use common::{copy_dump, dir_file, run_env, RunEnv};
 fn run_forwards_sigterm_to_the_program() {
     let env = run_env();
     let script = format!("{}; exec sleep 30", copy_dump("leak_loop.json"));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
-        .arg("run")
-        .arg("--shim")
-        .arg(&env.shim)
-        .arg("--out")
-        .arg(&env.out)
-        .args(["--", "sh", "-c", &script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until the program has written its dump, i.e. it is running.
     let start = Instant::now();
-    loop {
-        let written = env
-            .run_dirs()
-            .iter()
-            .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()));
-        if written {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the program never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    let child = spawn_run_and_wait(&env, &script);
+    kill("-TERM", child.id());
     let out = child.wait_with_output().unwrap();
     assert!(
         start.elapsed() < Duration::from_secs(20),

@@ -45,7 +45,7 @@ impl ExecMemory {
 }
 
 #[derive(Default)]
-struct Inner {
+pub(crate) struct Inner {
     /// Executable graph handle → its memory nodes; only graphs that have any.
     execs: HashMap<u64, ExecMemory>,
     /// Allocation node address → where the node was made.
@@ -82,23 +82,13 @@ impl Graphs {
     pub fn destroyed(&self, exec: u64) {
         self.inner.lock().execs.remove(&exec);
     }
+}
 
-    /// For fork: taken before, released after on both sides (see `State::lock_all`).
-    pub fn lock(&self) {
-        std::mem::forget(self.inner.lock());
-    }
+impl crate::lock::BehindOneLock for Graphs {
+    type Inner = Inner;
 
-    /// `lock::reclaim` for its lock (a child made without fork()); true if it was held.
-    pub fn reclaim_lock(&self) -> bool {
-        crate::lock::reclaim(&self.inner)
-    }
-
-    /// # Safety
-    /// Only after [`Graphs::lock`], on the thread that called it (or its forked copy).
-    #[allow(unsafe_code)]
-    pub unsafe fn unlock(&self) {
-        // SAFETY: per the contract, the lock is held and was forgotten by this thread.
-        unsafe { self.inner.force_unlock() };
+    fn mutex(&self) -> &Mutex<Inner> {
+        &self.inner
     }
 }
 

@@ -97,7 +97,7 @@ pub struct Handle {
 const BLOCKS_KEPT: usize = 64;
 
 #[derive(Default)]
-struct Inner {
+pub(crate) struct Inner {
     next_token: u64,
     /// Token → handle: being made, live, or destroyed with blocks still live.
     by_token: HashMap<u64, Handle>,
@@ -241,23 +241,13 @@ impl Handles {
         inner.by_token.clear();
         inner.live.clear();
     }
+}
 
-    /// For fork: taken before, released after on both sides (see `State::lock_all`).
-    pub fn lock(&self) {
-        std::mem::forget(self.inner.lock());
-    }
+impl crate::lock::BehindOneLock for Handles {
+    type Inner = Inner;
 
-    /// `lock::reclaim` for its lock (a child made without fork()); true if it was held.
-    pub fn reclaim_lock(&self) -> bool {
-        crate::lock::reclaim(&self.inner)
-    }
-
-    /// # Safety
-    /// Only after [`Handles::lock`], on the thread that called it (or its forked copy).
-    #[allow(unsafe_code)]
-    pub unsafe fn unlock(&self) {
-        // SAFETY: per the contract, the lock is held and was forgotten by this thread.
-        unsafe { self.inner.force_unlock() };
+    fn mutex(&self) -> &Mutex<Inner> {
+        &self.inner
     }
 }
 

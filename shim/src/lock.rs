@@ -157,6 +157,35 @@ pub fn reclaim<T: Default>(m: &Mutex<T>) -> bool {
     reset(m, false)
 }
 
+/// A part of the state that is one value behind one [`Mutex`] (the graphs, the library handles,
+/// the Python code objects): its lock is taken before fork and released on both sides after
+/// (`State::lock_all`), or reclaimed in a child made without fork(). Each part says which mutex;
+/// the three steps are written once, here.
+pub(crate) trait BehindOneLock {
+    type Inner: Default;
+
+    fn mutex(&self) -> &Mutex<Self::Inner>;
+
+    /// Takes the lock and keeps it (before fork). Pair with [`BehindOneLock::unlock_after_fork`].
+    fn lock_for_fork(&self) {
+        std::mem::forget(self.mutex().lock());
+    }
+
+    /// Releases what [`BehindOneLock::lock_for_fork`] took.
+    ///
+    /// # Safety
+    /// Only after `lock_for_fork`, on the thread that called it (or its forked copy).
+    unsafe fn unlock_after_fork(&self) {
+        // SAFETY: per the contract, the lock is held and its guard was forgotten.
+        unsafe { self.mutex().force_unlock() };
+    }
+
+    /// [`reclaim`] for its lock (a child made without fork()); true if it was held.
+    fn reclaim_lock(&self) -> bool {
+        reclaim(self.mutex())
+    }
+}
+
 /// [`reclaim`], and what `m` guarded is replaced (and leaked) even where the lock was free: in
 /// such a child, memory the parent's threads allocated is never freed, since a free may wait for
 /// the lock of their malloc arena, which one of them may have held at the fork (glibc's `_Fork`

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 
 use crate::hash::StackHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -135,12 +136,26 @@ static OWN_END: AtomicUsize = AtomicUsize::new(0);
 
 /// Finds the address range of this library's loaded segments, so capture can skip its frames.
 pub fn init_own_range() {
+    let own = find_own_range();
+    OWN_START.store(own.start, Ordering::Relaxed);
+    OWN_END.store(own.end, Ordering::Relaxed);
+}
+
+/// The address range of the loaded segments of the module holding this function (the shim),
+/// or an empty range if the loader does not list it.
+fn find_own_range() -> Range<usize> {
+    struct Search {
+        target: usize,
+        found: Range<usize>,
+    }
     extern "C" fn callback(
         info: *mut libc::dl_phdr_info,
         _size: usize,
         data: *mut c_void,
     ) -> c_int {
-        let target = data as usize;
+        // SAFETY: `data` is the `Search` find_own_range passed, alive for the whole iteration
+        // and used by nothing else meanwhile.
+        let search = unsafe { &mut *(data as *mut Search) };
         // SAFETY: the loader passes a valid dl_phdr_info whose dlpi_phdr array has dlpi_phnum
         // entries, valid for the duration of the callback.
         let (base, phdrs) = unsafe {
@@ -155,24 +170,28 @@ pub fn init_own_range() {
         for p in loads {
             let start = base + p.p_vaddr as usize;
             let end = start + p.p_memsz as usize;
-            hit |= (start..end).contains(&target);
+            hit |= (start..end).contains(&search.target);
             lo = lo.min(start);
             hi = hi.max(end);
         }
         if hit {
-            OWN_START.store(lo, Ordering::Relaxed);
-            OWN_END.store(hi, Ordering::Relaxed);
+            search.found = lo..hi;
             return 1;
         }
         0
     }
-    let probe = init_own_range as *const () as usize;
-    // SAFETY: the callback only reads what the loader hands it and writes two atomics.
-    unsafe { libc::dl_iterate_phdr(Some(callback), probe as *mut c_void) };
+    let mut search = Search {
+        target: find_own_range as *const () as usize,
+        found: 0..0,
+    };
+    // SAFETY: the callback only reads what the loader hands it and writes `search`.
+    unsafe { libc::dl_iterate_phdr(Some(callback), &mut search as *mut Search as *mut c_void) };
+    search.found
 }
 
-fn is_own(ip: usize) -> bool {
-    (OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed)).contains(&ip)
+/// What [`init_own_range`] found (empty before it ran).
+fn own_range() -> Range<usize> {
+    OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed)
 }
 
 /// The return addresses a walk read, with the stack slot each was read from: from the first
@@ -201,6 +220,17 @@ fn walk(
     depth: usize,
     through: Through,
     buf: &mut [usize; MAX_DEPTH],
+    checks: Option<&mut Checks>,
+) -> (usize, bool) {
+    walk_in(own_range(), depth, through, buf, checks)
+}
+
+/// [`walk`], with `own` as the shim's code.
+fn walk_in(
+    own_code: Range<usize>,
+    depth: usize,
+    through: Through,
+    buf: &mut [usize; MAX_DEPTH],
     mut checks: Option<&mut Checks>,
 ) -> (usize, bool) {
     let depth = depth.min(MAX_DEPTH);
@@ -214,7 +244,7 @@ fn walk(
     unsafe {
         backtrace::trace_unsynchronized(|frame| {
             let ip = frame.ip() as usize;
-            let own = is_own(ip);
+            let own = own_code.contains(&ip);
             collecting |= seen_own && !own && ip != 0;
             seen_own |= own;
             // libgcc reports each return address with the CFA of the frame it returns from:
@@ -658,17 +688,16 @@ mod tests {
 
     #[test]
     fn capture_skips_own_frames_and_stops_at_depth() {
-        // Before the own range is known nothing is "after the shim", so nothing is taken.
+        // Without an own range nothing is "after the shim", so nothing is taken. (The range is
+        // passed in, not the global one: no test depends on another having set it.)
         let mut buf = [0usize; MAX_DEPTH];
-        assert_eq!(walk(8, Through::Direct, &mut buf, None).0, 0);
+        assert_eq!(walk_in(0..0, 8, Through::Direct, &mut buf, None).0, 0);
         // In a test binary "own" is the whole test executable: what remains are libc's
         // thread-start frames outside it.
-        init_own_range();
-        let n = walk(1, Through::Direct, &mut buf, None).0;
+        let own = find_own_range();
+        let n = walk_in(own.clone(), 1, Through::Direct, &mut buf, None).0;
         assert_eq!(n, 1);
-        assert!(!is_own(buf[0]));
-        assert!(is_own(
-            capture_skips_own_frames_and_stops_at_depth as *const () as usize
-        ));
+        assert!(!own.contains(&buf[0]));
+        assert!(own.contains(&(capture_skips_own_frames_and_stops_at_depth as *const () as usize)));
     }
 }

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use crate::config::Config;
 use crate::graphs::Graphs;
+use crate::lock::BehindOneLock;
 use crate::stack::Interner;
 use crate::table::Table;
 
@@ -120,9 +121,9 @@ impl State {
         self.table.lock_all();
         self.stacks.lock_all();
         self.mixed.lock_all();
-        self.python.lock();
-        self.graphs.lock();
-        self.handles.lock();
+        self.python.lock_for_fork();
+        self.graphs.lock_for_fork();
+        self.handles.lock_for_fork();
     }
 
     /// Releases what [`State::lock_all`] took.
@@ -133,9 +134,9 @@ impl State {
     pub unsafe fn unlock_all(&self) {
         // SAFETY: per the contract.
         unsafe {
-            self.handles.unlock();
-            self.graphs.unlock();
-            self.python.unlock();
+            self.handles.unlock_after_fork();
+            self.graphs.unlock_after_fork();
+            self.python.unlock_after_fork();
             self.mixed.unlock_all();
             self.stacks.unlock_all();
             self.table.unlock_all();

@@ -123,6 +123,14 @@ fn the_wheel_gives_the_command_and_the_shim_beside_it() {
         "cudaleak env through a link",
     );
     assert_eq!(linked.stdout, env.stdout);
+    // `python -m cudaleak`, for environments whose scripts directory is not on PATH.
+    let module = ok(
+        Command::new(v.bin("python"))
+            .args(["-m", "cudaleak", "env", "--json"])
+            .env_remove("CUDALEAK_SHIM"),
+        "python -m cudaleak env",
+    );
+    assert_eq!(module.stdout, env.stdout);
 
     let out_dir = tempfile::tempdir().unwrap();
     let run = Command::new(v.bin("cudaleak"))

@@ -58,7 +58,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         fold_native(&stack.frames, &idx)
     };
     let limit = view.frames.unwrap_or(usize::MAX);
-    let shown: Vec<FrameView> = idx
+    let shown: Vec<std::sync::Arc<FrameView>> = idx
         .iter()
         .take(limit)
         .map(|&i| frame_view(&stack.frames[i], !user[i]))
@@ -73,7 +73,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     // Memory a library holds is named at the program's call into the library (its frames stay
     // in the stack): `handle_request at svc.cpp:9`, not `libcublas.so.13+0x5b45ee`.
     let entry = held_by
-        .and_then(|_| shown.iter().position(FrameView::is_own))
+        .and_then(|_| shown.iter().position(|f| f.is_own()))
         .unwrap_or(0);
     PreparedStack {
         callsite,

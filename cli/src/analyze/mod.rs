@@ -94,7 +94,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
             .stack
             .frames
             .first()
-            .and_then(FrameView::module_or_script)
+            .and_then(|f| f.module_or_script())
             .unwrap_or("(unknown module)");
         tally(&mut by_module, module, g);
     }

@@ -234,7 +234,11 @@ mod tests {
 
     fn stack(names: &[&str], omitted: usize) -> StackView {
         StackView {
-            frames: names.iter().map(|n| fv(n)).collect::<Vec<_>>().into(),
+            frames: names
+                .iter()
+                .map(|n| std::sync::Arc::new(fv(n)))
+                .collect::<Vec<_>>()
+                .into(),
             hidden: 0,
             omitted,
             folded: Vec::new(),

@@ -416,7 +416,7 @@ pub fn cached_by_rule(
 
 /// The first frame of the program's own code in a stack ([`FrameView::is_own`]).
 pub fn own_frame(s: &crate::analyze::StackView) -> Option<&FrameView> {
-    s.frames.iter().find(|f| f.is_own())
+    s.frames.iter().map(|f| &**f).find(|f| f.is_own())
 }
 
 /// The caches that hold something over all processes, largest first: (rule index, total).

@@ -143,12 +143,12 @@ fn location(f: &FrameView, root: Option<&str>) -> Value {
 /// The first Python frame, else the first user frame with a source file, else the first user
 /// frame, else the first frame.
 fn primary(s: &StackView) -> Option<&FrameView> {
-    let user = || s.frames.iter().filter(|f| !f.internal);
+    let user = || s.frames.iter().map(|f| &**f).filter(|f| !f.internal);
     user()
         .find(|f| f.python && f.file.is_some())
         .or_else(|| user().find(|f| f.file.is_some()))
         .or_else(|| user().next())
-        .or_else(|| s.frames.first())
+        .or_else(|| s.frames.first().map(|f| &**f))
 }
 
 fn stack_value(s: &StackView, root: Option<&str>) -> Value {

@@ -328,7 +328,7 @@ struct Code {
 }
 
 #[derive(Default)]
-struct Codes {
+pub(crate) struct Codes {
     ids: HashMap<CodeKey, u32>,
     codes: Vec<Code>,
 }
@@ -559,24 +559,13 @@ impl Registry {
             }),
         }
     }
+}
 
-    /// Takes the lock and keeps it (before fork). Pair with [`Registry::unlock`].
-    pub fn lock(&self) {
-        std::mem::forget(self.inner.lock());
-    }
+impl crate::lock::BehindOneLock for Registry {
+    type Inner = Codes;
 
-    /// `lock::reclaim` for its lock (a child made without fork()); true if it was held.
-    pub fn reclaim_lock(&self) -> bool {
-        crate::lock::reclaim(&self.inner)
-    }
-
-    /// Releases what [`Registry::lock`] took.
-    ///
-    /// # Safety
-    /// The lock must be held by a [`Registry::lock`] call.
-    pub unsafe fn unlock(&self) {
-        // SAFETY: per the contract.
-        unsafe { self.inner.force_unlock() };
+    fn mutex(&self) -> &Mutex<Codes> {
+        &self.inner
     }
 }
 
