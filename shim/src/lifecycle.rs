@@ -95,14 +95,15 @@ extern "C" fn constructor() {
         if disabled {
             return;
         }
-        install_exit_and_fork_handlers();
+        // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
+        unsafe { libc::atexit(at_exit) };
+        install_fork_handlers();
     });
 }
 
-/// The exit dump and the fork handlers: registered by the constructor, or by `cudaleak_attach`.
-pub fn install_exit_and_fork_handlers() {
-    // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
-    unsafe { libc::atexit(at_exit) };
+/// The fork handlers: registered by the constructor, or by `cudaleak_attach` (whose exit dump
+/// is not an `atexit` handler: `attach::at_unload`).
+pub fn install_fork_handlers() {
     // SAFETY: the three handlers are extern "C" fns that never unwind.
     unsafe {
         libc::pthread_atfork(
@@ -113,7 +114,8 @@ pub fn install_exit_and_fork_handlers() {
     };
 }
 
-extern "C" fn at_exit() {
+/// The exit dump (and, for `cudaleak attach`, from the library's finaliser).
+pub extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         process::settle_slow();
         if let Some(s) = state::get() {

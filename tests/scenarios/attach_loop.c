@@ -5,7 +5,9 @@
  * libcudart), 8 KiB through the driver's export (`cuMemAlloc_v2`, an import slot of this program)
  * and 16 KiB through this program's own table of driver entry points (filled through
  * cuGetProcAddress_v2, as nvcc's static runtime does), and allocates and frees 1 KiB of scratch.
- * Half way it frees `early`. Then it prints one line and exits with argv[3] (default 0).
+ * Half way it frees `early`. Then it prints one line and exits with argv[3] (default 0); an exit
+ * handler it registered before its loop frees the last 4 KiB block kept (as a C++ static
+ * destructor would), after any handler registered later.
  * With argv[4] `traced` it first asks to be traced by its parent (PTRACE_TRACEME), so no other
  * tracer may attach.
  * build: -lcudart -lcuda -ldl */
@@ -25,11 +27,18 @@ static struct {
 } table;
 
 static void *early;
+static void *last_kept;
+
+static void free_last_kept(void) {
+    if (last_kept)
+        cudaFree(last_kept);
+}
 static void *runtime_kept[MAX_STEPS];
 static CUdeviceptr driver_kept[MAX_STEPS], table_kept[MAX_STEPS];
 
 SITE void via_runtime(int i) {
     CHECK(cudaMalloc(&runtime_kept[i], 4096)); // @attach_runtime
+    last_kept = runtime_kept[i];
     KEEP(runtime_kept);
 }
 
@@ -64,6 +73,7 @@ int main(int argc, char **argv) {
     CUdriverProcAddressQueryResult st;
     CHECK(gpa("cuMemAlloc", (void **)&table.mem_alloc, 13000, 0, &st));
     CHECK(cudaMalloc(&early, 64));
+    atexit(free_last_kept);
     printf("ready\n");
     fflush(stdout);
     struct timespec pause = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};

@@ -269,10 +269,12 @@ fn a_program_that_exits_while_attached_leaves_its_exit_dump() {
     let (_, d) = final_dump(&run_dir(out.path()));
     assert_eq!(d.process.end, End::Exit);
     assert!(d.shim.as_ref().is_some_and(|s| s.attach.is_some()));
-    let steps = live_of(&d, 4096);
+    let steps = live_of(&d, 8192);
     assert!(steps > 0);
-    assert_eq!(live_of(&d, 8192), steps);
     assert_eq!(live_of(&d, 16384), steps);
+    // The exit dump comes after the program's exit handlers, although it was registered last:
+    // the last 4 KiB block, freed by one of them, is not live.
+    assert_eq!(live_of(&d, 4096), steps - 1);
     // `early` was allocated before attach and freed after: unknown, not an error.
     assert_eq!(d.summary.untracked_frees, 1, "{:?}", d.summary);
     assert_eq!(d.summary.invalid_frees, 0);

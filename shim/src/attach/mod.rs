@@ -162,7 +162,7 @@ fn attach(text: &str) -> c_int {
     process::init();
     stack::init_own_range();
     let s = state::init(config);
-    lifecycle::install_exit_and_fork_handlers();
+    lifecycle::install_fork_handlers();
     let (imports, tables) = patch::install();
     IMPORT_SLOTS.store(imports as u64, Ordering::Relaxed);
     TABLE_SLOTS.store(tables as u64, Ordering::Relaxed);
@@ -199,6 +199,22 @@ fn attach_again(text: &str) -> c_int {
     lifecycle::rearm(s);
     PHASE.store(ATTACHED, Ordering::Release);
     c_int::try_from(imports + tables).unwrap_or(c_int::MAX)
+}
+
+/// The exit dump of a process that exits while attached. Not an `atexit` handler: one registered
+/// at attach would run before every handler the program registered earlier (C++ static
+/// destructors, the CUDA runtime's teardown), whose frees it would miss. The finalisers of loaded
+/// objects run after all of those (`_dl_fini`, the first exit handler registered), this library's
+/// first among them (it was loaded last).
+#[cfg(not(test))]
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static AT_UNLOAD: extern "C" fn() = at_unload;
+
+extern "C" fn at_unload() {
+    if PHASE.load(Ordering::Acquire) == ATTACHED {
+        lifecycle::at_exit();
+    }
 }
 
 /// Stops recording: every replaced pointer put back, the worker ended, the signal handlers it
