@@ -64,6 +64,10 @@ pub enum Command {
                       Exit status: 0, or 2 when an input cannot be read or an output written."
     )]
     Symbolize(SymbolizeArgs),
+    /// Record a running CUDA program from now on (loaded into it with ptrace), then report what
+    /// grew while attached; the program runs on after detach
+    #[command(after_help = crate::attach::HELP)]
+    Attach(AttachArgs),
     /// Print the environment `run` gives a program, for launchers that start it themselves
     /// (the pytest plugin, job schedulers, containers)
     #[command(
@@ -378,6 +382,7 @@ impl Cli {
         let (sub, found) = match &self.command {
             Command::Report(a) => ("report", a.check()),
             Command::Run(a) => ("run", a.report.check()),
+            Command::Attach(a) => ("attach", a.report.check()),
             Command::Diff(_) | Command::Symbolize(_) | Command::Env(_) => return Ok(()),
         };
         found.map_err(|message| {
@@ -493,4 +498,24 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The shim library to load into the process (default: $CUDALEAK_SHIM, then next to this
+    /// binary)
+    #[arg(long, value_name = "PATH")]
+    pub shim: Option<PathBuf>,
+    /// Detach after this long (`90`, `30s`, `5m`, `1h`); without it, at Ctrl-C or when the
+    /// program exits
+    #[arg(long = "for", value_name = "DURATION", value_parser = crate::attach::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Directory that receives one fresh subdirectory of dumps per attach
+    #[arg(long, value_name = "DIR", default_value = "cudaleak-out")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub report: ReportOptions,
+    /// The process to attach to
+    #[arg(value_name = "PID")]
+    pub pid: u32,
 }

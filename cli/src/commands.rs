@@ -31,7 +31,7 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
-fn fail(f: Failure) -> u8 {
+pub(crate) fn fail(f: Failure) -> u8 {
     say!("{}", f.0);
     EXIT_ERROR
 }
@@ -70,7 +70,7 @@ fn read_suppressions(opts: &ReportOptions) -> Result<suppressions::Suppressions,
     })
 }
 
-fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
+pub(crate) fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
     let rules = read_suppressions(opts)?;
     Ok(Config {
         view,
@@ -84,7 +84,7 @@ fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure> {
 }
 
 /// Loads and analyses dumps one at a time, so only one dump is in memory at once.
-fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
+pub(crate) fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
     analyze_window(files, cfg, None)
 }
 
@@ -118,7 +118,7 @@ fn html_series(paths: &[PathBuf], cfg: &Config) -> Result<Option<GrowthFindings>
 
 /// Writes the exit report (or, with --gen-suppressions, its suppression lines); the HTML page
 /// also gets the timeline of any series in `paths`.
-fn write_report(
+pub(crate) fn write_report(
     findings: &Findings,
     paths: &[PathBuf],
     opts: &ReportOptions,
@@ -149,7 +149,10 @@ fn write_report(
 /// Every dump of each process in `files`, one at a time, reduced at once. With
 /// `cfg.hide_quiet` (`run`) a process that made no CUDA call is left out: it has one dump and
 /// nothing to grow.
-fn growth_of(files: &[PathBuf], cfg: &Config) -> Result<Result<GrowthFindings, String>, Failure> {
+pub(crate) fn growth_of(
+    files: &[PathBuf],
+    cfg: &Config,
+) -> Result<Result<GrowthFindings, String>, Failure> {
     let mut builder = growth::Builder::new(cfg);
     for f in files {
         let dump = load::read(f)?;
@@ -162,7 +165,7 @@ fn growth_of(files: &[PathBuf], cfg: &Config) -> Result<Result<GrowthFindings, S
 }
 
 /// Writes the growth report; the HTML page shows `exit` (the exit report) beside the series.
-fn write_growth(
+pub(crate) fn write_growth(
     findings: &GrowthFindings,
     exit: Option<&Findings>,
     opts: &ReportOptions,
@@ -471,7 +474,7 @@ pub fn symbolize(a: &SymbolizeArgs) -> u8 {
 
 /// Names the unnamed dump `f` and writes it to `dest` (through a temporary file renamed into
 /// place). False, and nothing written, when `f` is named already.
-fn name_into(f: &Path, dest: &Path) -> Result<bool, Failure> {
+pub(crate) fn name_into(f: &Path, dest: &Path) -> Result<bool, Failure> {
     let mut dump = load::read_as_written(f, load::MAX_DUMP_BYTES)?;
     if !dump.unnamed {
         return Ok(false);

@@ -3,10 +3,12 @@
 //! smoke test (`tests/fuzz_smoke.rs`) call `fuzz_target::render_all` here.
 //!
 //! Nothing in this crate may panic on any input a user or a program can supply.
-#![forbid(unsafe_code)]
+// `unsafe` only in attach/ptrace.rs, which calls ptrace for `cudaleak attach`.
+#![deny(unsafe_code)]
 
 pub mod analyze;
 pub mod args;
+pub mod attach;
 pub mod caches;
 pub mod callsite;
 pub mod commands;

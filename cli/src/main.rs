@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         args::Command::Report(a) => commands::report(a),
         args::Command::Diff(a) => commands::diff(a),
         args::Command::Symbolize(a) => commands::symbolize(a),
+        args::Command::Attach(a) => cudaleak_cli::attach::command(a),
         args::Command::Env(a) => commands::env(a),
     })
 }

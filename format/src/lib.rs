@@ -186,6 +186,9 @@ pub enum End {
     Signal,
     /// A snapshot of a still-running process; `Process::snapshot` numbers it.
     Snapshot,
+    /// The last dump of a process that `cudaleak attach` recorded for a while and left running
+    /// (`ShimInfo::attach` says when recording began).
+    Detach,
 }
 
 impl End {
@@ -194,6 +197,7 @@ impl End {
             End::Exit => "exit",
             End::Signal => "signal",
             End::Snapshot => "snapshot",
+            End::Detach => "detach",
         }
     }
 }
@@ -272,6 +276,26 @@ pub struct ShimInfo {
     /// Stack captures answered by the walk cache (the stack proven unchanged since a walk);
     /// counted per thread in batches of 256, so a running thread's last few may be missing.
     pub stack_reuses: u64,
+    /// Present when the shim was loaded into the running process by `cudaleak attach`, not
+    /// preloaded: recording began then, and blocks allocated before are unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachInfo>,
+}
+
+/// How `cudaleak attach` came between a running program and the driver.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachInfo {
+    /// The route: `pointers` (the driver's functions replaced where the program keeps pointers
+    /// to them: import slots and the runtimes' driver tables).
+    pub route: String,
+    /// When recording began, ms since 1970.
+    pub unix_ms: u64,
+    /// Import (GOT) slots replaced: driver, runtime and `dlsym` imports of the loaded modules.
+    pub import_slots: u64,
+    /// Other pointers to the driver's functions replaced in the modules' data (the runtimes'
+    /// driver tables).
+    pub table_slots: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -150,6 +150,7 @@ fn sample() -> Dump {
             version: "0.1.0".into(),
             stack_walks: 3,
             stack_reuses: 1,
+            attach: None,
         }),
     }
 }

@@ -29,6 +29,8 @@ pub enum Moment {
     /// A terminating signal, by number.
     Signal(i32),
     Snapshot,
+    /// `cudaleak attach` lets go of a process that runs on.
+    Detach,
     /// Asked for by the program (`cudaleak_dump`, a test harness between two tests): written
     /// as a snapshot without a number, and it does not start the next interval of the series.
     Requested,
@@ -182,6 +184,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
             version: env!("CARGO_PKG_VERSION").to_string(),
             stack_walks: stack::WALKS.load(Relaxed),
             stack_reuses: stack::REUSES.load(Relaxed),
+            attach: crate::attach::info(),
         },
         live: snap.live,
         stack_of,
@@ -368,6 +371,7 @@ fn process(
             Moment::Exit => End::Exit,
             Moment::Signal(_) => End::Signal,
             Moment::Snapshot | Moment::Requested => End::Snapshot,
+            Moment::Detach => End::Detach,
         },
         signal: match moment {
             Moment::Signal(sig) => Some(signal_name(sig)),
@@ -514,18 +518,21 @@ pub fn write(s: &State, moment: Moment) {
     }
     let pid = std::process::id();
     let is_dir = |p: &PathBuf| p.is_dir();
+    // A second `cudaleak attach` writes into its own run directory.
+    let config = crate::attach::config(&s.config);
     let (path, snapshot) = match moment {
         Moment::Snapshot => {
             let n = s.snapshots.fetch_add(1, Relaxed) + 1;
-            (s.config.snapshot_path(pid, n, is_dir), Some(n))
+            (config.snapshot_path(pid, n, is_dir), Some(n))
         }
-        _ => (s.config.dump_path(pid, is_dir), None),
+        _ => (config.dump_path(pid, is_dir), None),
     };
     let dump = prepare(s, moment, snapshot);
     let when = match moment {
         Moment::Exit => "at exit".to_string(),
         Moment::Signal(sig) => format!("at {}", signal_name(sig)),
         Moment::Snapshot | Moment::Requested => String::new(),
+        Moment::Detach => "at detach".to_string(),
     };
     // A process that never touched CUDA memory (a shell, a compiler, `nvidia-smi` run by the
     // program: every child inherits LD_PRELOAD) keeps its stderr as it was, even if its dump

@@ -15,6 +15,7 @@
 
 mod alloc;
 mod api;
+mod attach;
 mod clock;
 mod config;
 mod critical;

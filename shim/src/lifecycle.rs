@@ -57,6 +57,8 @@ static SNAPSHOT_PENDING: AtomicBool = AtomicBool::new(false);
 
 const REQUEST_SNAPSHOT: u32 = 1;
 const REQUEST_FATAL: u32 = 2;
+/// `cudaleak attach` detaches: the worker ends.
+const REQUEST_STOP: u32 = 4;
 
 /// Called by a dump as it writes: the signal path's evidence that the worker is not stuck.
 pub fn dump_progress() {
@@ -75,6 +77,11 @@ extern "C" fn constructor() {
             stdio::say("cudaleak: cannot find the C library's dlsym; passing everything through, recording nothing\n");
             return;
         }
+        // Loaded into a running process by `cudaleak attach`: `cudaleak_attach` starts it,
+        // with the configuration the CLI passes (the program's environment is not ours).
+        if crate::attach::injected() {
+            return;
+        }
         // Another copy of the shim records this process: this one stays out of the way. Its
         // warnings, like the configuration's, wait for the first recorded call (`process`).
         if !process::decide() {
@@ -90,18 +97,25 @@ extern "C" fn constructor() {
         }
         // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
         unsafe { libc::atexit(at_exit) };
-        // SAFETY: the three handlers are extern "C" fns that never unwind.
-        unsafe {
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork_parent),
-                Some(after_fork_child),
-            )
-        };
+        install_fork_handlers();
     });
 }
 
-extern "C" fn at_exit() {
+/// The fork handlers: registered by the constructor, or by `cudaleak_attach` (whose exit dump
+/// is not an `atexit` handler: `attach::at_unload`).
+pub fn install_fork_handlers() {
+    // SAFETY: the three handlers are extern "C" fns that never unwind.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        )
+    };
+}
+
+/// The exit dump (and, for `cudaleak attach`, from the library's finaliser).
+pub extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
         process::settle_slow();
         if let Some(s) = state::get() {
@@ -190,6 +204,44 @@ fn wait_done() {
             (seen, still) = (now, 0);
         }
     }
+}
+
+/// Undoes [`arm`] for `cudaleak attach`'s detach: the worker ends, and each signal whose
+/// handler is still ours gets its default disposition back (one the program installed since
+/// is left alone). The exit handlers stay registered: the final dump written, they do nothing.
+pub fn disarm() {
+    if WORKER
+        .compare_exchange(
+            WORKER_RUNNING,
+            WORKER_NONE,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_ok()
+    {
+        REQUESTS.fetch_or(REQUEST_STOP, Ordering::AcqRel);
+        futex_wake(&REQUESTS, i32::MAX);
+    }
+    for sig in TERMINATING.into_iter().chain([libc::SIGUSR1]) {
+        // SAFETY: sigaction reads the current action into a valid buffer; SIG_DFL is restored
+        // only where that action is this shim's handler.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == on_signal as *const () as usize
+            {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+}
+
+/// Arms again after [`disarm`] (a second `cudaleak attach`): the worker restarts, the signal
+/// handlers are installed again where the disposition is the default.
+pub fn rearm(s: &'static state::State) {
+    REQUESTS.store(0, Ordering::Release);
+    ARMED.store(false, Ordering::Release);
+    allocation_recorded(s);
 }
 
 /// Called at each recorded allocation. The first one arms the shim: the late exit handler, the
@@ -288,6 +340,9 @@ fn worker(s: &'static state::State) {
             futex_wait(&REQUESTS, 0, timeout);
         }
         let requests = REQUESTS.swap(0, Ordering::AcqRel);
+        if requests & REQUEST_STOP != 0 {
+            return;
+        }
         let mut snapshot = requests & REQUEST_SNAPSHOT != 0;
         if let (Some(t), Some(i)) = (next, schedule) {
             if Instant::now() >= t {

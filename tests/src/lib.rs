@@ -416,6 +416,12 @@ impl Scenario {
         }
     }
 
+    /// Starts the program without the shim, with piped stdin, stdout and stderr (`cudaleak
+    /// attach` comes to it while it runs).
+    pub fn spawn_plain(self) -> Spawned {
+        self.spawn_with(None, [Stdio::piped(), Stdio::piped(), Stdio::piped()])
+    }
+
     /// Starts the program under the shim with piped stdin, stdout and stderr, for tests that
     /// talk to it (signals, snapshots) while it runs.
     pub fn spawn_shim(self) -> Spawned {

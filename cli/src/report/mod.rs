@@ -120,6 +120,7 @@ pub fn point_label(p: &Point) -> String {
         },
         format::End::Exit => "exit".into(),
         format::End::Signal => clean(p.signal.as_deref().unwrap_or("signal")).into_owned(),
+        format::End::Detach => "detach".into(),
     }
 }
 
@@ -314,6 +315,7 @@ pub fn ending(p: &format::Process) -> String {
             Some(n) => format!("snapshot {n}, still running"),
             None => "snapshot, still running".into(),
         },
+        format::End::Detach => "detached, still running".into(),
     }
 }
 

@@ -288,6 +288,7 @@ pub fn pool_growth_text(g: &PoolGrowth, end: format::End) -> String {
         format::End::Exit => "at exit",
         format::End::Signal => "when the program was killed",
         format::End::Snapshot => "at this snapshot",
+        format::End::Detach => "at detach",
     };
     format!(
         "still growing {when}: {} of its {} was taken in the second half of the run, in {} of \

@@ -1,0 +1,503 @@
+//! `cudaleak attach PID`: record a running CUDA program from now on, then report what grew while
+//! attached and what it allocated since that is still live. docs/attach.md says how it works.
+//!
+//! Owns the refusals (each a message and exit 2, with nothing of the target changed), the fresh
+//! run directory, the injection (`inject.rs` over `ptrace.rs`), the wait (Ctrl-C, `--for`, the
+//! program's exit) and the detach; the report is `commands`' (the same functions `run --growth`
+//! and `report --growth` use).
+
+mod elf;
+mod inject;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod ptrace;
+pub mod target;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::args::{AttachArgs, Format};
+use crate::commands::{self, Failure, EXIT_ERROR};
+use crate::load;
+use crate::run;
+use crate::say;
+
+/// The name the injected shim is loaded under (the shim's `attach::ATTACH_NAME`): a link to the
+/// shim, so that its constructor knows to wait for `cudaleak_attach`.
+pub const ATTACH_NAME: &str = "libcudaleak-attach.so";
+
+/// `cudaleak attach --help`'s closing text.
+pub const HELP: &str = "The shim is loaded into the running process with ptrace (one thread is borrowed \
+    for a few milliseconds to call dlopen) and replaces the program's pointers to the CUDA driver's \
+    memory functions; from then on every allocation and free is recorded with its native and \
+    Python stack, and snapshots are taken on the `auto` schedule. Blocks allocated before attach \
+    are unknown, and their frees are not errors.\n\
+    At Ctrl-C (or SIGTERM), after --for, or when the program exits, the dumps are written and the \
+    blocks allocated since attach that are still live are listed, then the growth report \
+    (`report --growth`): its suspects fail the gate (--exit-code). The program runs on after \
+    detach.\n\
+    A signal that kills the program while attached leaves its last snapshot (CUDALEAK_SIGNAL=1: a \
+    dump then too, see docs/attach.md).\n\
+    Refused with exit 2, nothing changed: no such process, no libcuda mapped, ptrace not \
+    allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a process already under the shim \
+    (use `kill -USR1 PID` snapshots and its run directory). Attaching again after a detach starts \
+    the recording over. x86-64 Linux, glibc.\n\
+    Exit status: the growth report's (0 or --exit-code), or 2.";
+
+/// `90`, `1.5`, `30s`, `500ms`, `5m`, `2h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => return Err(format!("{other:?}: a duration's unit is ms, s, m or h")),
+    };
+    let secs = n * scale;
+    if !(secs > 0.0 && secs.is_finite() && secs < 1e9) {
+        return Err(format!("{s:?}: a duration must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Why attach refuses: the message, exit 2, nothing changed.
+fn refuse(pid: u32, why: impl std::fmt::Display) -> Failure {
+    Failure(format!("cannot attach to pid {pid}: {why}"))
+}
+
+/// The checks made before anything is touched.
+fn check_target(pid: u32) -> Result<target::Identity, Failure> {
+    if pid == std::process::id() {
+        return Err(refuse(pid, "that is this cudaleak process"));
+    }
+    let Some(identity) = target::Identity::of(pid).filter(target::Identity::alive) else {
+        return Err(refuse(pid, "no such process"));
+    };
+    if !ptrace_available() {
+        return Err(refuse(
+            pid,
+            "attach works on x86-64 Linux only; use `cudaleak run` here",
+        ));
+    }
+    let maps = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        Ok(t) => target::parse_maps(&t),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(forbidden(pid));
+        }
+        Err(e) => return Err(refuse(pid, format!("/proc/{pid}/maps: {e}"))),
+    };
+    if let Some(m) = maps.iter().find(|m| target::is_shim(&m.path)) {
+        // Preloaded, its path is in the environment the process started with; loaded by an
+        // earlier attach (maps shows the file the link named), it is not, and attaching again
+        // starts its recording over.
+        let preloaded = target::environ_var(pid, "LD_PRELOAD")
+            .is_some_and(|p| p.contains("cudaleak"))
+            || target::environ_var(pid, "CUDALEAK_OUTPUT").is_some();
+        let readable = std::fs::read(format!("/proc/{pid}/environ")).is_ok();
+        if readable && !preloaded {
+            say!(
+                "cudaleak was attached to pid {pid} before ({} stays loaded): recording starts \
+                 over, with the first attach's settings but for the dump directory",
+                m.path
+            );
+        } else {
+            let dir = target::environ_var(pid, "CUDALEAK_OUTPUT")
+                .map(|d| format!(" (its dumps go to {d})"))
+                .unwrap_or_default();
+            return Err(refuse(
+                pid,
+                format!(
+                    "it already runs under the shim ({} is loaded){dir}: it records everything \
+                     already; `kill -USR1 {pid}` writes a snapshot, and `cudaleak report --growth` \
+                     on its run directory reports what grew",
+                    m.path
+                ),
+            ));
+        }
+    }
+    if !maps.iter().any(|m| target::is_driver(&m.path)) {
+        return Err(refuse(
+            pid,
+            format!(
+                "not a CUDA process: {} has no libcuda.so mapped (a program loads the driver \
+                 when it first uses CUDA)",
+                target::program_name(pid)
+            ),
+        ));
+    }
+    Ok(identity)
+}
+
+fn ptrace_available() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    return ptrace::supported();
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    false
+}
+
+/// The refusal for a ptrace the kernel would not allow, with its cause and fix.
+fn forbidden(pid: u32) -> Failure {
+    let (tracer, other_user) = target::tracer_and_owner(pid);
+    refuse(
+        pid,
+        format!(
+            "ptrace is not allowed: {}",
+            target::ptrace_refusal(
+                target::yama_scope(),
+                target::have_cap_sys_ptrace(),
+                tracer,
+                other_user
+            )
+        ),
+    )
+}
+
+/// The configuration the shim gets: its dump directory, snapshots on the `auto` schedule (or the
+/// interval in our CUDALEAK_SNAPSHOT_INTERVAL), quiet (the program's stderr is its own), no
+/// signal handlers unless our CUDALEAK_SIGNAL asks for them, and the stack settings of our
+/// environment.
+///
+/// Why no signal handlers by default: a library loaded with dlopen has its thread-local state
+/// allocated at a thread's first use of it, with malloc (glibc's `__tls_get_addr`), and the
+/// handler's first use on a thread interrupted inside malloc would wait for a lock that thread
+/// holds. Preloaded, the shim's thread-local state is allocated with each thread.
+fn shim_config(dir: &Path) -> String {
+    let mut lines = vec![
+        format!("CUDALEAK_OUTPUT={}/", dir.display()),
+        "CUDALEAK_QUIET=1".to_string(),
+    ];
+    let snapshots = std::env::var("CUDALEAK_SNAPSHOT_INTERVAL").unwrap_or_else(|_| "auto".into());
+    lines.push(format!("CUDALEAK_SNAPSHOT_INTERVAL={snapshots}"));
+    let signals = std::env::var("CUDALEAK_SIGNAL").unwrap_or_else(|_| "0".into());
+    lines.push(format!("CUDALEAK_SIGNAL={signals}"));
+    for k in ["CUDALEAK_DEPTH", "CUDALEAK_PY_DEPTH", "CUDALEAK_UNWIND"] {
+        if let Ok(v) = std::env::var(k) {
+            lines.push(format!("{k}={v}"));
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// What `cudaleak_attach` answered below zero, in words.
+fn attach_error(rc: i32) -> String {
+    match rc {
+        -1 => "the shim in the process is attached already (another cudaleak attach?)".into(),
+        -2 => "the shim in the process is already recording it".into(),
+        -3 => "the shim found no CUDA driver loaded in the process".into(),
+        -4 => "the shim could not find the C library's dlsym in the process".into(),
+        -5 => {
+            "the shim refused the configuration (a CUDALEAK_* variable of yours is invalid)".into()
+        }
+        _ => format!("the shim failed to start ({rc})"),
+    }
+}
+
+/// Gives the run directory to the process's owner when we are root and it is not, so the
+/// process can write its dumps there.
+fn share_dir(dir: &Path, pid: u32) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let id = |key| target::status_field(&status, key).and_then(|v| v.parse::<u32>().ok());
+    let mine = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| target::status_field(&t, "Uid"));
+    if let (Some(uid), Some(gid)) = (id("Uid"), id("Gid")) {
+        if mine.as_deref() == Some("0") && uid != 0 {
+            let _ = std::os::unix::fs::chown(dir, Some(uid), Some(gid));
+            let _ = std::os::unix::fs::chown(dir.join(".shim"), Some(uid), Some(gid));
+        }
+    }
+}
+
+/// How the wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Interrupted,
+    Time,
+    Exited,
+}
+
+/// From before the first ptrace call to the end: Ctrl-C, SIGTERM and SIGHUP only set this flag.
+/// Killed in the middle of an injected call, cudaleak would leave the borrowed thread running
+/// our frame without us (the kernel lets a tracee go when its tracer dies), and the program
+/// would crash at its return to address 0.
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    stop
+}
+
+fn wait(who: target::Identity, limit: Option<Duration>, stop: &AtomicBool) -> Ended {
+    let start = Instant::now();
+    loop {
+        if !who.alive() {
+            return Ended::Exited;
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Ended::Interrupted;
+        }
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            return Ended::Time;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// `cudaleak attach`.
+pub fn command(a: &AttachArgs) -> u8 {
+    go(a).unwrap_or_else(commands::fail)
+}
+
+fn go(a: &AttachArgs) -> Result<u8, Failure> {
+    let pid = a.pid;
+    let cfg = crate::analyze::Config {
+        hide_quiet: true,
+        ..commands::config(&a.report, a.report.view())?
+    };
+    let who = check_target(pid)?;
+    let exe = std::env::current_exe().ok();
+    let (shim, _) = run::find_shim(
+        a.shim.as_deref(),
+        std::env::var_os("CUDALEAK_SHIM"),
+        exe.as_deref(),
+    )?;
+    let out_existed = a.out.exists();
+    let dir = run::fresh_run_dir(&a.out)?;
+    let cleanup = |dir: &Path| {
+        let _ = std::fs::remove_dir_all(dir);
+        if !out_existed {
+            let _ = std::fs::remove_dir(&a.out);
+        }
+    };
+    let link = dir.join(".shim").join(ATTACH_NAME);
+    let linked = std::fs::create_dir(dir.join(".shim"))
+        .and_then(|()| std::os::unix::fs::symlink(&shim, &link));
+    if let Err(e) = linked {
+        cleanup(&dir);
+        return Err(Failure(format!("{}: cannot create: {e}", link.display())));
+    }
+    share_dir(&dir, pid);
+    let program = target::program_name(pid);
+    say!("attaching to pid {pid} ({program})");
+    let stop = stop_flag();
+    let started = Instant::now();
+    let rc = match attach(pid, &link, &shim, &shim_config(&dir)) {
+        Ok(rc) => rc,
+        Err(f) => {
+            cleanup(&dir);
+            return Err(f);
+        }
+    };
+    let took = started.elapsed();
+    if rc < 0 {
+        cleanup(&dir);
+        return Err(refuse(pid, attach_error(rc)));
+    }
+    say!(
+        "attached in {}: {rc} pointer{} replaced by the shim's hooks (route: pointers); \
+         recording from now on, blocks allocated before are unknown; dumps go to {}",
+        ms(took),
+        if rc == 1 { "" } else { "s" },
+        dir.display()
+    );
+    if rc == 0 {
+        say!(
+            "warning: the program keeps no pointer to a hooked driver function where attach can \
+             see it (its modules' import slots and data); only what it looks up from now on \
+             is recorded"
+        );
+    }
+    match a.duration {
+        Some(d) => say!(
+            "detaching after {}, at Ctrl-C, or when the program exits",
+            humantime(d)
+        ),
+        None => say!("detaching at Ctrl-C or when the program exits"),
+    }
+    let ended = wait(who, a.duration, &stop);
+    if ended == Ended::Exited {
+        say!("the program exited while attached; its exit dump is the last");
+    } else {
+        let started = Instant::now();
+        match detach(pid, &shim) {
+            Ok(()) => say!("detached in {}; the program runs on", ms(started.elapsed())),
+            Err(why) => say!("{why}"),
+        }
+    }
+    report(a, &dir, &cfg)
+}
+
+/// Runs `f` (an injected call), saying once on stderr if it takes more than 10 s: the borrowed
+/// thread may wait for a lock of its program's, and cannot be taken back in the middle.
+fn noting_delay<R>(pid: u32, what: &str, f: impl FnOnce() -> R) -> R {
+    let (done, waiting) = std::sync::mpsc::channel::<()>();
+    let what = what.to_string();
+    let watch = std::thread::spawn(move || {
+        // Returns at once when `done` is dropped.
+        if waiting.recv_timeout(Duration::from_secs(10))
+            == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        {
+            say!(
+                "still waiting for pid {pid} to finish {what} (10 s so far): the thread it was \
+                 stopped on may wait for a lock of its own program; it cannot be taken back \
+                 half-way"
+            );
+        }
+    });
+    let r = f();
+    drop(done);
+    let _ = watch.join();
+    r
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn attach(pid: u32, link: &Path, shim: &Path, config: &str) -> Result<i32, Failure> {
+    let injected = noting_delay(pid, "loading the shim", || {
+        inject::attach(pid, link, shim, config)
+    });
+    injected.map_err(|e| match e {
+        inject::InjectError::Forbidden(_) => forbidden(pid),
+        inject::InjectError::Other(why) => refuse(pid, why),
+    })
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn attach(pid: u32, _: &Path, _: &Path, _: &str) -> Result<i32, Failure> {
+    Err(refuse(pid, "attach works on x86-64 Linux only"))
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn detach(pid: u32, shim: &Path) -> Result<(), String> {
+    match noting_delay(pid, "detaching", || inject::detach(pid, shim)) {
+        Ok(Some(0)) => Ok(()),
+        Ok(Some(rc)) => Err(format!("the shim would not detach ({rc})")),
+        Ok(None) => Err("the shim is no longer mapped in the process".into()),
+        Err(inject::InjectError::Forbidden(why) | inject::InjectError::Other(why)) => Err(format!(
+            "could not detach ({why}); the shim stops at the program's exit"
+        )),
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn detach(_: u32, _: &Path) -> Result<(), String> {
+    Err("attach works on x86-64 Linux only".into())
+}
+
+fn humantime(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 3600.0 {
+        format!("{:.4} h", s / 3600.0)
+    } else if s >= 60.0 {
+        format!("{:.4} min", s / 60.0)
+    } else {
+        format!("{s} s")
+    }
+}
+
+/// The live blocks since attach, then the growth report; the growth report's gate is the
+/// status. With fewer than two dumps there is no growth verdict: the live blocks, and 2.
+fn report(a: &AttachArgs, dir: &Path, cfg: &crate::analyze::Config) -> Result<u8, Failure> {
+    let dirs = [dir.to_path_buf()];
+    let files = load::expand(&dirs, true)?;
+    if files.is_empty() {
+        return Err(Failure(format!(
+            "the program wrote no dump into {}: it was killed (SIGKILL) before its first \
+             snapshot, or could not write there",
+            dir.display()
+        )));
+    }
+    let series = load::expand_again(&dirs, true)?;
+    for f in &series {
+        if let Err(Failure(why)) = commands::name_into(f, f) {
+            say!("{why}; the report names its frames, the file stays unnamed");
+        }
+    }
+    // Blocks live when recording ended are the program's working set as much as its leaks: they
+    // are listed, and only growth fails the gate (as `report --growth`).
+    let live_cfg = crate::analyze::Config {
+        gate: crate::analyze::Gate {
+            exit_code: 0,
+            ..cfg.gate
+        },
+        ..cfg.clone()
+    };
+    let exit = commands::analyze_paths(&files, &live_cfg)?;
+    let opts = &a.report;
+    let alone =
+        !matches!(opts.out.format, Format::Text | Format::Markdown) || opts.out.output.is_some();
+    match commands::growth_of(&series, cfg)? {
+        Ok(growth) => {
+            if alone {
+                say!(
+                    "the blocks allocated since attach and still live: cudaleak report {}",
+                    dir.display()
+                );
+            } else {
+                say!("blocks allocated since attach and still live at the end, per callsite:");
+                commands::write_report(&exit, &dirs, opts, &live_cfg)?;
+                say!("what grew while attached:");
+            }
+            commands::write_growth(&growth, Some(&exit), opts, cfg)?;
+            Ok(growth.exit_code)
+        }
+        Err(why) => {
+            say!(
+                "{why}\nno growth verdict: the blocks allocated since attach and still live follow"
+            );
+            commands::write_report(&exit, &dirs, opts, &live_cfg)?;
+            Ok(EXIT_ERROR)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_a_unit_or_mean_seconds() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("10 fortnights").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn the_shim_is_told_where_to_write_and_to_keep_quiet() {
+        let c = shim_config(Path::new("/tmp/run-1"));
+        assert!(c.contains("CUDALEAK_OUTPUT=/tmp/run-1/\n"));
+        assert!(c.contains("CUDALEAK_QUIET=1\n"));
+        assert!(c.contains("CUDALEAK_SNAPSHOT_INTERVAL="));
+        if std::env::var_os("CUDALEAK_SIGNAL").is_none() {
+            assert!(
+                c.contains("CUDALEAK_SIGNAL=0\n"),
+                "no signal handlers by default"
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_process_is_refused() {
+        // Pid numbers stop well below this.
+        let e = check_target(0x3fff_fff0).expect_err("refused");
+        assert!(e.0.contains("no such process"), "{}", e.0);
+    }
+}

@@ -1,0 +1,436 @@
+//! The `pointers` route: where a running program keeps a pointer to a function the shim hooks,
+//! the pointer is replaced by the hook, and put back at detach.
+//!
+//! Two passes over every loaded module but this one (`dl_iterate_phdr`):
+//! - **imports**: its dynamic relocations (GLOB_DAT, JUMP_SLOT, absolute) that name a hooked
+//!   driver function, a runtime allocation function (its forward labels the record), a library
+//!   handle's create, destroy or use (cuBLAS, cuFFT … : `hooks/libraries.rs`) or `dlsym` (lookups
+//!   made after attach are answered with our hooks, as under LD_PRELOAD). Lazily bound slots are
+//!   covered too: the slot is found by its name, not its value.
+//! - **tables**: every 8-byte word of its writable segments (RELRO included) that holds the
+//!   address of one of the driver's hooked functions: the table a runtime fills through
+//!   `cuGetProcAddress` (static cudart keeps it in the program's own data, shared cudart in
+//!   libcudart's; PyTorch's driver API table in libc10_cuda's). A word that equals a driver
+//!   function's address is taken to be a pointer to it.
+//!
+//! A module's pointers into itself are left alone (the driver's own tables, a runtime's calls of
+//! its own exports). Not covered: pointers kept on the heap or on a stack (a framework that
+//! copies the driver's entry points into an object it allocated), and calls already inside the
+//! driver. Slots under RELRO are made writable for the write and read-only again.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::hooks::driver::{wrapper, HOOKS};
+use crate::hooks::list::hooked;
+use crate::real;
+
+/// One replaced pointer.
+struct Patched {
+    slot: usize,
+    original: usize,
+    ours: usize,
+}
+
+static PATCHED: Mutex<Vec<Patched>> = Mutex::new(Vec::new());
+
+/// What the passes need of one loaded module.
+struct Module {
+    base: usize,
+    /// Its whole extent in memory.
+    lo: usize,
+    hi: usize,
+    /// Writable segments.
+    writable: Vec<(usize, usize)>,
+    /// The pages the loader made read-only after relocation.
+    relro: Option<(usize, usize)>,
+    dynamic: Option<usize>,
+}
+
+const PT_GNU_RELRO: u32 = 0x6474_e552;
+const DT_NULL: i64 = 0;
+const DT_PLTRELSZ: i64 = 2;
+const DT_STRTAB: i64 = 5;
+const DT_SYMTAB: i64 = 6;
+const DT_RELA: i64 = 7;
+const DT_RELASZ: i64 = 8;
+const DT_JMPREL: i64 = 23;
+
+#[cfg(target_arch = "x86_64")]
+const IMPORT_TYPES: [u32; 3] = [6, 7, 1]; // GLOB_DAT, JUMP_SLOT, 64
+#[cfg(target_arch = "aarch64")]
+const IMPORT_TYPES: [u32; 3] = [1025, 1026, 257]; // GLOB_DAT, JUMP_SLOT, ABS64
+
+#[repr(C)]
+struct Dyn {
+    tag: i64,
+    val: u64,
+}
+
+#[repr(C)]
+struct Rela {
+    offset: u64,
+    info: u64,
+    addend: i64,
+}
+
+#[repr(C)]
+struct Sym {
+    name: u32,
+    info: u8,
+    other: u8,
+    shndx: u16,
+    value: u64,
+    size: u64,
+}
+
+macro_rules! runtime_forwards {
+    (
+        driver { $($driver:tt)* }
+        unlabelled { $($unlabelled:tt)* }
+        runtime { $(
+            $name:ident $op:ident fn($($arg:ident: $ty:ty),*) => $returned:ident($($rarg:expr),*);
+        )* }
+        libraries { $($libraries:tt)* }
+    ) => {
+        /// The runtime functions with a forward, and the forward.
+        fn runtime_forwards() -> Vec<(&'static [u8], usize)> {
+            vec![$((stringify!($name).as_bytes(), crate::hooks::runtime::$name as *const () as usize),)*]
+        }
+    };
+}
+
+hooked!(runtime_forwards);
+
+macro_rules! library_forwards {
+    (
+        driver { $($driver:tt)* }
+        unlabelled { $($unlabelled:tt)* }
+        runtime { $($runtime:tt)* }
+        libraries { $(
+            $library:ident: $name:ident $role:ident fn($($arg:ident: $ty:ty),*) => $handle:ident;
+        )* }
+    ) => {
+        /// The library functions with a forward (handle create, destroy and use), and the forward.
+        fn library_forwards() -> Vec<(&'static [u8], usize)> {
+            vec![$((stringify!($name).as_bytes(), crate::hooks::libraries::$name as *const () as usize),)*]
+        }
+    };
+}
+
+hooked!(library_forwards);
+
+/// Our `dlsym`, which hands out the hooks for the driver's functions.
+fn our_dlsym() -> Option<usize> {
+    #[cfg(not(test))]
+    return Some(crate::hooks::dlsym::dlsym as *const () as usize);
+    #[cfg(test)]
+    None
+}
+
+/// Import names → the function that replaces them.
+fn import_targets() -> BTreeMap<&'static [u8], usize> {
+    let mut names: BTreeMap<&'static [u8], usize> = BTreeMap::new();
+    for (i, h) in HOOKS.iter().enumerate() {
+        names.insert(h.slot.name.to_bytes(), wrapper(i) as usize);
+    }
+    for (name, ours) in runtime_forwards().into_iter().chain(library_forwards()) {
+        names.insert(name, ours);
+    }
+    if let Some(ours) = our_dlsym() {
+        names.insert(b"dlsym", ours);
+    }
+    names
+}
+
+/// The driver's hooked functions (resolved now, as each hook would at its first call) → hooks,
+/// sorted by address.
+fn table_targets() -> Vec<(usize, usize)> {
+    let mut targets: Vec<(usize, usize)> = (0..HOOKS.len())
+        .filter_map(|i| {
+            let p = HOOKS[i].slot.get(wrapper(i), real::driver);
+            (!p.is_null()).then_some((p as usize, wrapper(i) as usize))
+        })
+        .collect();
+    targets.sort_unstable();
+    targets.dedup_by_key(|t| t.0);
+    targets
+}
+
+/// Replaces the pointers; returns how many import slots and how many other pointers.
+pub fn install() -> (usize, usize) {
+    let modules = modules();
+    let names = import_targets();
+    let tables = table_targets();
+    let mut patched = PATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    let before = patched.len();
+    for m in &modules {
+        imports(m, &names, &mut patched);
+    }
+    let imports = patched.len() - before;
+    for m in &modules {
+        table_pointers(m, &tables, &mut patched);
+    }
+    (imports, patched.len() - before - imports)
+}
+
+/// Puts back every pointer that still holds ours (in a module still loaded).
+pub fn restore() {
+    let mut patched = PATCHED.lock().unwrap_or_else(|e| e.into_inner());
+    let loaded = modules();
+    for p in patched.drain(..).rev() {
+        let Some(m) = loaded.iter().find(|m| {
+            m.writable
+                .iter()
+                .any(|&(lo, hi)| (lo..hi).contains(&p.slot))
+        }) else {
+            continue; // unloaded since
+        };
+        // SAFETY: the slot is an aligned word of a segment of a module loaded now (found above),
+        // the one `install` wrote.
+        if unsafe { slot(p.slot) }.load(Ordering::Acquire) == p.ours {
+            // SAFETY: as above; the module's RELRO range says whether its page is read-only.
+            unsafe { write(p.slot, p.original, in_relro(m, p.slot)) };
+        }
+    }
+}
+
+/// # Safety
+/// `addr` is an 8-byte-aligned address of mapped, readable memory that lives for the call.
+unsafe fn slot<'a>(addr: usize) -> &'a AtomicUsize {
+    // SAFETY: per the contract; AtomicUsize has the size and alignment of a pointer.
+    unsafe { &*(addr as *const AtomicUsize) }
+}
+
+/// Writes `value` into the slot at `addr`, opening its RELRO page for the write.
+///
+/// # Safety
+/// `addr` is an 8-byte-aligned slot of a loaded module's data; `relro` says whether the loader
+/// made its page read-only.
+unsafe fn write(addr: usize, value: usize, relro: bool) -> bool {
+    let page = page_size();
+    let start = (addr & !(page - 1)) as *mut c_void;
+    // SAFETY: mprotect on one page of a loaded module's data segment, restored below.
+    if relro && unsafe { libc::mprotect(start, page, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+        return false;
+    }
+    // SAFETY: per the contract, and writable now.
+    unsafe { slot(addr) }.store(value, Ordering::Release);
+    if relro {
+        // SAFETY: as above: the page goes back to what the loader made it.
+        unsafe { libc::mprotect(start, page, libc::PROT_READ) };
+    }
+    true
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+fn in_relro(m: &Module, addr: usize) -> bool {
+    m.relro.is_some_and(|(lo, hi)| (lo..hi).contains(&addr))
+}
+
+fn record(m: &Module, addr: usize, ours: usize, patched: &mut Vec<Patched>) {
+    // SAFETY: addr is an aligned slot inside one of m's segments (callers check).
+    let original = unsafe { slot(addr) }.load(Ordering::Acquire);
+    if original == ours || (m.lo..m.hi).contains(&original) {
+        return; // ours already, or the module's pointer into itself
+    }
+    let relro = in_relro(m, addr);
+    // SAFETY: as above; `relro` from the module's own program headers.
+    if unsafe { write(addr, ours, relro) } {
+        patched.push(Patched {
+            slot: addr,
+            original,
+            ours,
+        });
+    }
+}
+
+/// The import slots of `m` that name one of `names`.
+fn imports(m: &Module, names: &BTreeMap<&'static [u8], usize>, patched: &mut Vec<Patched>) {
+    let Some(dynamic) = m.dynamic else { return };
+    let fix = |p: u64| -> usize {
+        // glibc rewrites these entries to addresses where it loads the object; a value below
+        // the base is still an offset.
+        let p = p as usize;
+        if p < m.base {
+            p + m.base
+        } else {
+            p
+        }
+    };
+    let (mut strtab, mut symtab) = (0usize, 0usize);
+    let mut tables: [(usize, usize); 2] = [(0, 0); 2];
+    let mut d = dynamic as *const Dyn;
+    // SAFETY: the dynamic segment of a loaded object is an array of Dyn ending in DT_NULL.
+    unsafe {
+        loop {
+            let e = &*d;
+            match e.tag {
+                DT_NULL => break,
+                DT_STRTAB => strtab = fix(e.val),
+                DT_SYMTAB => symtab = fix(e.val),
+                DT_RELA => tables[0].0 = fix(e.val),
+                DT_RELASZ => tables[0].1 = e.val as usize,
+                DT_JMPREL => tables[1].0 = fix(e.val),
+                DT_PLTRELSZ => tables[1].1 = e.val as usize,
+                _ => {}
+            }
+            d = d.add(1);
+        }
+    }
+    if strtab == 0 || symtab == 0 {
+        return;
+    }
+    for (start, size) in tables {
+        if start == 0 {
+            continue;
+        }
+        let n = size / std::mem::size_of::<Rela>();
+        // SAFETY: DT_RELA/DT_JMPREL point at `size` bytes of Rela entries in the object.
+        let relas = unsafe { std::slice::from_raw_parts(start as *const Rela, n) };
+        for r in relas {
+            let kind = (r.info & 0xffff_ffff) as u32;
+            let index = (r.info >> 32) as usize;
+            if index == 0 || !IMPORT_TYPES.contains(&kind) || r.addend != 0 {
+                continue;
+            }
+            // SAFETY: a relocation's symbol index names an entry of the object's DT_SYMTAB,
+            // whose name is a NUL-terminated string in DT_STRTAB.
+            let name = unsafe {
+                let sym = &*(symtab as *const Sym).add(index);
+                CStr::from_ptr((strtab + sym.name as usize) as *const libc::c_char)
+            }
+            .to_bytes();
+            let Some(&ours) = names.get(name) else {
+                continue;
+            };
+            let addr = m.base + r.offset as usize;
+            if addr.is_multiple_of(8) && m.writable.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+            {
+                record(m, addr, ours, patched);
+            }
+        }
+    }
+}
+
+/// The words of `m`'s writable segments that hold a driver function's address.
+fn table_pointers(m: &Module, targets: &[(usize, usize)], patched: &mut Vec<Patched>) {
+    let (Some(first), Some(last)) = (targets.first(), targets.last()) else {
+        return;
+    };
+    if (m.lo..m.hi).contains(&first.0) || (m.lo..m.hi).contains(&last.0) {
+        return; // the driver itself
+    }
+    for &(lo, hi) in &m.writable {
+        let mut addr = (lo + 7) & !7;
+        while addr + 8 <= hi {
+            // SAFETY: an aligned word inside a loaded segment, readable for the process's life.
+            let v = unsafe { slot(addr) }.load(Ordering::Relaxed);
+            if v >= first.0 && v <= last.0 {
+                if let Ok(i) = targets.binary_search_by_key(&v, |t| t.0) {
+                    record(m, addr, targets[i].1, patched);
+                }
+            }
+            addr += 8;
+        }
+    }
+}
+
+/// Every loaded module but this library.
+fn modules() -> Vec<Module> {
+    struct Walk {
+        own: usize,
+        found: Vec<Module>,
+    }
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: data is the Walk `modules` passed; the loader passes a valid dl_phdr_info whose
+        // dlpi_phdr array has dlpi_phnum entries, valid for the duration of the callback.
+        unsafe {
+            let walk = &mut *(data as *mut Walk);
+            let info = &*info;
+            if info.dlpi_phdr.is_null() {
+                return 0;
+            }
+            let base = info.dlpi_addr as usize;
+            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
+            let page = page_size();
+            let mut m = Module {
+                base,
+                lo: usize::MAX,
+                hi: 0,
+                writable: Vec::new(),
+                relro: None,
+                dynamic: None,
+            };
+            for p in phdrs {
+                let start = base + p.p_vaddr as usize;
+                let end = start + p.p_memsz as usize;
+                match p.p_type {
+                    libc::PT_LOAD => {
+                        m.lo = m.lo.min(start);
+                        m.hi = m.hi.max(end);
+                        if p.p_flags & libc::PF_W != 0 {
+                            m.writable.push((start, end));
+                        }
+                    }
+                    libc::PT_DYNAMIC => m.dynamic = Some(start),
+                    PT_GNU_RELRO => m.relro = Some((start & !(page - 1), end & !(page - 1))),
+                    _ => {}
+                }
+            }
+            if m.lo < m.hi && !(m.lo..m.hi).contains(&walk.own) {
+                walk.found.push(m);
+            }
+        }
+        0
+    }
+    let mut walk = Walk {
+        own: modules as *const () as usize,
+        found: Vec::new(),
+    };
+    // SAFETY: the callback only reads what the loader passes and writes `walk`, which outlives
+    // the call.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut walk as *mut Walk).cast()) };
+    walk.found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hooked_driver_function_and_runtime_forward_is_an_import_target() {
+        let names = import_targets();
+        assert!(names.contains_key(&b"cuMemAlloc_v2"[..]));
+        assert!(names.contains_key(&b"cuGetProcAddress_v2"[..]));
+        assert!(names.contains_key(&b"cudaMalloc"[..]));
+        assert!(names.contains_key(&b"cudaFreeAsync_ptsz"[..]));
+        assert!(names.contains_key(&b"cublasCreate_v2"[..]));
+        assert!(names.contains_key(&b"ncclCommDestroy"[..]));
+        assert!(!names.contains_key(&b"cuMemcpy"[..]));
+    }
+
+    #[test]
+    fn the_modules_exclude_this_one_and_have_their_writable_segments() {
+        let all = modules();
+        assert!(!all.is_empty());
+        let own = modules as *const () as usize;
+        assert!(all.iter().all(|m| !(m.lo..m.hi).contains(&own)));
+        assert!(all.iter().any(|m| !m.writable.is_empty()));
+    }
+}
