@@ -90,8 +90,12 @@ pub struct EnvArgs {
     pub growth: bool,
     /// The directory the dumps go to (CUDALEAK_OUTPUT; created when the program writes its
     /// first dump); without it, each process writes into its working directory
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "run_in")]
     pub out: Option<PathBuf>,
+    /// Make a fresh run directory under DIR, as `run --out DIR` does (`DIR/run-<unix
+    /// seconds>-<pid>/`, which `report DIR` finds), and send the dumps there
+    #[arg(long, value_name = "DIR")]
+    pub run_in: Option<PathBuf>,
     /// One JSON object instead of KEY=VALUE lines
     #[arg(long)]
     pub json: bool,

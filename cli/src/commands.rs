@@ -304,7 +304,8 @@ pub fn env(a: &EnvArgs) -> u8 {
                 .to_string_lossy()
                 .into_owned(),
         )];
-        if let Some(dir) = &a.out {
+        let run_dir = a.run_in.as_deref().map(run::fresh_run_dir).transpose()?;
+        if let Some(dir) = run_dir.as_ref().or(a.out.as_ref()) {
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             let mut out = dir.into_os_string();
             out.push("/");

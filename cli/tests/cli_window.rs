@@ -146,3 +146,42 @@ fn env_prints_what_run_gives_the_program() {
             "--shim /nonexistent/libcudaleak.so: no such file",
         ));
 }
+
+#[test]
+fn env_run_in_makes_a_fresh_run_directory_as_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let shim = dir.path().join("libcudaleak.so");
+    std::fs::write(&shim, b"\x7fELF\x02\x01\x01\0").unwrap();
+    let env = |extra: &[&str]| {
+        bin()
+            .arg("env")
+            .args(extra)
+            .arg("--shim")
+            .arg(&shim)
+            .current_dir(dir.path())
+            .assert()
+    };
+    let out = env(&["--json", "--run-in", "runs"])
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let vars: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let output = vars["CUDALEAK_OUTPUT"].as_str().unwrap();
+    let run = std::path::Path::new(output.strip_suffix('/').unwrap());
+    assert!(run.is_dir(), "{output}");
+    assert_eq!(
+        run.parent().unwrap(),
+        dir.path().canonicalize().unwrap().join("runs")
+    );
+    assert!(
+        run.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("run-"),
+        "{output}"
+    );
+    env(&["--run-in", "runs", "--out", "x"])
+        .code(2)
+        .stderr(predicate::str::contains("cannot be used with"));
+}

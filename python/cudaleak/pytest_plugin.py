@@ -106,7 +106,10 @@ def pytest_addoption(parser):
     group.addoption(
         "--cudaleak-out",
         metavar="DIR",
-        help="keep the dumps here (default: a temporary directory, removed at the end)",
+        default="cudaleak-out",
+        help="each session gets a fresh run directory here, as `cudaleak run --out DIR` makes: "
+        "the dumps of the tests that left blocks, and the session's exit dump "
+        "(default: cudaleak-out)",
     )
     group.addoption(
         "--cudaleak-bin",
@@ -213,7 +216,8 @@ def pytest_load_initial_conftests(early_config, parser, args):
             "cudaleak: pytest was started from Python (pytest.main), so it cannot be started "
             "again under the shim; run it with the environment `cudaleak env` prints"
         )
-    cmd = [find_cli(early_config), "env", "--json"]
+    out = option(early_config, "cudaleak_out") or "cudaleak-out"
+    cmd = [find_cli(early_config), "env", "--json", "--run-in", out]
     if exact_pools(early_config):
         cmd.append("--exact-pools")
     got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -261,13 +265,12 @@ class Checker:
         self.shim = Shim()
         self.cli = find_cli(config)
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        out = config.getoption("cudaleak_out")
-        self.keep = out is not None
-        if out is not None:
-            os.makedirs(out, exist_ok=True)
-            self.dir = os.path.abspath(out)
-        else:
-            self.dir = tempfile.mkdtemp(prefix="cudaleak-pytest-")
+        # The run directory `cudaleak env --run-in` made before pytest started again (xdist's
+        # workers inherit it); a session someone preloaded by hand has none: its test dumps go
+        # to a temporary directory, removed at the end.
+        run_dir = os.environ.get("CUDALEAK_OUTPUT", "").rstrip("/")
+        self.keep = bool(run_dir) and os.path.isdir(run_dir)
+        self.dir = run_dir if self.keep else tempfile.mkdtemp(prefix="cudaleak-pytest-")
         self.dumps = 0
         self.rows = []  # (nodeid, leaked bytes, top callsite, peak) of the tests that failed
 
@@ -477,6 +480,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 rows.append((rep.nodeid, value))
     tr = terminalreporter
     tr.section("cudaleak")
+    run_dir = os.environ.get("CUDALEAK_OUTPUT", "").rstrip("/")
+    if run_dir and os.path.isdir(run_dir):
+        tr.write_line(f"dumps: {run_dir} (cudaleak report {run_dir}: what the session left at exit)")
     if not rows:
         tr.write_line(f"{plural(checked, 'test')} checked: no GPU memory leaked")
         return

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use cudaleak_tests::{python_marker_line, scenario_program, NULLCUDA_DIR};
+use cudaleak_tests::{python_marker_line, scenario_program, FRAMEWORKS_DIR, NULLCUDA_DIR};
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -151,27 +151,44 @@ fn the_wheel_gives_the_command_and_the_shim_beside_it() {
 }
 
 /// What one pytest run said: its exit status, the tests that passed and failed (from `-rA`'s
-/// short summary), and its whole output.
+/// short summary), its whole output, and the files it left in its working directory.
 struct Session {
     code: Option<i32>,
     passed: BTreeSet<String>,
     failed: BTreeSet<String>,
     output: String,
+    /// The working directory's files (not directories), and each file under its
+    /// `cudaleak-out/run-*/`, by name.
+    left: BTreeSet<String>,
+    dumps: BTreeSet<String>,
 }
 
 fn pytest(v: &Venv, args: &[&str], ini: Option<&str>) -> Session {
+    pytest_file(v, &suite(), args, ini)
+}
+
+fn pytest_file(v: &Venv, file: &Path, args: &[&str], ini: Option<&str>) -> Session {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(suite(), dir.path().join("test_suite.py")).unwrap();
+    let name = file.file_name().unwrap();
+    std::fs::copy(file, dir.path().join(name)).unwrap();
     if let Some(ini) = ini {
         std::fs::write(dir.path().join("pytest.ini"), ini).unwrap();
     }
     let out = Command::new(v.bin("python"))
         .args(["-m", "pytest", "-rA", "-p", "no:cacheprovider"])
         .args(args)
-        .arg("test_suite.py")
+        .arg(name)
         .current_dir(dir.path())
         .env("NULLCUDA_DIR", NULLCUDA_DIR)
-        .env("LD_LIBRARY_PATH", NULLCUDA_DIR)
+        .env("FRAMEWORKS_DIR", FRAMEWORKS_DIR)
+        .env(
+            "LD_LIBRARY_PATH",
+            format!("{NULLCUDA_DIR}:{FRAMEWORKS_DIR}"),
+        )
+        .env(
+            "PYTHONPATH",
+            Path::new(MANIFEST_DIR).join("pytest/fake_torch"),
+        )
         .env_remove("LD_PRELOAD")
         .env_remove("CUDALEAK_SHIM")
         .stdin(Stdio::null())
@@ -187,9 +204,8 @@ fn pytest(v: &Venv, args: &[&str], ini: Option<&str>) -> Session {
     for line in output.lines() {
         let name = |rest: &str| {
             let test = rest.split(" - ").next().unwrap_or(rest);
-            test.trim_start_matches("test_suite.py::")
-                .trim()
-                .to_string()
+            let test = test.split_once("::").map_or(test, |(_, t)| t);
+            test.trim().to_string()
         };
         if let Some(rest) = line.strip_prefix("PASSED ") {
             passed.insert(name(rest));
@@ -197,11 +213,32 @@ fn pytest(v: &Venv, args: &[&str], ini: Option<&str>) -> Session {
             failed.insert(name(rest));
         }
     }
+    let files = |d: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.filter_map(|e| e.ok())
+                    .filter(|e| e.path().is_file())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let left = files(dir.path());
+    let runs = dir.path().join("cudaleak-out");
+    let dumps = std::fs::read_dir(&runs)
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .flat_map(|e| files(&e.path()))
+                .collect()
+        })
+        .unwrap_or_default();
     Session {
         code: out.status.code(),
         passed,
         failed,
         output,
+        left,
+        dumps,
     }
 }
 
@@ -266,6 +303,33 @@ fn check_verdicts(s: &Session) {
         !o.contains("still live at exit"),
         "the shim's exit lines are not the verdict here\n{o}"
     );
+    // The session's dumps are in one run directory under ./cudaleak-out, as `cudaleak run`
+    // leaves them; none in the working directory.
+    assert!(
+        s.left
+            .iter()
+            .all(|f| f == "test_suite.py" || f == "pytest.ini"),
+        "{:?}",
+        s.left
+    );
+    assert!(
+        s.dumps
+            .iter()
+            .any(|d| d.ends_with(".test_keeps_a_block.json")),
+        "the leaking test's dump is kept: {:?}",
+        s.dumps
+    );
+    assert!(
+        s.dumps
+            .iter()
+            .any(|d| d.starts_with("cudaleak.") && !d.contains("snapshot")),
+        "the session's exit dump: {:?}",
+        s.dumps
+    );
+    assert!(
+        o.contains("dumps: ") && o.contains("/cudaleak-out/run-"),
+        "{o}"
+    );
 }
 
 #[test]
@@ -290,6 +354,39 @@ fn the_plugin_fails_exactly_the_tests_that_leak() {
             s.output.lines().any(|l| l == line),
             "docs/pytest.md shows a line this run did not print: {line:?}\n{}",
             s.output
+        );
+    }
+}
+
+#[test]
+fn a_tensor_kept_in_a_caching_pool_fails_its_test_in_both_allocator_modes() {
+    let Some(v) = venv() else { return };
+    let file = Path::new(MANIFEST_DIR).join("pytest/test_torch_pool.py");
+    let keep = python_marker_line(&file, "keep");
+    for (args, pool) in [
+        (&["--cudaleak"][..], "pytorch-native"),
+        (
+            &["--cudaleak", "--cudaleak-exact-pools"][..],
+            "pytorch-async",
+        ),
+    ] {
+        let s = pytest_file(v, &file, args, None);
+        let o = &s.output;
+        assert_eq!(s.failed, set(&["test_keeps_a_tensor"]), "{args:?}\n{o}");
+        assert_eq!(
+            s.passed,
+            set(&["test_temporary_tensor", "test_reuses_a_cached_segment"]),
+            "a freed tensor's segment still in the pool is not a leak ({args:?})\n{o}"
+        );
+        assert!(
+            o.contains(&format!(
+                "(still held by the {pool} pool after it was emptied: kept by the test)"
+            )),
+            "{args:?}\n{o}"
+        );
+        assert!(
+            o.contains(&format!("test_keeps_a_tensor at test_torch_pool.py:{keep}")),
+            "{args:?}\n{o}"
         );
     }
 }

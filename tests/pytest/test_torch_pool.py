@@ -1,0 +1,26 @@
+"""The plugin on a PyTorch-like caching allocator (fake_torch/, on the null-device runtime): a
+tensor kept past the test is found although its segment belongs to the pool; a tensor freed by
+the test is not, although its segment stays in the pool until emptied. tests/tests/pytest_plugin.rs
+runs it in both allocator modes."""
+import torch
+
+kept = []
+
+
+def test_temporary_tensor():
+    """Passes: the tensor is freed; its segment stays cached until the plugin empties the pool."""
+    t = torch.empty(1 << 20)
+    del t
+
+
+def test_reuses_a_cached_segment():
+    """Passes: the same size again, from the pool."""
+    a = torch.empty(1 << 20)
+    del a
+    b = torch.empty(1 << 20)
+    del b
+
+
+def test_keeps_a_tensor():
+    """Fails: the tensor is kept in a module list (`# @keep`)."""
+    kept.append(torch.empty(2 << 20))  # @keep
