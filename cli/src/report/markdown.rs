@@ -8,11 +8,12 @@ use std::io::{self, Write};
 
 use super::wording::{
     address_text, bad_free_label, cache_callsites_text, cached_text, coarse_pools_text,
-    diff_grew_text, errors_text, exit_line, group_line, growth_gate_reason, growth_summary_line,
-    kept_text, not_shown_text, one_dump_text, pool_growth_text, quiet_line, recording_stopped_text,
-    script_end_line, script_end_text, series_line, series_text, skipped_rest_text, steps_text,
-    summary_line, suspect_rule_text, teardown_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
-    NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, NO_LEAKS,
+    diff_grew_text, errors_text, exit_line, group_line, group_noun, growth_gate_reason,
+    growth_summary_line, kept_text, no_groups_text, not_shown_text, one_dump_text,
+    pool_growth_text, quiet_line, recording_stopped_text, script_end_line, script_end_text,
+    series_line, series_text, skipped_rest_text, steps_text, summary_line, suspect_rule_text,
+    teardown_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES,
+    NO_GROWTH,
 };
 use super::{cached_by_rule, signed_human};
 use super::{
@@ -137,7 +138,7 @@ impl Reporter for Markdown {
                 writeln!(w)?;
             }
             if p.leaks.is_empty() {
-                writeln!(w, "{NO_LEAKS}")?;
+                writeln!(w, "{}", no_groups_text(p))?;
             } else {
                 writeln!(w, "| # | Leaked | Allocations | API | Where |")?;
                 writeln!(w, "|--:|--:|--:|---|---|")?;
@@ -156,7 +157,8 @@ impl Reporter for Markdown {
                     writeln!(w)?;
                     writeln!(
                         w,
-                        "**Leak {} of {}:** {}",
+                        "**{} {} of {}:** {}",
+                        group_noun(p),
                         i + 1,
                         p.leaked.groups,
                         group_head(g)

@@ -8,13 +8,13 @@ use std::io::{self, Write};
 use super::wording::{
     address_text, bad_free_label, bad_free_what, cache_callsites_text, cached_gate_text,
     cached_text, coarse_pools_text, diff_side_text, diff_summary_line, dropped_events_text,
-    errors_text, exit_line, folded_line, gate_failed_text, group_line, growth_gate_reason,
-    growth_summary_line, held_by_text, kept_in_emptied_text, kept_text, managed_text,
-    more_frames_text, not_shown_text, one_dump_text, pool_growth_text, quiet_line,
-    recording_stopped_text, script_end_line, script_end_text, series_line, series_text,
-    skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text, times_text,
-    tolerated_text, trend_label, where_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
-    NAMED_SKIPPED, NO_LEAKS, TEARDOWN_TITLE,
+    errors_text, exit_line, folded_line, gate_failed_text, group_line, group_noun,
+    growth_gate_reason, growth_summary_line, held_by_text, kept_in_emptied_text, kept_text,
+    managed_text, more_frames_text, no_groups_text, not_shown_text, one_dump_text,
+    pool_growth_text, quiet_line, recording_stopped_text, script_end_line, script_end_text,
+    series_line, series_text, skipped_rest_text, steps_text, summary_line, suspect_rule_text,
+    teardown_text, times_text, tolerated_text, trend_label, where_text, CACHED_TITLE,
+    FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, TEARDOWN_TITLE,
 };
 use super::{
     cached_by_rule, cached_totals, change_text, change_text_paren, clean, counts_text,
@@ -168,11 +168,14 @@ fn process_section(
 
     let total = p.leaked.groups;
     if total == 0 {
-        writeln!(o.w, "{}", o.paint(NO_LEAKS, Style::Green))?;
+        writeln!(o.w, "{}", o.paint(no_groups_text(p), Style::Green))?;
         writeln!(o.w)?;
     }
     for (i, g) in p.leaks.iter().enumerate() {
-        let head = o.paint(&format!("Leak {} of {total}:", i + 1), Style::Red);
+        let head = o.paint(
+            &format!("{} {} of {total}:", group_noun(p), i + 1),
+            Style::Red,
+        );
         writeln!(o.w, "{head} {}", leak_header(g))?;
         if let Some(r) = g.held_by.and_then(|c| f.caches.get(c)) {
             let empty = r.empty.as_deref().unwrap_or("");

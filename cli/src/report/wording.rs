@@ -12,7 +12,9 @@ use cudaleak_format::{self as format, EventType};
 use super::{clean, counts_text, error_text, folded_text, frame_text_short, plural, signed_human};
 use super::{gate_reasons, human_bytes, human_duration, own_frame};
 use crate::analyze::{basename, PoolGrowth, QuietProcess, ScriptEnd};
-use crate::analyze::{sum_groups, Counts, DiffFindings, Findings, Folded, LeakGroup, StackView};
+use crate::analyze::{
+    sum_groups, Counts, DiffFindings, Findings, Folded, LeakGroup, ProcessFindings, StackView,
+};
 use crate::growth::{GrowthFindings, GrowthRow, HeldBy, Series, RULE_TEXT};
 
 /// What a process's section says when nothing leaked.
@@ -231,17 +233,43 @@ pub fn diff_side_text(source: &str, process: &str, live: Counts) -> String {
     format!("{source} — {process}, {} live", counts_text(live))
 }
 
+/// What a process without leak groups shows: [`NO_LEAKS`], or for a process `cudaleak attach`
+/// left running, that nothing it allocated while attached is still live.
+pub fn no_groups_text(p: &ProcessFindings) -> &'static str {
+    if p.process.end == format::End::Detach {
+        "Nothing allocated while attached is still live."
+    } else {
+        NO_LEAKS
+    }
+}
+
+/// `Leak` before a group's number: `Live` for a process `cudaleak attach` left running, whose
+/// blocks are those allocated while attached and still live, not known to be leaked.
+pub fn group_noun(p: &ProcessFindings) -> &'static str {
+    if p.process.end == format::End::Detach {
+        "Live"
+    } else {
+        "Leak"
+    }
+}
+
 /// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`, then
-/// `; 86.00 MiB held by caches` when caches hold anything.
+/// `; 86.00 MiB held by caches` when caches hold anything. Processes that all still run after
+/// `cudaleak attach` left them: `… still live in …` (their blocks are not known to be leaked).
 pub fn summary_line(f: &Findings) -> String {
     let t = &f.totals;
     let handles = match t.leaked_handles {
         0 => String::new(),
         n => format!(" and {}", plural(n, "library handle", "library handles")),
     };
+    let detached = !f.processes.is_empty()
+        && f.processes
+            .iter()
+            .all(|p| p.process.end == format::End::Detach);
     let mut s = format!(
-        "SUMMARY: {} leaked in {}{handles} from {} ({})",
+        "SUMMARY: {} {} in {}{handles} from {} ({})",
         human_bytes(t.leaked.bytes),
+        if detached { "still live" } else { "leaked" },
         plural(t.leaked.allocations, "allocation", "allocations"),
         plural(t.callsites, "callsite", "callsites"),
         plural(t.processes, "process", "processes"),

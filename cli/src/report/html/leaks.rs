@@ -9,9 +9,9 @@ use super::MAX_PROCESSES;
 use crate::analyze::{BadFreeGroup, Findings, LeakGroup};
 use crate::report::wording::{
     address_text, bad_free_label, bad_free_what, cached_text, dropped_events_text, errors_text,
-    group_line, managed_text, pool_growth_text, recording_stopped_text, script_end_line,
-    script_end_text, teardown_text, times_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
-    NO_LEAKS, TEARDOWN_TITLE,
+    group_line, group_noun, managed_text, no_groups_text, pool_growth_text, recording_stopped_text,
+    script_end_line, script_end_text, teardown_text, times_text, CACHED_TITLE, FAILED_ADVICE,
+    MANAGED_ADVICE, TEARDOWN_TITLE,
 };
 use crate::report::{
     cached_by_rule, counts_text, group_what, human_bytes, placement, plural, process_label,
@@ -46,13 +46,14 @@ pub(super) fn section(p: &mut Page, f: &Findings) {
             human_bytes(pf.summary.live_bytes)
         );
         if pf.leaked.groups == 0 {
-            let _ = writeln!(p.s, "<p class=\"ok\">{NO_LEAKS}</p>");
+            let _ = writeln!(p.s, "<p class=\"ok\">{}</p>", no_groups_text(pf));
         }
         let total = pf.leaked.groups;
         let shown = pf.leaks.len().min(p.groups);
         for (i, g) in pf.leaks.iter().take(shown).enumerate() {
             let head = format!(
-                "<span class=\"fail-text\">Leak {} of {total}:</span> {}",
+                "<span class=\"fail-text\">{} {} of {total}:</span> {}",
+                group_noun(pf),
                 i + 1,
                 leak_head(g)
             );
