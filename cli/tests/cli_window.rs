@@ -6,7 +6,7 @@ mod common;
 
 use predicates::prelude::*;
 
-use common::{bin, fx, report};
+use common::{bin, fx, report, run_env, RunEnv};
 
 const TORCH_KEEP: &str = "h200/torch_keep-exact/cudaleak.3386.json";
 
@@ -96,9 +96,7 @@ fn since_and_pools_emptied_are_not_for_growth() {
 
 #[test]
 fn env_prints_what_run_gives_the_program() {
-    let dir = tempfile::tempdir().unwrap();
-    let shim = dir.path().join("libcudaleak.so");
-    std::fs::write(&shim, b"\x7fELF\x02\x01\x01\0").unwrap();
+    let RunEnv { dir, shim, .. } = run_env();
     let out = bin()
         .args([
             "env",
@@ -149,9 +147,7 @@ fn env_prints_what_run_gives_the_program() {
 
 #[test]
 fn env_run_in_makes_a_fresh_run_directory_as_run_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let shim = dir.path().join("libcudaleak.so");
-    std::fs::write(&shim, b"\x7fELF\x02\x01\x01\0").unwrap();
+    let RunEnv { dir, shim, .. } = run_env();
     let env = |extra: &[&str]| {
         bin()
             .arg("env")
