@@ -40,6 +40,7 @@ fn wheel() -> Option<PathBuf> {
 struct Venv {
     _dir: tempfile::TempDir,
     root: PathBuf,
+    wheel: PathBuf,
 }
 
 impl Venv {
@@ -71,10 +72,14 @@ fn venv() -> Option<&'static Venv> {
             Command::new(root.join("bin/pip"))
                 .args(["install", "--quiet", "--disable-pip-version-check"])
                 .arg(&wheel)
-                .args(["pytest", "pytest-xdist"]),
-            "pip install (the wheel, pytest, pytest-xdist)",
+                .args(["pytest", "pytest-xdist", "uv", "pipx"]),
+            "pip install (the wheel, pytest, pytest-xdist, uv, pipx)",
         );
-        Some(Venv { _dir: dir, root })
+        Some(Venv {
+            _dir: dir,
+            root,
+            wheel,
+        })
     })
     .as_ref()
 }
@@ -148,6 +153,59 @@ fn the_wheel_gives_the_command_and_the_shim_beside_it() {
     assert_eq!(run.status.code(), Some(23), "the gate fails:\n{stdout}");
     assert!(stdout.contains("Leak 1 of 3:"), "{stdout}");
     assert!(stdout.contains("leak_exit.c:"), "{stdout}");
+}
+
+/// `LD_PRELOAD` as `cudaleak env` run as `cli` says it (the wheel's own shim, not this run's).
+fn preload_of(cli: &Path) -> PathBuf {
+    let env = ok(
+        Command::new(cli)
+            .args(["env", "--json"])
+            .env_remove("CUDALEAK_SHIM")
+            .env_remove("LD_PRELOAD"),
+        "cudaleak env",
+    );
+    let vars: serde_json::Value = serde_json::from_slice(&env.stdout).unwrap();
+    PathBuf::from(vars["LD_PRELOAD"].as_str().unwrap())
+}
+
+#[test]
+fn uv_and_pipx_install_the_wheel_with_its_shim() {
+    let Some(v) = venv() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // uv: a virtual environment of its own, the wheel installed into it.
+    let uv_env = dir.path().join("uv-venv");
+    ok(
+        Command::new(v.bin("uv")).args(["venv", "-q"]).arg(&uv_env),
+        "uv venv",
+    );
+    ok(
+        Command::new(v.bin("uv"))
+            .args(["pip", "install", "-q", "--python"])
+            .arg(uv_env.join("bin/python"))
+            .arg(&v.wheel),
+        "uv pip install",
+    );
+    let shim = preload_of(&uv_env.join("bin/cudaleak"));
+    assert_eq!(
+        shim,
+        uv_env.join("lib/libcudaleak.so").canonicalize().unwrap()
+    );
+    // pipx: its own venv, the command linked into PIPX_BIN_DIR.
+    let (home, bin) = (dir.path().join("pipx"), dir.path().join("bin"));
+    ok(
+        Command::new(v.bin("pipx"))
+            .args(["install", "-q"])
+            .arg(&v.wheel)
+            .env("PIPX_HOME", &home)
+            .env("PIPX_BIN_DIR", &bin),
+        "pipx install",
+    );
+    let shim = preload_of(&bin.join("cudaleak"));
+    assert!(
+        shim.starts_with(home.canonicalize().unwrap()) && shim.is_file(),
+        "{}",
+        shim.display()
+    );
 }
 
 /// What one pytest run said: its exit status, the tests that passed and failed (from `-rA`'s
