@@ -30,9 +30,10 @@ run() { # NAME ARGS...
     rc=$?
     t1=$(date +%s%N)
     local failed
-    failed=$(grep -E '^FAILED ' "$out/$name.txt" | sed -E 's/^FAILED ([^ ]+).*/\1/' | tr '\n' ' ')
-    printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" "$(echo "($t1 - $t0) / 1000000000" | bc -l)" \
-        "${failed:-none}" | tee -a "$summary"
+    # FAILED and ERROR lines of -rA's summary (a collection error is not a verdict on a test).
+    failed=$(grep -E '^(FAILED|ERROR) ' "$out/$name.txt" | sed -E 's/^(FAILED|ERROR) ([^ ]+).*/\1 \2/' | tr '\n' ' ')
+    printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" "${failed:-none}" | tee -a "$summary"
 }
 for suite in torch cupy; do
     file="test_${suite}_suite.py"
