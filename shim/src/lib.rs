@@ -28,6 +28,7 @@ mod hooks;
 mod lifecycle;
 mod lock;
 mod modules;
+mod objects;
 mod process;
 mod python;
 mod real;

@@ -31,7 +31,7 @@
 //! Must never: allocate, lock or make a system call in [`settle`] or [`current`] (the hot path
 //! and the signal handler).
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
@@ -120,9 +120,10 @@ pub fn decide() -> bool {
             own: false,
         }; MAX_COPIES],
     };
-    // SAFETY: the callback only reads what the loader passes and writes `walk`, which outlives
-    // the call.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut walk as *mut Walk).cast()) };
+    crate::objects::each(|o| {
+        visit(&mut walk, o);
+        false
+    });
     let found = &walk.found[..walk.n];
     // Not found at all (no PT_NOTE seen): record, as a lone copy would.
     let records = found.first().is_none_or(|f| f.own);
@@ -149,51 +150,37 @@ pub fn decide() -> bool {
     records
 }
 
-/// `dl_iterate_phdr`'s callback: notes the object if it carries the mark. Runs under the
-/// loader's lock: no allocation, no call into the loader.
-unsafe extern "C" fn visit(
-    info: *mut libc::dl_phdr_info,
-    _size: usize,
-    data: *mut c_void,
-) -> c_int {
-    // SAFETY: data is the Walk `decide` passed; the loader passes a valid dl_phdr_info whose
-    // dlpi_phdr array has dlpi_phnum entries, valid for the duration of the callback, and each
-    // PT_NOTE segment lies in the object's mapped memory.
-    unsafe {
-        let walk = &mut *(data as *mut Walk);
-        let info = &*info;
-        if walk.n == MAX_COPIES || info.dlpi_phdr.is_null() {
-            return 0;
-        }
-        let base = info.dlpi_addr as usize;
-        let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
-        let marked = phdrs.iter().any(|p| {
-            p.p_type == libc::PT_NOTE
-                && carries_mark(
-                    std::slice::from_raw_parts(
-                        (base + p.p_vaddr as usize) as *const u8,
-                        p.p_memsz as usize,
-                    ),
-                    p.p_align.max(4) as usize,
-                )
-        });
-        if !marked {
-            return 0;
-        }
-        let (mut lo, mut hi) = (usize::MAX, 0);
-        for p in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
-            lo = lo.min(base + p.p_vaddr as usize);
-            hi = hi.max(base + (p.p_vaddr + p.p_memsz) as usize);
-        }
-        walk.found[walk.n] = Found {
-            name: info.dlpi_name,
-            lo,
-            hi,
-            own: (lo..hi).contains(&walk.own),
-        };
-        walk.n += 1;
+/// Notes `o` if it carries the mark. Runs under the loader's lock (`objects::each`): no
+/// allocation, no call into the loader.
+fn visit(walk: &mut Walk, o: &crate::objects::Object) {
+    if walk.n == MAX_COPIES {
+        return;
     }
-    0
+    let marked = o.phdrs.iter().any(|p| {
+        if p.p_type != libc::PT_NOTE {
+            return false;
+        }
+        // SAFETY: each PT_NOTE segment lies in the object's mapped memory, loaded for as long
+        // as the visit lasts.
+        let notes = unsafe {
+            std::slice::from_raw_parts(
+                (o.base + p.p_vaddr as usize) as *const u8,
+                p.p_memsz as usize,
+            )
+        };
+        carries_mark(notes, p.p_align.max(4) as usize)
+    });
+    if !marked {
+        return;
+    }
+    let span = o.span();
+    walk.found[walk.n] = Found {
+        name: o.name,
+        lo: span.start,
+        hi: span.end,
+        own: span.contains(&walk.own),
+    };
+    walk.n += 1;
 }
 
 /// Whether a PT_NOTE segment's notes (laid out for the segment's `align`, 4 or 8) include the

@@ -4,7 +4,7 @@
 //! Capture must not take any lock another thread could hold while calling into us.
 
 use std::collections::HashMap;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
@@ -144,49 +144,17 @@ pub fn init_own_range() {
 /// The address range of the loaded segments of the module holding this function (the shim),
 /// or an empty range if the loader does not list it.
 fn find_own_range() -> Range<usize> {
-    struct Search {
-        target: usize,
-        found: Range<usize>,
-    }
-    extern "C" fn callback(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: `data` is the `Search` find_own_range passed, alive for the whole iteration
-        // and used by nothing else meanwhile.
-        let search = unsafe { &mut *(data as *mut Search) };
-        // SAFETY: the loader passes a valid dl_phdr_info whose dlpi_phdr array has dlpi_phnum
-        // entries, valid for the duration of the callback.
-        let (base, phdrs) = unsafe {
-            let info = &*info;
-            (
-                info.dlpi_addr as usize,
-                std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)),
-            )
-        };
-        let loads = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD);
-        let (mut lo, mut hi, mut hit) = (usize::MAX, 0usize, false);
-        for p in loads {
-            let start = base + p.p_vaddr as usize;
-            let end = start + p.p_memsz as usize;
-            hit |= (start..end).contains(&search.target);
-            lo = lo.min(start);
-            hi = hi.max(end);
-        }
+    let target = find_own_range as *const () as usize;
+    let mut found = 0..0;
+    crate::objects::each(|o| {
+        let span = o.span();
+        let hit = span.contains(&target);
         if hit {
-            search.found = lo..hi;
-            return 1;
+            found = span;
         }
-        0
-    }
-    let mut search = Search {
-        target: find_own_range as *const () as usize,
-        found: 0..0,
-    };
-    // SAFETY: the callback only reads what the loader hands it and writes `search`.
-    unsafe { libc::dl_iterate_phdr(Some(callback), &mut search as *mut Search as *mut c_void) };
-    search.found
+        hit
+    });
+    found
 }
 
 /// What [`init_own_range`] found (empty before it ran).

@@ -19,7 +19,7 @@
 //! driver. Slots under RELRO are made writable for the write and read-only again.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -349,64 +349,40 @@ fn table_pointers(m: &Module, targets: &[(usize, usize)], patched: &mut Vec<Patc
 
 /// Every loaded module but this library.
 fn modules() -> Vec<Module> {
-    struct Walk {
-        own: usize,
-        found: Vec<Module>,
-    }
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: data is the Walk `modules` passed; the loader passes a valid dl_phdr_info whose
-        // dlpi_phdr array has dlpi_phnum entries, valid for the duration of the callback.
-        unsafe {
-            let walk = &mut *(data as *mut Walk);
-            let info = &*info;
-            if info.dlpi_phdr.is_null() {
-                return 0;
-            }
-            let base = info.dlpi_addr as usize;
-            let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum));
-            let page = page_size();
-            let mut m = Module {
-                base,
-                lo: usize::MAX,
-                hi: 0,
-                writable: Vec::new(),
-                relro: None,
-                dynamic: None,
-            };
-            for p in phdrs {
-                let start = base + p.p_vaddr as usize;
-                let end = start + p.p_memsz as usize;
-                match p.p_type {
-                    libc::PT_LOAD => {
-                        m.lo = m.lo.min(start);
-                        m.hi = m.hi.max(end);
-                        if p.p_flags & libc::PF_W != 0 {
-                            m.writable.push((start, end));
-                        }
+    let own = modules as *const () as usize;
+    let page = page_size();
+    let mut found = Vec::new();
+    crate::objects::each(|o| {
+        let mut m = Module {
+            base: o.base,
+            lo: usize::MAX,
+            hi: 0,
+            writable: Vec::new(),
+            relro: None,
+            dynamic: None,
+        };
+        for p in o.phdrs {
+            let start = o.base + p.p_vaddr as usize;
+            let end = start + p.p_memsz as usize;
+            match p.p_type {
+                libc::PT_LOAD => {
+                    m.lo = m.lo.min(start);
+                    m.hi = m.hi.max(end);
+                    if p.p_flags & libc::PF_W != 0 {
+                        m.writable.push((start, end));
                     }
-                    libc::PT_DYNAMIC => m.dynamic = Some(start),
-                    PT_GNU_RELRO => m.relro = Some((start & !(page - 1), end & !(page - 1))),
-                    _ => {}
                 }
-            }
-            if m.lo < m.hi && !(m.lo..m.hi).contains(&walk.own) {
-                walk.found.push(m);
+                libc::PT_DYNAMIC => m.dynamic = Some(start),
+                PT_GNU_RELRO => m.relro = Some((start & !(page - 1), end & !(page - 1))),
+                _ => {}
             }
         }
-        0
-    }
-    let mut walk = Walk {
-        own: modules as *const () as usize,
-        found: Vec::new(),
-    };
-    // SAFETY: the callback only reads what the loader passes and writes `walk`, which outlives
-    // the call.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&mut walk as *mut Walk).cast()) };
-    walk.found
+        if m.lo < m.hi && !(m.lo..m.hi).contains(&own) {
+            found.push(m);
+        }
+        false
+    });
+    found
 }
 
 #[cfg(test)]
