@@ -4,18 +4,21 @@
 #   scripts/gpu-attach.sh [--bin-dir DIR]        (or CUDALEAK_BIN_DIR=DIR)
 #
 # DIR holds prebuilt `cudaleak` and `libcudaleak.so` (default: bin/ beside this script, else
-# target/release, else .device/bin). Three programs, one after the other, each run for
-# BEFORE + FOR + AFTER seconds and attached to once, BEFORE seconds after it started, with
-# `cudaleak attach --for FOR PID`:
+# target/release, else .device/bin). Four programs, one after the other, each run for
+# BEFORE + FOR + AFTER seconds of steps and attached to once, BEFORE seconds after its first
+# step (default 10, 15 and 8), with `cudaleak attach --for FOR PID`:
 #   1. slow_leak: a C++ program built with nvcc's default static runtime; every step allocates
 #      and frees 8 MiB scratch around a kernel, and every 10th step keeps 1 MiB (the leak, at the
 #      line marked LEAK);
 #   2. train.py leak: a PyTorch MLP training loop that keeps a 4 MiB tensor every step (the line
 #      marked KEEP), with PyTorch's default caching allocator;
-#   3. train.py clean: the same loop keeping nothing.
-# Each program prints, once a second, its own mean step time (the step only, not its sleep); the
+#   3. train.py clean: the same loop keeping nothing;
+#   4. train.py leak started with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (each tensor
+#      its own driver allocation, as under `run --exact-pools`).
+# Each program prints, once a second, its own mean step time (the step only, not its sleep). The
 # script prints the mean before, while and after attached, the attach and detach times cudaleak
-# reports, whether the report names the leaking line, and the growth verdict. With $OUT set,
+# reports, the growth verdict, the cache note, and whether the report names the leaking line
+# (or, failing that, whether the suspect's whole stack has it: `report --growth --frames 64`). With $OUT set,
 # everything is written there too: attach.log (all output), summary.md (the table) and
 # details.tar.gz (each program's log, cudaleak's stderr and report).
 set -uo pipefail
@@ -34,11 +37,11 @@ fi
 bin_dir="$(cd "${bin_dir:-.}" && pwd)"
 cudaleak="$bin_dir/cudaleak"
 export CUDALEAK_SHIM="$bin_dir/libcudaleak.so"
-BEFORE="${BEFORE:-8}" FOR="${FOR:-15}" AFTER="${AFTER:-8}"
+BEFORE="${BEFORE:-10}" FOR="${FOR:-15}" AFTER="${AFTER:-8}"
 out="${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/cudaleak-attach.XXXXXX")}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/cudaleak-attach-work.XXXXXX")"
 res="$work/results"
-mkdir -p "$res"
+mkdir -p "$res" "$out"
 exec > >(tee -a "$out/attach.log") 2>&1
 
 echo "# cudaleak attach on a GPU, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -173,8 +176,8 @@ EOF
 "$nvcc" -O2 -g -o "$work/slow_leak" "$work/slow_leak.cu" || { echo "nvcc failed"; exit 1; }
 echo "- slow_leak links: $(nm -D "$work/slow_leak" | grep -c ' U cuda' || true) cuda* imports (0: static runtime)"
 echo
-echo "| program | attach | detach | growth verdict | leaking line named | mean step before / while / after |"
-echo "|---|---|---|---|---|---|"
+echo "| program | attach | detach | growth verdict | cache note | leaking line named | mean step before / while / after |"
+echo "|---|---|---|---|---|---|---|"
 rows=()
 
 experiment() { # name marker-file marker command...
@@ -183,6 +186,13 @@ experiment() { # name marker-file marker command...
     local total=$((BEFORE + FOR + AFTER + 4))
     "$@" "$total" >"$res/$name.program.log" 2>"$res/$name.program.err" &
     local pid=$!
+    # BEFORE counts from the program's first step report: start-up (PyTorch's import, CUDA's
+    # context) is not a step, and the "before" phase needs steps to compare with.
+    local waited=0
+    until grep -q '^t=' "$res/$name.program.log" 2>/dev/null || ((waited >= 120)); do
+        sleep 0.2
+        waited=$((waited + 1))
+    done
     sleep "$BEFORE"
     local t0 t3
     t0=$(date +%s.%N)
@@ -198,8 +208,18 @@ experiment() { # name marker-file marker command...
     d=$(grep -o 'detached in [0-9]* ms' "$res/$name.attach.err" | grep -o '[0-9]*' || echo '?')
     local line
     line=$(grep -n "$marker" "$work/$file" | head -n 1 | cut -d: -f1)
+    # The report as printed names the line when the suspect's stack has it among its shown
+    # frames; the whole stack (--frames 64) says whether it is there at all.
+    "$cudaleak" report --growth --frames 64 "$(ls -d "$work/out-$name"/*/ | head -n 1)" \
+        >"$res/$name.frames.txt" 2>&1
     local named=no
-    if grep -q "$file:$line" "$res/$name.report.txt"; then named="yes ($file:$line)"; fi
+    if grep -q "$file:$line" "$res/$name.report.txt"; then
+        named="yes ($file:$line)"
+    elif grep -q "$file:$line" "$res/$name.frames.txt"; then
+        named="in the whole stack ($file:$line)"
+    fi
+    local held
+    held=$(grep -o 'held by [^:]*\[[a-z-]*\]' "$res/$name.report.txt" | head -n 1)
     local verdict
     verdict=$(grep '^SUMMARY' "$res/$name.report.txt" | tail -n 1)
     # While attached: from the end of the attach to the start of the detach.
@@ -208,23 +228,28 @@ experiment() { # name marker-file marker command...
     t2=$(python3 -c "print($t3 - ${d:-0}/1000 - 1)")
     local phases
     phases=$(python3 "$work/phases.py" "$res/$name.program.log" "$t0" "$t1" "$t2" "$t3")
-    echo "| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | $named | $phases |"
-    rows+=("| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | $named | $phases |")
+    echo "| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | ${held:-—} | $named | $phases |"
+    rows+=("| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | ${held:-—} | $named | $phases |")
 }
 
 experiment static_leak slow_leak.cu "// LEAK" "$work/slow_leak"
 experiment torch_leak train.py "# KEEP" python3 "$work/train.py" leak
 experiment torch_clean train.py "# KEEP" python3 "$work/train.py" clean
+# A job started with PyTorch's stream-ordered backend: every tensor is a driver allocation, so
+# the kept tensor's own line is what grows (attach cannot change a running job's allocator).
+experiment torch_leak_async train.py "# KEEP" \
+    env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3 "$work/train.py" leak
 
 {
-    echo "| program | attach | detach | growth verdict | leaking line named | mean step before / while / after |"
-    echo "|---|---|---|---|---|---|"
+    echo "| program | attach | detach | growth verdict | cache note | leaking line named | mean step before / while / after |"
+    echo "|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
 } >"$out/summary.md"
-for name in static_leak torch_leak torch_clean; do
+for name in static_leak torch_leak torch_clean torch_leak_async; do
     echo
     echo "## $name: cudaleak attach (stderr, then the report's suspects)"
     cat "$res/$name.attach.err"
     grep -A8 '^Suspect' "$res/$name.report.txt" | head -n 40
     tail -n 2 "$res/$name.program.log"
 done
+tar czf "$out/details.tar.gz" -C "$res" .

@@ -16,8 +16,14 @@ wheels=$(realpath "$1")
 out=$(mkdir -p "$2" && realpath "$2")
 work=$(mktemp -d)
 python3 -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" cudaleak pytest pytest-xdist \
-    || { echo "gpu-pytest: pip install failed" >&2; exit 1; }
+# The machine's own pytest and pytest-xdist serve when they import (the venv sees them); WHEELS
+# supplies them only where they are missing.
+"$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" cudaleak \
+    || { echo "gpu-pytest: pip install cudaleak failed" >&2; exit 1; }
+"$work/venv/bin/python" -c 'import pytest, xdist' 2>/dev/null \
+    || "$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" pytest pytest-xdist \
+    || { echo "gpu-pytest: pip install pytest pytest-xdist failed" >&2; exit 1; }
+"$work/venv/bin/python" -c 'import pytest, xdist; print("pytest", pytest.__version__, "xdist", xdist.__version__)' >"$out/versions.txt" 2>&1
 cp tests/gpu/pytest/*.py "$work/"
 summary="$out/summary.txt"
 : >"$summary"
@@ -42,6 +48,7 @@ for suite in torch cupy; do
     run "$suite-exact" --cudaleak --cudaleak-exact-pools "$file"
 done
 run torch-default-xdist2 --cudaleak -n 2 test_torch_suite.py
+cat "$out/versions.txt" >>"$summary"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$summary" 2>&1
 python3 -c 'import torch, cupy; print("torch", torch.__version__, "cuda", torch.version.cuda, "cupy", cupy.__version__)' >>"$summary" 2>&1
 exit 0
