@@ -9,6 +9,9 @@
 #   make bench           CPU benchmarks (scripts/bench.sh; GPU: scripts/gpu-bench.sh)
 #   make wheel           target/wheels/cudaleak-*.whl: the CLI, the shim and the pytest plugin
 #                        (scripts/wheel.sh; maturin from PATH or PyPI)
+#   make wheel-aarch64   the aarch64 wheel, cross-built, then run under qemu-aarch64 on the null
+#                        device (scripts/aarch64-smoke.sh); needs the Rust target
+#                        aarch64-unknown-linux-gnu, gcc-aarch64-linux-gnu and qemu-user
 #   make install PREFIX=/usr/local    bin/cudaleak (stripped) and lib/libcudaleak.so (with its
 #                        line tables; STRIP_SHIM=1 strips it too)
 
@@ -19,7 +22,7 @@ RELEASE := $(CURDIR)/target/release
 # (scripts/debian-python.sh): the Python-frame tests run under each.
 DEBIAN_PYTHONS ?= 3.14 3.15
 
-.PHONY: all build samples demo test gpu-test bench wheel install clean
+.PHONY: all build samples demo test gpu-test bench wheel wheel-aarch64 install clean
 
 all: build
 
@@ -35,6 +38,10 @@ demo: build
 wheel:
 	scripts/wheel.sh
 
+AARCH64 := aarch64-unknown-linux-gnu
+wheel-aarch64:
+	scripts/aarch64-smoke.sh "$$(scripts/wheel.sh --target $(AARCH64))"
+
 # The tests find the shim through CUDALEAK_SHIM; CUDALEAK_REQUIRE_SAMPLES=1 turns "no nvcc, sample
 # tests skipped" into a failure, so CI cannot pass without having run them, and
 # CUDALEAK_REQUIRE_BROWSER=1 does the same for the HTML report's test in headless Chromium, and
@@ -49,6 +56,14 @@ test:
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) build --release
 	scripts/wheel.sh
+	@# The aarch64 wheel where this machine can cross-build and emulate it (.ci/run installs
+	@# what it needs); elsewhere it is skipped, and this says so.
+	@if rustup target list --installed 2>/dev/null | grep -qx $(AARCH64) \
+		&& command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then \
+		$(MAKE) --no-print-directory wheel-aarch64; \
+	else \
+		echo "make test: the aarch64 wheel is skipped: no Rust target $(AARCH64), aarch64-linux-gnu-gcc or qemu-aarch64" >&2; \
+	fi
 	@# CPythons newer than this machine's from Debian's unstable suite, where there is none (once,
 	@# into ~/.cache/cudaleak); without one its Python-frame tests are skipped, and this says so.
 	path="$$PATH"; for v in $(DEBIAN_PYTHONS); do \

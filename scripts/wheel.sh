@@ -9,16 +9,40 @@
 # (auditwheel's rules) and tags the wheel with it. maturin is taken from PATH, else installed
 # from PyPI into a cache directory outside the repository:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/cudaleak/maturin
+#
+#   scripts/wheel.sh [--target TRIPLE]
+#
+# --target aarch64-unknown-linux-gnu cross-builds the aarch64 wheel: it needs that Rust target
+# (rustup target add) and a cross linker and binutils (Debian: gcc-aarch64-linux-gnu), named by
+# CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER (default aarch64-linux-gnu-gcc) and STRIP
+# (default aarch64-linux-gnu-strip). Only wheels of the same platform are replaced.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo build --release -p cudaleak-shim >&2
+target=""
+if [[ "${1:-}" == "--target" ]]; then
+    target="$2"
+    shift 2
+fi
+built=target/release
+strip_tool="${STRIP:-strip}"
+platform=x86_64
+if [[ -n "$target" ]]; then
+    built="target/$target/release"
+    platform="${target%%-*}"
+    if [[ "$target" == aarch64-unknown-linux-gnu ]]; then
+        export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER="${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}"
+        strip_tool="${STRIP:-aarch64-linux-gnu-strip}"
+    fi
+fi
+
+cargo build --release -p cudaleak-shim ${target:+--target "$target"} >&2
 data=python/cudaleak.data/data/lib
 mkdir -p "$data"
 # The shim's own frames are internal (hidden in reports): its line tables would only triple
 # the wheel's size.
-cp target/release/libcudaleak.so "$data/libcudaleak.so"
-strip --strip-debug "$data/libcudaleak.so"
+cp "$built/libcudaleak.so" "$data/libcudaleak.so"
+"$strip_tool" --strip-debug "$data/libcudaleak.so"
 
 maturin="$(command -v maturin || true)"
 if [[ -z "$maturin" ]]; then
@@ -30,6 +54,6 @@ if [[ -z "$maturin" ]]; then
     fi
     maturin="$venv/bin/maturin"
 fi
-rm -f target/wheels/cudaleak-*.whl
-(cd python && "$maturin" build --release --strip --out ../target/wheels >&2)
-ls target/wheels/cudaleak-*.whl
+rm -f target/wheels/cudaleak-*_"$platform".whl
+(cd python && "$maturin" build --release --strip ${target:+--target "$target"} --out ../target/wheels >&2)
+ls target/wheels/cudaleak-*_"$platform".whl

@@ -39,6 +39,7 @@ pub fn dlsym_fn() -> Option<DlsymFn> {
 
 /// libc's `dlsym` as an address, null if unknown: for the `dlsym` interposer's tail call.
 /// Never allocates, locks or panics.
+#[cfg(target_arch = "x86_64")]
 pub extern "C" fn dlsym_address() -> *mut c_void {
     dlsym_fn().map_or(ptr::null_mut(), |f| f as *mut c_void)
 }

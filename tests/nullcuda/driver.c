@@ -15,6 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifndef MAP_32BIT
+/* x86-64 only: elsewhere (aarch64) a v1 block lands below 4 GiB only by chance, and
+ * cuMemAlloc (v1) answers CUDA_ERROR_OUT_OF_MEMORY otherwise, as a real 2.x driver would. */
+#define MAP_32BIT 0
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 

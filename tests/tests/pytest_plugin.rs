@@ -18,8 +18,10 @@ use cudaleak_tests::{python_marker_line, scenario_program, FRAMEWORKS_DIR, NULLC
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The wheel to test: $CUDALEAK_WHEEL, else the one in the workspace's target/wheels/.
+/// The wheel to test: $CUDALEAK_WHEEL, else this machine's architecture's in the workspace's
+/// target/wheels/ (`make wheel-aarch64` puts an aarch64 one beside it).
 fn wheel() -> Option<PathBuf> {
+    let platform = format!("_{}.whl", std::env::consts::ARCH);
     if let Some(w) = std::env::var_os("CUDALEAK_WHEEL") {
         return Some(PathBuf::from(w));
     }
@@ -29,7 +31,7 @@ fn wheel() -> Option<PathBuf> {
         .filter_map(|e| Some(e.ok()?.path()))
         .filter(|p| {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
-            name.starts_with("cudaleak-") && name.ends_with(".whl")
+            name.starts_with("cudaleak-") && name.ends_with(&platform)
         })
         .collect();
     found.sort();

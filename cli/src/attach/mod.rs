@@ -6,7 +6,9 @@
 //! program's exit) and the detach; the report is `commands`' (the same functions `run --growth`
 //! and `report --growth` use).
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod elf;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod inject;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod ptrace;
@@ -343,6 +345,7 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
 
 /// Runs `f` (an injected call), saying once on stderr if it takes more than 10 s: the borrowed
 /// thread may wait for a lock of its program's, and cannot be taken back in the middle.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn noting_delay<R>(pid: u32, what: &str, f: impl FnOnce() -> R) -> R {
     let (done, waiting) = std::sync::mpsc::channel::<()>();
     let what = what.to_string();
