@@ -176,8 +176,11 @@ EOF
 "$nvcc" -O2 -g -o "$work/slow_leak" "$work/slow_leak.cu" || { echo "nvcc failed"; exit 1; }
 echo "- slow_leak links: $(nm -D "$work/slow_leak" | grep -c ' U cuda' || true) cuda* imports (0: static runtime)"
 echo
-echo "| program | attach | detach | growth verdict | cache note | leaking line named | mean step before / while / after |"
-echo "|---|---|---|---|---|---|---|"
+header() {
+    echo "| program | attach | detach | growth verdict | cache note | leaking line named | mean step before / while / after |"
+    echo "|---|---|---|---|---|---|---|"
+}
+header
 rows=()
 
 experiment() { # name marker-file marker command...
@@ -228,8 +231,9 @@ experiment() { # name marker-file marker command...
     t2=$(python3 -c "print($t3 - ${d:-0}/1000 - 1)")
     local phases
     phases=$(python3 "$work/phases.py" "$res/$name.program.log" "$t0" "$t1" "$t2" "$t3")
-    echo "| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | ${held:-—} | $named | $phases |"
-    rows+=("| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | ${held:-—} | $named | $phases |")
+    local row="| $name (exit $prc, cudaleak $rc) | $a ms | $d ms | $verdict | ${held:-—} | $named | $phases |"
+    echo "$row"
+    rows+=("$row")
 }
 
 experiment static_leak slow_leak.cu "// LEAK" "$work/slow_leak"
@@ -241,8 +245,7 @@ experiment torch_leak_async train.py "# KEEP" \
     env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3 "$work/train.py" leak
 
 {
-    echo "| program | attach | detach | growth verdict | cache note | leaking line named | mean step before / while / after |"
-    echo "|---|---|---|---|---|---|---|"
+    header
     printf '%s\n' "${rows[@]}"
 } >"$out/summary.md"
 for name in static_leak torch_leak torch_clean torch_leak_async; do

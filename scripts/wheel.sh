@@ -26,7 +26,7 @@ if [[ "${1:-}" == "--target" ]]; then
 fi
 built=target/release
 strip_tool="${STRIP:-strip}"
-platform=x86_64
+platform=$(uname -m)
 if [[ -n "$target" ]]; then
     built="target/$target/release"
     platform="${target%%-*}"
