@@ -1,6 +1,7 @@
-/* bench_pairs THREADS PAIRS DEPTH [async]: each thread, DEPTH calls deep, makes PAIRS
+/* bench_pairs THREADS PAIRS DEPTH [async|batch]: each thread, DEPTH calls deep, makes PAIRS
  * cuMemAlloc_v2 + cuMemFree_v2 pairs (with `async`: cuMemAllocAsync + cuMemFreeAsync on the
- * null stream, the route of PyTorch's cudaMallocAsync backend) through the pointers
+ * null stream, the route of PyTorch's cudaMallocAsync backend; with `batch`: 10 000 allocations
+ * kept live, then their frees, as tests/bench/gpu/ab.cu's batch round) through the pointers
  * cuGetProcAddress_v2 returns (the route every CUDA runtime takes). Prints the wall time of the
  * parallel part per pair and in total, and the CPU time (user + system, all threads) per pair:
  * on a machine shared with other work the wall time says little, the CPU time more.
@@ -10,6 +11,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -26,6 +28,8 @@ static alloc_async_fn mem_alloc_async;
 static free_async_fn mem_free_async;
 static long pairs;
 static int depth;
+#define BATCH 10000
+static int batch;
 static pthread_barrier_t start;
 
 static double cpu_now(void) {
@@ -42,6 +46,19 @@ static double now(void) {
 }
 
 __attribute__((noinline)) static void loop(void) {
+    if (batch) {
+        CUdeviceptr *live = malloc(BATCH * sizeof *live);
+        if (!live) exit(99);
+        for (long done = 0; done < pairs; done += BATCH) {
+            long n = pairs - done < BATCH ? pairs - done : BATCH;
+            for (long i = 0; i < n; i++)
+                if (mem_alloc(&live[i], 4096) != 0) exit(99);
+            for (long i = 0; i < n; i++)
+                if (mem_free(live[i]) != 0) exit(99);
+        }
+        free(live);
+        return;
+    }
     for (long i = 0; i < pairs; i++) {
         CUdeviceptr p;
         if (mem_alloc_async) {
@@ -69,7 +86,7 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: bench_pairs THREADS PAIRS DEPTH [async]\n");
+        fprintf(stderr, "usage: bench_pairs THREADS PAIRS DEPTH [async|batch]\n");
         return 2;
     }
     int threads = atoi(argv[1]);
@@ -81,7 +98,8 @@ int main(int argc, char **argv) {
     int status;
     gpa("cuMemAlloc", (void **)&mem_alloc, 3020, 0, &status);
     gpa("cuMemFree", (void **)&mem_free, 3020, 0, &status);
-    if (argc == 5) {
+    batch = argc == 5 && !strcmp(argv[4], "batch");
+    if (argc == 5 && !batch) {
         gpa("cuMemAllocAsync", (void **)&mem_alloc_async, 11020, 0, &status);
         gpa("cuMemFreeAsync", (void **)&mem_free_async, 11020, 0, &status);
         if (!mem_alloc_async || !mem_free_async) return 98;

@@ -7,7 +7,9 @@
 //! run; `--reps`: repetitions of each measurement, for a machine shared with other work), or
 //! `bench --instructions`: instructions per pair counted by valgrind instead of times, or
 //! `bench --exit`: what the shim adds to the end of a process — a small leaking one, and one
-//! with 1 000 000 live blocks (the dump's time).
+//! with 1 000 000 live blocks (the dump's time), or `bench --cold`: the batch round of the GPU
+//! A/B (10 000 live blocks, then their frees) on a driver that evicts the caches at every call
+//! as a real one does, with the shim's cache misses per pair counted by valgrind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -228,6 +230,158 @@ fn instructions(bench: &Bench) {
     );
 }
 
+/// The counts cachegrind prints for a program: instructions, first-level instruction-cache
+/// misses, first-level data-cache read and write misses.
+struct CacheCounts {
+    instructions: f64,
+    i1_misses: f64,
+    d1_read_misses: f64,
+    d1_write_misses: f64,
+}
+
+impl CacheCounts {
+    fn minus(&self, o: &CacheCounts) -> CacheCounts {
+        CacheCounts {
+            instructions: self.instructions - o.instructions,
+            i1_misses: self.i1_misses - o.i1_misses,
+            d1_read_misses: self.d1_read_misses - o.d1_read_misses,
+            d1_write_misses: self.d1_write_misses - o.d1_write_misses,
+        }
+    }
+
+    fn per(&self, n: f64) -> CacheCounts {
+        CacheCounts {
+            instructions: self.instructions / n,
+            i1_misses: self.i1_misses / n,
+            d1_read_misses: self.d1_read_misses / n,
+            d1_write_misses: self.d1_write_misses / n,
+        }
+    }
+
+    fn row(&self, label: &str) -> String {
+        format!(
+            "| {label} | {:.0} | {:.1} | {:.1} | {:.1} |",
+            self.instructions, self.i1_misses, self.d1_read_misses, self.d1_write_misses
+        )
+    }
+}
+
+/// `program` under valgrind's cachegrind, with the caches of a current x86-64 server core
+/// (32 KiB 8-way L1i, 48 KiB 12-way L1d, 64-byte lines).
+fn cache_counts_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> CacheCounts {
+    let mut cmd = Command::new("valgrind");
+    cmd.args([
+        "--tool=cachegrind",
+        "--cache-sim=yes",
+        "--I1=32768,8,64",
+        "--D1=49152,12,64",
+        "--cachegrind-out-file=/dev/null",
+    ])
+    .arg(program)
+    .args(args)
+    .env("LD_LIBRARY_PATH", BENCHCUDA_DIR)
+    .env_remove("LD_PRELOAD")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("valgrind (needed for --cold)");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "valgrind {}: {text}",
+        program.display()
+    );
+    // "==PID== D1  misses:  43,662,243  (43,217,130 rd   +    445,113 wr)"
+    let numbers = |key: &str| -> Vec<f64> {
+        let line = text
+            .lines()
+            .find_map(|l| l.split_once(key).map(|(_, rest)| rest))
+            .unwrap_or_else(|| panic!("no `{key}` in cachegrind's output:\n{text}"));
+        line.split(|c: char| !c.is_ascii_digit() && c != ',')
+            .filter(|w| !w.is_empty() && w.chars().any(|c| c.is_ascii_digit()))
+            .map(|w| w.replace(',', "").parse().expect("a count"))
+            .collect()
+    };
+    let d1 = numbers("D1  misses:");
+    CacheCounts {
+        instructions: numbers("I   refs:")[0],
+        i1_misses: numbers("I1  misses:")[0],
+        d1_read_misses: d1[1],
+        d1_write_misses: d1[2],
+    }
+}
+
+/// `--cold`: what the shim costs where a real driver leaves the caches cold. On the GPU the batch
+/// round (10 000 live 4 KiB blocks, then their frees) pays about three times the shim's cost
+/// measured on the null driver (docs/performance.md): between two hooked calls the driver's own
+/// work evicts the shim's code and data from the first-level caches. Here the benchmark driver
+/// does the same (BENCHDRV_EVICT=1: 64 KiB of code and 64 KiB of data touched per call, see
+/// bench/benchdrv.c), so the misses a pair adds can be counted (cachegrind: exact, unlike times
+/// on a shared machine) and the time it adds measured.
+fn cold(bench: &Bench) {
+    let program = scenario_program("bench_pairs");
+    let args = |n: u64| {
+        vec![
+            "1".to_string(),
+            n.to_string(),
+            DEPTH_FOR_22_FRAMES.to_string(),
+            "batch".to_string(),
+        ]
+    };
+    // Two loop lengths; the difference leaves out start-up and exit.
+    let per_pair = |env: &[(&str, &str)]| {
+        let (short, long) = (20_000u64, 40_000u64);
+        let a = cache_counts_of(&program, &args(short), env);
+        let b = cache_counts_of(&program, &args(long), env);
+        b.minus(&a).per((long - short) as f64)
+    };
+    println!(
+        "## Batch round (10 000 live, then freed), 22 frames: per alloc+free pair (valgrind --tool=cachegrind)"
+    );
+    println!("| run | instructions | L1i misses | L1d read misses | L1d write misses |");
+    println!("|---|---:|---:|---:|---:|");
+    let evict = [("BENCHDRV_EVICT", "1")];
+    let bare_warm = per_pair(&[]);
+    let shim_warm = per_pair(&bench.shim_env(&[]));
+    let bare_cold = per_pair(&evict);
+    let shim_cold = per_pair(&bench.shim_env(&evict));
+    println!(
+        "{}",
+        shim_warm
+            .minus(&bare_warm)
+            .row("added by the shim, null driver (warm caches)")
+    );
+    println!(
+        "{}",
+        bare_cold.row("bare, evicting driver (BENCHDRV_EVICT=1)")
+    );
+    println!(
+        "{}",
+        shim_cold
+            .minus(&bare_cold)
+            .row("added by the shim, evicting driver")
+    );
+    println!();
+    println!("## Batch round on the evicting driver, wall time (medians)");
+    println!("| bare ns/pair | shim ns/pair | added ns/pair | ratio |");
+    println!("|---:|---:|---:|---:|");
+    let (mut bare, mut shimmed) = (Vec::new(), Vec::new());
+    for _ in 0..bench.reps {
+        bare.push(value(&run(&program, &args(100_000), &evict), "ns_per_pair"));
+        let out = run(&program, &args(100_000), &bench.shim_env(&evict));
+        shimmed.push(value(&out, "ns_per_pair"));
+    }
+    let (bare, shimmed) = (median(bare), median(shimmed));
+    println!(
+        "| {bare:.0} | {shimmed:.0} | {:.0} | {:.3}x |",
+        shimmed - bare,
+        shimmed / bare
+    );
+}
+
 /// `--reps N`: repetitions of each measurement (default 7, 3 with `--quick`).
 fn reps_arg() -> Option<usize> {
     let args: Vec<String> = std::env::args().collect();
@@ -271,6 +425,10 @@ fn main() {
 
     if std::env::args().any(|a| a == "--instructions") {
         instructions(&bench);
+        return;
+    }
+    if std::env::args().any(|a| a == "--cold") {
+        cold(&bench);
         return;
     }
     if std::env::args().any(|a| a == "--exit") {
