@@ -3,9 +3,9 @@
 # multi-thread throughput and the 1 000 000-live-block scale run, on the null benchmark driver;
 # then the CLI's peak memory per report format (scripts/bench-report.py).
 # Prints Markdown tables; asserts nothing. `--quick` for a short run, `--reps N` for more
-# repetitions on a busy machine, `--instructions` for instructions per pair counted by valgrind,
-# `--cold` for the batch round's cache misses on a driver that evicts the caches at every call,
-# instead of times (tests/src/bin/bench.rs). GPU: scripts/gpu-bench.sh, scripts/gpu-ab.sh.
+# repetitions on a busy machine, `--instructions` for instructions per pair counted by valgrind
+# instead of times, `--cold` for the batch round's cache misses on a driver that evicts the caches
+# at every call (tests/src/bin/bench.rs). GPU: scripts/gpu-bench.sh, scripts/gpu-ab.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build --release -p cudaleak-shim -p cudaleak-cli -p cudaleak-tests --bin bench
