@@ -158,6 +158,54 @@ fn the_wheel_gives_the_command_and_the_shim_beside_it() {
 }
 
 /// `LD_PRELOAD` as `cudaleak env` run as `cli` says it (the wheel's own shim, not this run's).
+/// The newest `GLIBC_x.y` symbol version `binary` needs (objdump -T), as (x, y).
+fn newest_glibc(binary: &Path) -> (u32, u32) {
+    let out = ok(
+        Command::new("objdump").arg("-T").arg(binary),
+        "objdump -T (binutils)",
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split("GLIBC_")
+        .skip(1)
+        .filter_map(|rest| {
+            let v: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+            Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
+        })
+        .max()
+        .unwrap_or_else(|| panic!("no GLIBC_ version in {}", binary.display()))
+}
+
+/// The wheel's tag promises the glibc its binaries need: both the command (which maturin's
+/// auditwheel check sees) and the shim (installed as data, which it does not see) ask for no
+/// symbol version newer than the tag's `manylinux_X_Y`.
+#[test]
+fn the_wheels_binaries_need_no_glibc_newer_than_its_tag() {
+    let Some(v) = venv() else { return };
+    let name = v.wheel.file_name().unwrap().to_string_lossy().into_owned();
+    let tag = name
+        .split("manylinux_")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no manylinux_X_Y tag in {name}"));
+    let mut parts = tag.split('_').map(|p| p.parse::<u32>().unwrap());
+    let promised = (parts.next().unwrap(), parts.next().unwrap());
+    for binary in [v.root.join("lib/libcudaleak.so"), v.bin("cudaleak")] {
+        let needed = newest_glibc(&binary.canonicalize().unwrap());
+        assert!(
+            needed <= promised,
+            "{} needs GLIBC_{}.{} but {name} promises {}.{}",
+            binary.display(),
+            needed.0,
+            needed.1,
+            promised.0,
+            promised.1
+        );
+    }
+}
+
 fn preload_of(cli: &Path) -> PathBuf {
     let env = ok(
         Command::new(cli)

@@ -272,3 +272,36 @@ fn run_leaves_its_dumps_named_for_another_machine() {
         "{frames:#?}"
     );
 }
+
+/// The shim is linked with `-Bsymbolic` (shim/build.rs), which binds every symbol it exports to
+/// its own definition; meant for its functions (the hooks, which must not resolve to the
+/// driver's functions of the same names when attach loads it after the driver). A data symbol
+/// exported too would be bound the same way, and a program's copy relocation of it would then
+/// part from the shim's: so the shim exports functions only.
+#[test]
+fn dynamic_symbols_are_functions_only() {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(cudaleak_tests::shim())
+        .output()
+        .expect("nm (binutils)");
+    assert!(
+        out.status.success(),
+        "nm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let symbols: Vec<&str> = text.lines().collect();
+    assert!(
+        symbols.iter().any(|l| l.ends_with(" T cuMemAlloc_v2")),
+        "the hooks are exported:\n{text}"
+    );
+    let others: Vec<&&str> = symbols
+        .iter()
+        .filter(|l| l.split_whitespace().nth(1) != Some("T"))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "exported symbols that are not functions: {others:?}"
+    );
+}
