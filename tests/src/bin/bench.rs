@@ -135,10 +135,11 @@ impl Bench {
     }
 }
 
-/// Instructions a program executes under valgrind's callgrind (its "Collected" total).
-fn instructions_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> f64 {
+/// Runs `program` on the benchmark driver under valgrind with `tool` (its options) and returns
+/// valgrind's report (standard error).
+fn valgrind(tool: &[&str], program: &Path, args: &[String], env: &[(&str, &str)]) -> String {
     let mut cmd = Command::new("valgrind");
-    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+    cmd.args(tool)
         .arg(program)
         .args(args)
         .env("LD_LIBRARY_PATH", BENCHCUDA_DIR)
@@ -149,12 +150,25 @@ fn instructions_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> f64
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("valgrind (needed for --instructions)");
-    let text = String::from_utf8_lossy(&out.stderr);
+    let out = cmd
+        .output()
+        .expect("valgrind (needed for --instructions and --cold)");
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "valgrind {}: {text}",
         program.display()
+    );
+    text
+}
+
+/// Instructions a program executes under valgrind's callgrind (its "Collected" total).
+fn instructions_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> f64 {
+    let text = valgrind(
+        &["--tool=callgrind", "--callgrind-out-file=/dev/null"],
+        program,
+        args,
+        env,
     );
     text.lines()
         .find_map(|l| l.split("Collected :").nth(1))
@@ -269,30 +283,17 @@ impl CacheCounts {
 /// `program` under valgrind's cachegrind, with the caches of a current x86-64 server core
 /// (32 KiB 8-way L1i, 48 KiB 12-way L1d, 64-byte lines).
 fn cache_counts_of(program: &Path, args: &[String], env: &[(&str, &str)]) -> CacheCounts {
-    let mut cmd = Command::new("valgrind");
-    cmd.args([
-        "--tool=cachegrind",
-        "--cache-sim=yes",
-        "--I1=32768,8,64",
-        "--D1=49152,12,64",
-        "--cachegrind-out-file=/dev/null",
-    ])
-    .arg(program)
-    .args(args)
-    .env("LD_LIBRARY_PATH", BENCHCUDA_DIR)
-    .env_remove("LD_PRELOAD")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("valgrind (needed for --cold)");
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "valgrind {}: {text}",
-        program.display()
+    let text = valgrind(
+        &[
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            "--I1=32768,8,64",
+            "--D1=49152,12,64",
+            "--cachegrind-out-file=/dev/null",
+        ],
+        program,
+        args,
+        env,
     );
     // "==PID== D1  misses:  43,662,243  (43,217,130 rd   +    445,113 wr)"
     let numbers = |key: &str| -> Vec<f64> {
