@@ -16,6 +16,12 @@ wheels=$(realpath "$1")
 out=$(mkdir -p "$2" && realpath "$2")
 work=$(mktemp -d)
 python3 -m venv --system-site-packages "$work/venv"
+# Where python3 is itself a virtual environment (the machine's PyTorch and CuPy live there), the
+# new one sees only the base interpreter's packages: name python3's own package directories in a
+# .pth file, after the venv's own, so it sees what python3 sees, as a user's environment would.
+purelib=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    >"$purelib/zz-machine-packages.pth"
 # The machine's own pytest and pytest-xdist serve when they import (the venv sees them); WHEELS
 # supplies them only where they are missing.
 "$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" cudaleak \
@@ -41,6 +47,11 @@ run() { # NAME ARGS...
     printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" \
         "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" "${failed:-none}" | tee -a "$summary"
 }
+# One untimed run of each suite first: the first process on a fresh machine fills the kernel,
+# module and page caches, and would time that rather than the plugin.
+for suite in torch cupy; do
+    (cd "$work" && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "test_${suite}_suite.py") >"$out/$suite-warm-up.txt" 2>&1
+done
 for suite in torch cupy; do
     file="test_${suite}_suite.py"
     run "$suite-plain" "$file"

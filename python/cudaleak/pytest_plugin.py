@@ -272,6 +272,7 @@ class Checker:
         self.keep = bool(run_dir) and os.path.isdir(run_dir)
         self.dir = run_dir if self.keep else tempfile.mkdtemp(prefix="cudaleak-pytest-")
         self.dumps = 0
+        self.tensors = TorchTensors()
         self.rows = []  # (nodeid, leaked bytes, top callsite, peak) of the tests that failed
 
     def pytest_unconfigure(self, config):
@@ -285,9 +286,14 @@ class Checker:
         warmups = int(leaks.kwargs.get("warmups", 0)) if leaks else 0
         leak_limit = parse_size(marker_arg(leaks, "0 B"))
         memory_limit = parse_size(marker_arg(memory, None)) if memory else None
+        seen_before = set()
         for _ in range(warmups):
             item.runtest()
+        if warmups:
+            # What the warm-up runs made and kept is theirs, not a leak of the judged run.
+            seen_before = self.tensors.live_addresses()
         empty_pools()
+        tensors_before = self.tensors.start()
         mark = self.shim.mark()
         self.shim.restart_peak()
         before = self.shim.peak_bytes()  # the window starts at what is live now
@@ -302,9 +308,19 @@ class Checker:
                 f"what was live when it started; the limit is {human(memory_limit)} "
                 f"(cuda_limit_memory)"
             )
-        leaked, text, top = self.judge(item, mark, leak_limit)
+        leaked, text, top, pools = self.judge(item, mark, leak_limit)
         if text:
             problems.append(text)
+        if tensors_before is not None and "pytorch-native" not in pools:
+            # The driver saw no new segment of PyTorch's pool kept: a tensor kept in a segment
+            # that was live before the test shows only in PyTorch's own count.
+            kept, text, kept_top = self.tensors.judge(
+                item, tensors_before, leak_limit, seen_before
+            )
+            if text:
+                problems.append(text)
+                leaked += kept
+                top = top or kept_top
         item.user_properties.append(
             ("cudaleak", {"leaked": leaked, "top": top, "peak": peak, "failed": bool(problems)})
         )
@@ -312,15 +328,16 @@ class Checker:
             item.stash[PROBLEMS] = "\n\n".join(problems)
 
     def judge(self, item, mark, limit):
-        """(leaked bytes, failure text or None, top callsite) of what the test left."""
+        """(leaked bytes, failure text or None, top callsite, the pools of the leaks) of the
+        blocks the test left at the driver."""
         blocks, nbytes = self.shim.live_since(mark)
         if blocks == 0:
-            return 0, None, None
+            return 0, None, None, set()
         gc.collect()
         empty_pools()
         blocks, nbytes = self.shim.live_since(mark)
         if blocks == 0:
-            return 0, None, None
+            return 0, None, None, set()
         self.dumps += 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)[:80]
         path = os.path.join(self.dir, f"test.{self.worker}.{self.dumps}.{name}.json")
@@ -346,14 +363,16 @@ class Checker:
         cmd.append(path)
         got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if got.returncode not in (0, GATE_FAILED):
-            return 0, f"cudaleak: {' '.join(cmd)} failed ({got.returncode}):\n{got.stderr}", None
+            failed = f"cudaleak: {' '.join(cmd)} failed ({got.returncode}):\n{got.stderr}"
+            return 0, failed, None, set()
         doc = json.loads(got.stdout)
         leaks = doc.get("leaks", [])
         leaked = sum(g["bytes"] for g in leaks)
         root = str(self.config.rootpath)
         top = callsite(leaks[0], item.originalname, root) if leaks else None
         if got.returncode != GATE_FAILED:
-            return leaked, None, top
+            return leaked, None, top, set()
+        pools = {g["cache"] for g in leaks if g.get("cache")}
         lines = [
             f"cudaleak: the test left {human(leaked)} ({leaked} B) of GPU memory allocated "
             f"in {plural(sum(g['allocations'] for g in leaks), 'block')}"
@@ -368,7 +387,7 @@ class Checker:
             lines.append(
                 f"the dump: {path} (cudaleak report --since {mark} --pools-emptied {path})"
             )
-        return leaked, "\n".join(lines), top
+        return leaked, "\n".join(lines), top, pools
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -438,6 +457,167 @@ def describe(i, n, g, root):
     return out
 
 
+class TorchTensors:
+    """PyTorch's own count of its tensors, for the leak the driver cannot see: a tensor kept in a
+    segment of the caching allocator that was live before the test (the pool had room for it).
+    `torch.cuda.memory_allocated()` counts it; the allocator's record of live blocks
+    (`torch.cuda.memory._record_memory_history`, its state only, Python stacks at allocation)
+    names the test's line. Only for the native allocator: with `backend:cudaMallocAsync`
+    (`--cudaleak-exact-pools`) every tensor is its own driver allocation and the shim sees it."""
+
+    def __init__(self):
+        self.recording = None  # None: not tried yet; False: PyTorch refused
+        self.reported = set()  # addresses of the blocks an earlier test was failed for
+
+    @staticmethod
+    def torch():
+        """PyTorch, when the test session imported it, CUDA is initialised and the native
+        caching allocator serves the tensors; else None."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        try:
+            if not torch.cuda.is_initialized():
+                return None
+            if torch.cuda.get_allocator_backend() != "native":
+                return None
+        except Exception:  # noqa: BLE001 - a framework's failure is not the test's
+            return None
+        return torch
+
+    def start(self):
+        """PyTorch's count of allocated bytes as a test starts (None: nothing to count), after
+        turning on the allocator's record of live blocks the first time."""
+        torch = self.torch()
+        if torch is None:
+            return None
+        if self.recording is None:
+            try:
+                torch.cuda.memory._record_memory_history(
+                    enabled="state", context="alloc", stacks="python"
+                )
+                self.recording = True
+            except Exception:  # noqa: BLE001
+                self.recording = False
+        return self.allocated(torch)
+
+    @staticmethod
+    def allocated(torch):
+        try:
+            return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
+        except Exception:  # noqa: BLE001
+            return 0
+
+    def live_blocks(self):
+        """The allocator's live blocks as (address, bytes, frames), frames innermost first."""
+        torch = self.torch()
+        if torch is None or not self.recording:
+            return []
+        try:
+            segments = torch.cuda.memory._snapshot()["segments"]
+        except Exception:  # noqa: BLE001
+            return []
+        out = []
+        for seg in segments:
+            for b in seg.get("blocks", []):
+                if b.get("state") != "active_allocated":
+                    continue
+                frames = list(b.get("frames") or [])
+                # PyTorch writes the innermost frame first; should one write them the other
+                # way, the interpreter's entry would come first.
+                if frames and is_entry(frames[0]) and not is_entry(frames[-1]):
+                    frames.reverse()
+                out.append((b.get("address"), b.get("size", 0), frames))
+        return out
+
+    def live_addresses(self):
+        return {address for address, _, _ in self.live_blocks()}
+
+    def judge(self, item, before, limit, seen_before):
+        """(kept bytes, failure text or None, top callsite) of the tensors the test left in
+        PyTorch's pool, by PyTorch's own count."""
+        torch = self.torch()
+        if torch is None:
+            return 0, None, None
+        grown = self.allocated(torch) - before
+        if grown <= limit:
+            return 0, None, None
+        gc.collect()
+        empty_pools()
+        grown = self.allocated(torch) - before
+        if grown <= limit:
+            return 0, None, None
+        test, path = item.originalname, str(getattr(item, "path", "") or item.fspath)
+        root = str(item.config.rootpath)
+        groups = {}  # the frames from the test's own down -> [bytes, blocks]
+        for address, size, frames in self.live_blocks():
+            if address in seen_before or address in self.reported:
+                continue
+            own = [
+                i
+                for i, f in enumerate(frames)
+                if f.get("name") == test and f.get("filename") == path
+            ]
+            if not own:
+                continue
+            self.reported.add(address)
+            key = tuple(
+                (f.get("filename"), f.get("line"), f.get("name")) for f in frames[: own[0] + 1]
+            )
+            g = groups.setdefault(key, [0, 0])
+            g[0] += size
+            g[1] += 1
+        lines = [
+            f"cudaleak: the test left {human(grown)} ({grown} B) of PyTorch tensors allocated, "
+            f"inside segments of PyTorch's caching allocator that were live before it "
+            f"(torch.cuda.memory_allocated() grew by {grown} B)"
+        ]
+        if not groups:
+            lines[0] += "."
+            lines.append(
+                "No line is known: PyTorch kept no Python stack for these blocks. "
+                "--cudaleak-exact-pools gives each tensor its own driver allocation, "
+                "seen with its stack."
+            )
+            return grown, "\n".join(lines), None
+        lines[0] += ":"
+        lines.append("")
+        ordered = sorted(groups.items(), key=lambda kv: -kv[1][0])
+        for i, (key, (nbytes, blocks)) in enumerate(ordered, 1):
+            lines.append(
+                f"Leak {i} of {len(ordered)}: {human(nbytes)} in {plural(blocks, 'allocation')} "
+                f"via torch (caching allocator, native backend)"
+            )
+            lines.extend("    " + text for text in torch_frames(key, root))
+        first = ordered[0][0][-1]
+        top = frame_text({"function": first[2], "file": first[0], "line": first[1]}, root)
+        return grown, "\n".join(lines), top
+
+
+def is_entry(frame):
+    """A frame of the interpreter's or pytest's entry, never the innermost of an allocation."""
+    name = frame.get("filename") or ""
+    return "/_pytest/" in name or "/pluggy/" in name or name.endswith("runpy.py")
+
+
+def torch_frames(key, root):
+    """An allocation's Python frames, innermost first, from the test's own line down to the
+    allocation: the runs inside PyTorch's package folded as `cudaleak report` folds them."""
+    out = []
+    folded = 0
+    for filename, line, name in key:
+        if "/torch/" in (filename or ""):
+            folded += 1
+            continue
+        if folded:
+            out.append(frame_text({"folded_frames": folded, "modules": ["torch"]}, root))
+            folded = 0
+        out.append(frame_text({"function": name, "file": filename, "line": line}, root))
+    if folded:
+        out.append(frame_text({"folded_frames": folded, "modules": ["torch"]}, root))
+    return out
+
+
 def empty_pools():
     """Gives back what the frameworks' pools hold that no object uses, so that what is still
     allocated after a test is what its objects keep (each pool's `empty` line in
@@ -447,6 +627,13 @@ def empty_pools():
         try:
             if torch.cuda.is_initialized():
                 torch.cuda.synchronize()
+                # cuBLAS's workspaces live in the caching allocator, one per handle and stream,
+                # made at a test's first matrix product: PyTorch's count would blame that test.
+                clear_workspaces = getattr(
+                    getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None
+                )
+                if clear_workspaces is not None:
+                    clear_workspaces()
                 torch.cuda.empty_cache()
                 host_empty = getattr(torch._C, "_host_emptyCache", None)
                 if host_empty is not None:

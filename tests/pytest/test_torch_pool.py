@@ -1,7 +1,10 @@
 """The plugin on a PyTorch-like caching allocator (fake_torch/, on the null-device runtime): a
 tensor kept past the test is found although its segment belongs to the pool; a tensor freed by
 the test is not, although its segment stays in the pool until emptied. tests/tests/pytest_plugin.rs
-runs it in both allocator modes."""
+runs it in both allocator modes. The small tensors share a segment that the module's fixture keeps
+live, so a small tensor kept by a test is in no new segment: the plugin finds it by PyTorch's own
+count in the default mode."""
+import pytest
 import torch
 
 kept = []
@@ -24,3 +27,20 @@ def test_reuses_a_cached_segment():
 def test_keeps_a_tensor():
     """Fails: the tensor is kept in a module list (`# @keep`)."""
     kept.append(torch.empty(2 << 20))  # @keep
+
+
+@pytest.fixture(scope="module")
+def weights():
+    """Lives across the module's tests, in the small pool's segment."""
+    return torch.empty(64 << 10)
+
+
+def test_small_temporary(weights):
+    """Passes: a small tensor in the fixture's segment, freed."""
+    t = torch.empty(16 << 10)
+    del t
+
+
+def test_keeps_a_small_tensor(weights):
+    """Fails: a small tensor kept in a segment live before the test (`# @keep-small`)."""
+    kept.append(torch.empty(32 << 10))  # @keep-small
