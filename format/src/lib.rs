@@ -550,11 +550,22 @@ fn parse_hex(v: &str) -> Option<u64> {
 
 impl<S> Dump<S> {
     /// The dump of a process that made no CUDA call the shim records (a shell, a compiler, a
-    /// tool the program started): nothing counted, no event, recording not stopped.
+    /// tool the program started): nothing counted, no event, recording not stopped. Never the
+    /// process `cudaleak attach` came to ([`Dump::attached_to`]).
     pub fn is_quiet(&self) -> bool {
         self.summary.is_empty()
             && self.events.is_empty()
             && self.process.recording_stopped.is_none()
+            && !self.attached_to()
+    }
+
+    /// The process `cudaleak attach` loaded the shim into (not a child it forked later): it
+    /// made CUDA calls before (attach needs the driver loaded), and its counts begin at attach,
+    /// so a program whose pools were already warm counts nothing, and that is its verdict, not
+    /// a process to leave out.
+    pub fn attached_to(&self) -> bool {
+        self.shim.as_ref().is_some_and(|s| s.attach.is_some())
+            && self.process.forked_from.is_none()
     }
 
     /// Checks what the types cannot: every stack index points at a stack, the summary agrees

@@ -326,6 +326,35 @@ fn a_python_loop_attached_to_names_the_script_line_that_keeps_memory() {
 }
 
 #[test]
+fn a_steady_loop_that_allocates_nothing_while_attached_passes_the_growth_gate() {
+    // A correct job whose pools are warm allocates nothing while attached: every snapshot
+    // counts nothing since attach, and that is a series of zeros, not too few dumps.
+    let py = &pythons()[0];
+    let script = python_script("attach_keep.py");
+    let mut spawned = Scenario::program(&py.path)
+        .arg(script.to_str().expect("a UTF-8 path"))
+        .arg(NULLCUDA_DIR)
+        .arg("300")
+        .arg("10")
+        .arg("steady")
+        .spawn_plain();
+    let mut child = spawned.child.take().expect("a child");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read ready");
+    assert_eq!(line, "ready\n");
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let o = attach(spawned.pid, out.path(), &["--for", "1.5"]);
+    let (report, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{report}\n{stderr}");
+    assert!(report.contains("SUMMARY: 0 growth suspects"), "{report}\n{stderr}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("read the rest");
+    assert_eq!(rest, "done\n");
+    assert_eq!(child.wait().expect("wait").code(), Some(0));
+}
+
+#[test]
 fn library_handles_made_while_attached_are_tracked_as_under_run() {
     // handles slow: a cuBLAS handle (the stand-in: 1 MiB + 4 KiB) per request, 100 ms apart,
     // never destroyed. It links the stand-in and the driver: both are mapped at its start.

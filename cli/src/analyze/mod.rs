@@ -194,6 +194,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         stats,
         pools_growing,
         script_end,
+        attached_to: dump.attached_to(),
     }
 }
 

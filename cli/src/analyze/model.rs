@@ -173,6 +173,8 @@ pub struct ProcessFindings {
     /// What the script held when the Python interpreter began to shut down, for dumps that
     /// say when (schema 4): information, not a verdict.
     pub script_end: Option<ScriptEnd>,
+    /// The process `cudaleak attach` came to (`format::Dump::attached_to`).
+    pub attached_to: bool,
 }
 
 /// What a Python program still held when its interpreter began to shut down: what the script
@@ -232,8 +234,10 @@ impl ProcessFindings {
             .saturating_sub(self.cached.len() as u64)
     }
     /// The process made no CUDA allocation and no failed call: nothing to report on it.
+    /// Never the process `cudaleak attach` came to (`format::Dump::attached_to`).
     pub fn is_quiet(&self) -> bool {
-        self.summary.is_empty()
+        !self.attached_to
+            && self.summary.is_empty()
             && self.failed.is_empty()
             && self.bad_frees.is_empty()
             && self.teardown.is_empty()
