@@ -553,16 +553,19 @@ class TorchTensors:
         for address, size, frames in self.live_blocks():
             if address in seen_before or address in self.reported:
                 continue
-            own = [
-                i
-                for i, f in enumerate(frames)
-                if f.get("name") == test and f.get("filename") == path
-            ]
-            if not own:
+            own = next(
+                (
+                    i
+                    for i, f in enumerate(frames)
+                    if f.get("name") == test and f.get("filename") == path
+                ),
+                None,
+            )
+            if own is None:
                 continue
             self.reported.add(address)
             key = tuple(
-                (f.get("filename"), f.get("line"), f.get("name")) for f in frames[: own[0] + 1]
+                (f.get("filename"), f.get("line"), f.get("name")) for f in frames[: own + 1]
             )
             g = groups.setdefault(key, [0, 0])
             g[0] += size
