@@ -564,8 +564,7 @@ impl<S> Dump<S> {
     /// so a program whose pools were already warm counts nothing, and that is its verdict, not
     /// a process to leave out.
     pub fn attached_to(&self) -> bool {
-        self.shim.as_ref().is_some_and(|s| s.attach.is_some())
-            && self.process.forked_from.is_none()
+        self.shim.as_ref().is_some_and(|s| s.attach.is_some()) && self.process.forked_from.is_none()
     }
 
     /// Checks what the types cannot: every stack index points at a stack, the summary agrees

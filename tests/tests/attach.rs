@@ -56,10 +56,21 @@ fn text(o: &Output) -> (String, String) {
 /// Starts attach_loop with `args`, without the shim, and waits for its "ready"; the handle
 /// yields the rest of its standard output once it has exited.
 fn start(args: &[&str]) -> (Spawned, Child, std::thread::JoinHandle<String>) {
-    let mut s = Scenario::new(SCENARIO);
-    for a in args {
-        s = s.arg(a);
-    }
+    ready(args.iter().fold(Scenario::new(SCENARIO), |s, a| s.arg(a)))
+}
+
+/// Starts tests/python/attach_keep.py (NULLCUDA_DIR, then `args`) as [`start`] starts the
+/// scenario.
+fn start_python(args: &[&str]) -> (Spawned, Child, std::thread::JoinHandle<String>) {
+    let script = python_script("attach_keep.py");
+    let program = Scenario::program(&pythons()[0].path)
+        .arg(script.to_str().expect("a UTF-8 path"))
+        .arg(NULLCUDA_DIR);
+    ready(args.iter().fold(program, |s, a| s.arg(a)))
+}
+
+/// Spawns `s` without the shim and waits for its "ready" line.
+fn ready(s: Scenario) -> (Spawned, Child, std::thread::JoinHandle<String>) {
     let mut spawned = s.spawn_plain();
     let mut child = spawned.child.take().expect("a child");
     let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
@@ -294,23 +305,12 @@ fn a_program_that_exits_while_attached_leaves_its_exit_dump() {
 
 #[test]
 fn a_python_loop_attached_to_names_the_script_line_that_keeps_memory() {
-    let py = &pythons()[0];
-    let script = python_script("attach_keep.py");
-    let mut spawned = Scenario::program(&py.path)
-        .arg(script.to_str().expect("a UTF-8 path"))
-        .arg(NULLCUDA_DIR)
-        .arg("500")
-        .arg("10")
-        .spawn_plain();
-    let mut child = spawned.child.take().expect("a child");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read ready");
-    assert_eq!(line, "ready\n");
+    let (spawned, child, rest) = start_python(&["500", "10"]);
     let out = tempfile::tempdir().expect("a temporary directory");
     let o = attach(spawned.pid, out.path(), &["--for", "2.5"]);
     let (report, stderr) = text(&o);
     assert_eq!(o.status.code(), Some(23), "{report}\n{stderr}");
+    let script = python_script("attach_keep.py");
     let keep = format!("attach_keep.py:{}", python_marker_line(&script, "keep"));
     assert!(report.contains("SUMMARY: 1 growth suspect"), "{report}");
     let suspect = &report[report.find("Suspect 1 of 1").expect("a suspect")..];
@@ -319,39 +319,27 @@ fn a_python_loop_attached_to_names_the_script_line_that_keeps_memory() {
     let kept = d.live.iter().filter(|r| r.size == 2048).count();
     assert!(kept >= 20, "{kept} kept blocks");
     assert_eq!(d.live.len(), kept, "the scratch blocks are freed");
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).expect("read the rest");
-    assert_eq!(rest, "done\n");
-    assert_eq!(child.wait().expect("wait").code(), Some(0));
+    let (status, _) = finish(child);
+    assert_eq!(rest.join().expect("the reader"), "done\n");
+    assert_eq!(status.code(), Some(0));
 }
 
 #[test]
 fn a_steady_loop_that_allocates_nothing_while_attached_passes_the_growth_gate() {
     // A correct job whose pools are warm allocates nothing while attached: every snapshot
     // counts nothing since attach, and that is a series of zeros, not too few dumps.
-    let py = &pythons()[0];
-    let script = python_script("attach_keep.py");
-    let mut spawned = Scenario::program(&py.path)
-        .arg(script.to_str().expect("a UTF-8 path"))
-        .arg(NULLCUDA_DIR)
-        .arg("300")
-        .arg("10")
-        .arg("steady")
-        .spawn_plain();
-    let mut child = spawned.child.take().expect("a child");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read ready");
-    assert_eq!(line, "ready\n");
+    let (spawned, child, rest) = start_python(&["300", "10", "steady"]);
     let out = tempfile::tempdir().expect("a temporary directory");
     let o = attach(spawned.pid, out.path(), &["--for", "1.5"]);
     let (report, stderr) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{report}\n{stderr}");
-    assert!(report.contains("SUMMARY: 0 growth suspects"), "{report}\n{stderr}");
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).expect("read the rest");
-    assert_eq!(rest, "done\n");
-    assert_eq!(child.wait().expect("wait").code(), Some(0));
+    assert!(
+        report.contains("SUMMARY: 0 growth suspects"),
+        "{report}\n{stderr}"
+    );
+    let (status, _) = finish(child);
+    assert_eq!(rest.join().expect("the reader"), "done\n");
+    assert_eq!(status.code(), Some(0));
 }
 
 #[test]
