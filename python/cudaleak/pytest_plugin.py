@@ -287,10 +287,13 @@ class Checker:
         leak_limit = parse_size(marker_arg(leaks, "0 B"))
         memory_limit = parse_size(marker_arg(memory, None)) if memory else None
         seen_before = set()
+        count_before = self.tensors.count()
         for _ in range(warmups):
             item.runtest()
-        if warmups:
-            # What the warm-up runs made and kept is theirs, not a leak of the judged run.
+        if warmups and self.tensors.count() != count_before:
+            # What the warm-up runs made and kept is theirs, not a leak of the judged run. Read
+            # only when they changed PyTorch's count: the first read of the allocator's record
+            # in a process takes seconds (4.2 s on an H100, docs/validation.md).
             seen_before = self.tensors.live_addresses()
         empty_pools()
         tensors_before = self.tensors.start()
@@ -500,6 +503,11 @@ class TorchTensors:
             except Exception:  # noqa: BLE001
                 self.recording = False
         return self.allocated(torch)
+
+    def count(self):
+        """PyTorch's count of allocated bytes, or None when there is nothing to count."""
+        torch = self.torch()
+        return None if torch is None else self.allocated(torch)
 
     @staticmethod
     def allocated(torch):

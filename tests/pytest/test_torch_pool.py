@@ -44,3 +44,19 @@ def test_small_temporary(weights):
 def test_keeps_a_small_tensor(weights):
     """Fails: a small tensor kept in a segment live before the test (`# @keep-small`)."""
     kept.append(torch.empty(32 << 10))  # @keep-small
+
+
+_lazy = []
+
+
+@pytest.mark.cuda_limit_leaks("0 B", warmups=1)
+def test_small_lazy_state_under_warmups(weights):
+    """Passes: keeps a small tensor on its first call only (lazy state), the warm-up's call."""
+    if not _lazy:
+        _lazy.append(torch.empty(8 << 10))
+
+
+@pytest.mark.cuda_limit_leaks("0 B", warmups=1)
+def test_keeps_a_small_tensor_every_call(weights):
+    """Fails: keeps one per call; the warm-up's is not the judged run's (`# @keep-each`)."""
+    kept.append(torch.empty(16 << 10))  # @keep-each
