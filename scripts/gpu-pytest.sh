@@ -3,13 +3,16 @@
 # wheel installed with pip into a fresh virtual environment (which sees the machine's PyTorch
 # and CuPy), then tests/gpu/pytest/'s PyTorch and CuPy suites (20 correct tests and one that
 # keeps a tensor or array each) under `pytest --cudaleak`, in the default allocator mode and
-# with --cudaleak-exact-pools, once under xdist, and without the plugin for the time it costs.
+# with --cudaleak-exact-pools, once under xdist, and without the plugin for the time it costs;
+# then the time on the 20 correct tests alone (no plugin, the shim preloaded without the
+# plugin, the plugin: three times each, alternating), PyTorch's import and CUDA start without
+# and with the shim, and tests/gpu/pytest/probe_torch.py (what the plugin asks of PyTorch).
 #
 # usage: scripts/gpu-pytest.sh WHEELS OUT
 #   WHEELS  a directory with the cudaleak wheel (make wheel) and, where the machine has no
 #           package index, pytest's and pytest-xdist's wheels (pip download pytest pytest-xdist)
-#   OUT     where each run's output goes (SUITE-MODE.txt) and summary.txt: per run, the exit
-#           status, the wall time, and the tests that failed
+#   OUT     where each run's output goes (SUITE-MODE.txt), probe_torch.txt, and summary.txt: per
+#           run, the exit status, the wall time, and the tests that failed
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 wheels=$(realpath "$1")
@@ -38,7 +41,8 @@ run() { # NAME ARGS...
     shift
     local t0 t1 rc
     t0=$(date +%s%N)
-    (cd "$work" && "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider "$@") >"$out/$name.txt" 2>&1
+    # shellcheck disable=SC2086 # RUN_ENV: KEY=VALUE words for env, when set
+    (cd "$work" && env ${RUN_ENV:-} "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider "$@") >"$out/$name.txt" 2>&1
     rc=$?
     t1=$(date +%s%N)
     local failed
@@ -59,6 +63,30 @@ for suite in torch cupy; do
     run "$suite-exact" --cudaleak --cudaleak-exact-pools "$file"
 done
 run torch-default-xdist2 --cudaleak -n 2 test_torch_suite.py
+# The cost without a failing test, and what it is made of: the 20 correct tests without the
+# plugin, with the shim preloaded but the plugin off, and with the plugin, alternating three
+# times; then PyTorch's import and CUDA start alone, without and with the shim.
+shim_env=$("$work/venv/bin/cudaleak" env --out "$work/shim-only")
+correct=(-k "not keeps_history" test_torch_suite.py)
+for i in 1 2 3; do
+    run "correct-plain-$i" "${correct[@]}"
+    RUN_ENV="CUDALEAK_QUIET=1 $shim_env" run "correct-shim-only-$i" "${correct[@]}"
+    run "correct-plugin-$i" --cudaleak "${correct[@]}"
+done
+start() { # NAME ENV...
+    local name=$1 t0 t1
+    shift
+    t0=$(date +%s%N)
+    env "$@" "$work/venv/bin/python" -c 'import torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize()' >/dev/null 2>&1
+    t1=$(date +%s%N)
+    printf '%-22s %6.2f s\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" | tee -a "$summary"
+}
+for i in 1 2 3; do
+    start "torch-start-$i" CUDALEAK_QUIET=1
+    # shellcheck disable=SC2086
+    start "torch-start-shim-$i" CUDALEAK_QUIET=1 $shim_env
+done
+"$work/venv/bin/python" tests/gpu/pytest/probe_torch.py >"$out/probe_torch.txt" 2>&1
 cat "$out/versions.txt" >>"$summary"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$summary" 2>&1
 python3 -c 'import torch, cupy; print("torch", torch.__version__, "cuda", torch.version.cuda, "cupy", cupy.__version__)' >>"$summary" 2>&1
