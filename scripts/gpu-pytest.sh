@@ -36,6 +36,9 @@ python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site
 cp tests/gpu/pytest/*.py "$work/"
 summary="$out/summary.txt"
 : >"$summary"
+seconds() { # T0 T1: nanosecond stamps (date +%s%N) -> seconds between them
+    awk -v a="$1" -v b="$2" 'BEGIN { print (b - a) / 1e9 }'
+}
 run() { # NAME ARGS...
     local name=$1
     shift
@@ -48,8 +51,8 @@ run() { # NAME ARGS...
     local failed
     # FAILED and ERROR lines of -rA's summary (a collection error is not a verdict on a test).
     failed=$(grep -E '^(FAILED|ERROR) ' "$out/$name.txt" | sed -E 's/^(FAILED|ERROR) ([^ ]+).*/\1 \2/' | tr '\n' ' ')
-    printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" \
-        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" "${failed:-none}" | tee -a "$summary"
+    printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" "$(seconds "$t0" "$t1")" \
+        "${failed:-none}" | tee -a "$summary"
 }
 # One untimed run of each suite first: the first process on a fresh machine fills the kernel,
 # module and page caches, and would time that rather than the plugin.
@@ -79,7 +82,7 @@ start() { # NAME ENV...
     t0=$(date +%s%N)
     env "$@" "$work/venv/bin/python" -c 'import torch; torch.zeros(1, device="cuda"); torch.cuda.synchronize()' >/dev/null 2>&1
     t1=$(date +%s%N)
-    printf '%-22s %6.2f s\n' "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" | tee -a "$summary"
+    printf '%-22s %6.2f s\n' "$name" "$(seconds "$t0" "$t1")" | tee -a "$summary"
 }
 for i in 1 2 3; do
     start "torch-start-$i" CUDALEAK_QUIET=1
