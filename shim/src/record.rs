@@ -43,6 +43,20 @@ fn with_python(s: &State, native: StackId) -> StackId {
     })
 }
 
+/// Whether this build leaves the table out of allocations and frees: a build made only to
+/// measure where the recording's cost goes (`scripts/build-ablations.sh`: `--cfg
+/// cudaleak_ablate="table"`, or `"both"` with [`ablated_capture`]). Such a build records
+/// nothing useful; the shipped build has no `cudaleak_ablate`.
+const fn ablated_table() -> bool {
+    cfg!(cudaleak_ablate = "table") || cfg!(cudaleak_ablate = "both")
+}
+
+/// Whether this build gives every allocation one fixed stack id instead of capturing its stack
+/// (`cudaleak_ablate="capture"` or `"both"`), for the same measurement.
+const fn ablated_capture() -> bool {
+    cfg!(cudaleak_ablate = "capture") || cfg!(cudaleak_ablate = "both")
+}
+
 /// A block was recorded: the first one arms the shim (`lifecycle`) and has it say what it has to
 /// say about its setup (`process`).
 #[inline]
@@ -69,9 +83,15 @@ pub fn allocated(s: &'static State, driver: Api, addr: u64, size: u64, device: O
     state::shield(|| {
         let op = driver.op();
         let api = guard::label_for(op, driver);
-        let stack = capture_stack(s, api, driver);
+        let stack = if ablated_capture() {
+            StackId(0)
+        } else {
+            capture_stack(s, api, driver)
+        };
         let block = new_block(s, api, size, stack, device);
-        s.table.allocated(op.space(), addr, block);
+        if !ablated_table() {
+            s.table.allocated(op.space(), addr, block);
+        }
         if let Some(token) = guard::owner() {
             s.handles
                 .owns(token, op.space(), addr, block.seq, |space, addr, seq| {
@@ -120,6 +140,9 @@ pub fn runtime_allocation_failed(runtime: Api, size: u64, error: i32) {
 pub fn free_started(s: &State, driver: Api, addr: u64) -> Option<Block> {
     state::shield(|| {
         note_finalizing(s);
+        if ablated_table() {
+            return None;
+        }
         s.table.take(driver.op().space(), addr)
     })
     .flatten()
@@ -139,9 +162,12 @@ fn note_finalizing(s: &State) {
 pub fn free_finished(s: &State, driver: Api, addr: u64, taken: Option<Block>, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
-        let outcome = s
-            .table
-            .free_finished(driver.op().space(), addr, taken, error == 0);
+        let outcome = if ablated_table() {
+            FreeOutcome::Freed
+        } else {
+            s.table
+                .free_finished(driver.op().space(), addr, taken, error == 0)
+        };
         settled(s, api, driver, addr, outcome, error);
     });
 }
