@@ -112,7 +112,7 @@ macro_rules! apis {
         pub enum Api { $($name,)* $($rname,)* }
 
         impl Api {
-            #[cfg(test)]
+            /// Every name, in the order of their discriminants.
             pub const ALL: &'static [Api] = &[$(Api::$name,)* $(Api::$rname,)*];
 
             pub fn name(self) -> &'static str {
@@ -129,7 +129,7 @@ macro_rules! apis {
                 }
             }
 
-            #[cfg(test)]
+            /// The name whose discriminant (`api as u8`) is `i` (the pending ring keeps names so).
             pub fn from_index(i: u8) -> Api {
                 Api::ALL.get(usize::from(i)).copied().unwrap_or(Api::cuMemAlloc_v2)
             }

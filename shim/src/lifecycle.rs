@@ -59,6 +59,8 @@ const REQUEST_SNAPSHOT: u32 = 1;
 const REQUEST_FATAL: u32 = 2;
 /// `cudaleak attach` detaches: the worker ends.
 const REQUEST_STOP: u32 = 4;
+/// The table's ring is half full: fold it, so the program's threads need not.
+const REQUEST_FOLD: u32 = 8;
 
 /// Called by a dump as it writes: the signal path's evidence that the worker is not stuck.
 pub fn dump_progress() {
@@ -183,6 +185,12 @@ fn wake(request: u32) -> bool {
     REQUESTS.fetch_or(request, Ordering::AcqRel);
     futex_wake(&REQUESTS, i32::MAX);
     true
+}
+
+/// Asks the worker to fold the table's ring (`Table::fold`); without a worker, the threads that
+/// find the ring full fold it.
+pub fn fold_soon() {
+    wake(REQUEST_FOLD);
 }
 
 /// Waits for the worker's signal dump while it makes progress: at most [`STALLED_DUMP_MS`]
@@ -319,7 +327,8 @@ fn start_worker(s: &'static state::State) {
     // Else WORKER stays STARTING: no second try, no worker; signals end the program at once.
 }
 
-/// The worker: periodic snapshots, SIGUSR1 snapshots, dumps for terminating signals.
+/// The worker: periodic snapshots, SIGUSR1 snapshots, dumps for terminating signals, folds of
+/// the table's ring.
 fn worker(s: &'static state::State) {
     // Process-directed signals go to the program's threads, whose handlers wait for us: this
     // thread started with all of them blocked (`start_worker`).
@@ -358,6 +367,9 @@ fn worker(s: &'static state::State) {
             DONE.store(1, Ordering::Release);
             futex_wake(&DONE, i32::MAX);
             return;
+        }
+        if requests & REQUEST_FOLD != 0 {
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| s.table.fold()));
         }
         if snapshot {
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| dump::write(s, Moment::Snapshot)));

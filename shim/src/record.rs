@@ -12,7 +12,7 @@ use crate::handles::{Handle, Library};
 use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
-use crate::table::{Block, EventRecord, FreeOutcome, Mapping};
+use crate::table::{Block, EventRecord, FreeOutcome, Mapping, FOLD_EVERY};
 use crate::{guard, lifecycle, process};
 
 /// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
@@ -65,17 +65,48 @@ fn touched(s: &'static State) {
     lifecycle::allocation_recorded(s);
 }
 
-/// A live block made now, on this thread.
-fn new_block(s: &State, api: Api, size: u64, stack: StackId, device: Option<i32>) -> Block {
+/// A live block made now, on this thread, numbered `seq`.
+fn new_block(
+    s: &State,
+    api: Api,
+    size: u64,
+    stack: StackId,
+    device: Option<i32>,
+    seq: u64,
+) -> Block {
     Block {
         size,
-        seq: s.next_seq(),
+        seq,
         stack,
         time_ms: s.elapsed_ms(),
         thread: guard::thread_id(),
         device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
         api,
     }
+}
+
+/// Whether the records of `space` go through the table's ring (`Table::allocated_soon`,
+/// `Table::freeing_soon`): allocations and frees that nothing else reads back at once. A
+/// physical allocation's release settles its mappings, so it is recorded at once.
+fn through_ring(space: Space) -> bool {
+    space != Space::Physical
+}
+
+/// Every [`FOLD_EVERY`] numbers, asks the worker to fold the ring, so the program's threads
+/// rarely find it full (then they fold it themselves).
+#[inline]
+fn fold_now_and_then(ticket: u64) {
+    if ticket.is_multiple_of(FOLD_EVERY) {
+        lifecycle::fold_soon();
+    }
+}
+
+/// What a free's start did, for its end ([`free_finished`]).
+pub enum FreeStart {
+    /// The block taken from the table at once (none if it was not live).
+    Taken(Option<Block>),
+    /// The free's entry in the table's ring, by its number.
+    Soon(u64),
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
@@ -88,15 +119,23 @@ pub fn allocated(s: &'static State, driver: Api, addr: u64, size: u64, device: O
         } else {
             capture_stack(s, api, driver)
         };
-        let block = new_block(s, api, size, stack, device);
-        if !ablated_table() {
-            s.table.allocated(op.space(), addr, block);
-        }
-        if let Some(token) = guard::owner() {
-            s.handles
-                .owns(token, op.space(), addr, block.seq, |space, addr, seq| {
-                    s.table.is_live_as(space, addr, seq)
-                });
+        let space = op.space();
+        let owner = guard::owner();
+        if ablated_table() {
+            // (A measuring build: nothing recorded.)
+        } else if owner.is_none() && through_ring(space) {
+            let block = new_block(s, api, size, stack, device, 0);
+            let ticket = s.table.allocated_soon(space, addr, block);
+            fold_now_and_then(ticket);
+        } else {
+            let block = new_block(s, api, size, stack, device, s.next_seq());
+            s.table.allocated(space, addr, block);
+            if let Some(token) = owner {
+                s.handles
+                    .owns(token, space, addr, block.seq, |space, addr, seq| {
+                        s.table.is_live_as(space, addr, seq)
+                    });
+            }
         }
         touched(s);
     });
@@ -137,15 +176,21 @@ pub fn runtime_allocation_failed(runtime: Api, size: u64, error: i32) {
 }
 
 /// Before a free is forwarded: forget the address. Pass the result to [`free_finished`].
-pub fn free_started(s: &State, driver: Api, addr: u64) -> Option<Block> {
+pub fn free_started(s: &State, driver: Api, addr: u64) -> FreeStart {
     state::shield(|| {
         note_finalizing(s);
+        let space = driver.op().space();
         if ablated_table() {
-            return None;
+            FreeStart::Taken(None)
+        } else if through_ring(space) {
+            let ticket = s.table.freeing_soon(space, addr);
+            fold_now_and_then(ticket);
+            FreeStart::Soon(ticket)
+        } else {
+            FreeStart::Taken(s.table.take(space, addr))
         }
-        s.table.take(driver.op().space(), addr)
     })
-    .flatten()
+    .unwrap_or(FreeStart::Taken(None))
 }
 
 /// At the first free after the Python interpreter began to shut down (its teardown frees what
@@ -159,27 +204,41 @@ fn note_finalizing(s: &State) {
 }
 
 /// After the real free answered `error` (0 is success).
-pub fn free_finished(s: &State, driver: Api, addr: u64, taken: Option<Block>, error: i32) {
+pub fn free_finished(s: &State, driver: Api, addr: u64, start: FreeStart, error: i32) {
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
-        let outcome = if ablated_table() {
-            FreeOutcome::Freed
-        } else {
-            s.table
-                .free_finished(driver.op().space(), addr, taken, error == 0)
+        let space = driver.op().space();
+        let outcome = match start {
+            // The usual end: the entry written at the start says it all.
+            FreeStart::Soon(_) if error == 0 => FreeOutcome::Freed,
+            FreeStart::Soon(ticket) => s.table.free_failed(space, addr, ticket),
+            FreeStart::Taken(_) if ablated_table() => FreeOutcome::Freed,
+            FreeStart::Taken(taken) => {
+                let outcome = s.table.free_finished(space, addr, taken, error == 0);
+                numbered(s, outcome);
+                outcome
+            }
         };
         settled(s, api, driver, addr, outcome, error);
     });
+}
+
+/// Gives a free recorded at once its number in the sequence, unless it makes an event (which
+/// takes the number). A free through the ring took its number at its start.
+fn numbered(s: &State, outcome: FreeOutcome) {
+    if matches!(
+        outcome,
+        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed
+    ) {
+        s.next_seq();
+    }
 }
 
 /// Makes the event a settled free calls for, if any.
 fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, error: i32) {
     process::touched(&s.config);
     let (kind, alloc_stack) = match outcome {
-        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => {
-            s.next_seq();
-            return;
-        }
+        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => return,
         FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
         FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
     };
@@ -204,8 +263,8 @@ pub fn mapped(s: &'static State, driver: Api, addr: u64, size: u64, handle: u64)
         let api = guard::label_for(driver.op(), driver);
         let stack = capture_stack(s, api, driver);
         let device = s.table.device_of(Space::Physical, handle).map(i32::from);
-        s.table
-            .mapped(addr, handle, new_block(s, api, size, stack, device));
+        let block = new_block(s, api, size, stack, device, s.next_seq());
+        s.table.mapped(addr, handle, block);
         touched(s);
     });
 }
@@ -220,6 +279,7 @@ pub fn unmap_finished(s: &State, driver: Api, addr: u64, taken: Vec<(u64, Mappin
     state::shield(|| {
         let api = guard::label_for(driver.op(), driver);
         let outcome = s.table.unmap_finished(addr, taken, error == 0);
+        numbered(s, outcome);
         settled(s, api, driver, addr, outcome, error);
     });
 }
@@ -265,8 +325,8 @@ pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<
                 Some(stack) => stack,
                 None => *launch_stack.get_or_insert_with(|| capture_stack(s, driver, driver)),
             };
-            s.table
-                .allocated(space, addr, new_block(s, driver, size, stack, device));
+            let block = new_block(s, driver, size, stack, device, s.next_seq());
+            s.table.allocated(space, addr, block);
         }
         for &addr in &memory.frees {
             let taken = s.table.take(space, addr);

@@ -1,6 +1,13 @@
 //! Live allocations, the recently freed addresses, events and counters: what the dump is made
 //! of. Safe Rust only; sharded so threads allocating at once rarely meet on a lock.
 //!
+//! The hot calls (a device or host allocation, a free) do not touch the shards: they write their
+//! entry into the pending ring (`ring.rs`) under their number of the one sequence, and the ring
+//! is folded into the shards in that order, in batches: when it is full, and before anything
+//! reads or changes the table otherwise (every other method settles it first). So the table is
+//! always as if every call had been applied in sequence order, and the exact peak is the peak of
+//! that order.
+//!
 //! No lock here is ever held while calling into CUDA or anything else outside this file.
 //! The one `unsafe` function releases the locks a fork handler took.
 #![deny(unsafe_code)]
@@ -15,10 +22,15 @@ use crate::api::{Api, Space};
 use crate::hash::{mix, AddrHash};
 use crate::stack::StackId;
 
+mod ring;
+use ring::{Entry, Ring};
+
 const SHARDS: usize = 64;
 const SPACES: usize = 7;
 /// Frees of tracked blocks remembered per shard, for telling double frees from invalid ones.
-const FREED_PER_SHARD: usize = 256;
+const FREED_PER_SHARD: usize = 128;
+/// A hot call whose number is a multiple of this asks the worker to fold the ring: half of it.
+pub const FOLD_EVERY: u64 = ring::SLOTS / 2;
 /// Events kept; later ones are only counted.
 pub const MAX_EVENTS: usize = 10_000;
 
@@ -78,7 +90,9 @@ struct Shard {
     counts: Totals,
 }
 
-/// The last [`FREED_PER_SHARD`] frees of tracked blocks in a shard, oldest overwritten first.
+/// The last [`FREED_PER_SHARD`] frees in a shard, oldest overwritten first: each tracked block
+/// freed (kept whole, so a free that then fails puts it back), and each free of an address the
+/// table did not know (a marker: a failed free after it does not repeat an older one).
 /// Written once per free (one slot, no hashing), searched only when a free fails.
 #[derive(Default)]
 struct FreedRing {
@@ -89,15 +103,19 @@ struct FreedRing {
 #[derive(Clone, Copy)]
 struct Freed {
     addr: u64,
-    stack: StackId,
+    /// The free's number in the sequence: 0 for a free recorded without the ring.
+    ticket: u64,
+    /// The block freed; `None` for the free of an address the table did not know.
+    block: Option<Block>,
     space: u8,
 }
 
 impl FreedRing {
-    fn push(&mut self, space: usize, addr: u64, stack: StackId) {
+    fn push(&mut self, space: usize, addr: u64, ticket: u64, block: Option<Block>) {
         let e = Freed {
             addr,
-            stack,
+            ticket,
+            block,
             space: space as u8,
         };
         if self.entries.len() < FREED_PER_SHARD {
@@ -115,11 +133,23 @@ impl FreedRing {
         this_lap.iter_mut().rev().chain(last_lap.iter_mut().rev())
     }
 
-    /// Where the last tracked block freed at `addr` had been allocated.
+    /// Where the last tracked block freed at `addr` had been allocated (none when the last free
+    /// there was of an address the table did not know).
     fn find(&mut self, space: usize, addr: u64) -> Option<StackId> {
         self.newest_first()
             .find(|e| e.addr == addr && usize::from(e.space) == space)
-            .map(|e| e.stack)
+            .and_then(|e| e.block)
+            .map(|b| b.stack)
+    }
+
+    /// Takes out the entry free number `ticket` made at `addr`, if it is still remembered.
+    fn take_ticket(&mut self, space: usize, addr: u64, ticket: u64) -> Option<Freed> {
+        let e = self
+            .newest_first()
+            .find(|e| e.ticket == ticket && e.addr == addr && usize::from(e.space) == space)?;
+        let taken = *e;
+        e.addr = 0;
+        Some(taken)
     }
 
     /// Forgets `addr`: a block we did not track was freed there since.
@@ -232,6 +262,10 @@ pub struct Table {
     finalizing: Mutex<Option<Finalizing>>,
     /// Whether `finalizing` is set: read at every free, without the lock.
     finalizing_noted: AtomicBool,
+    /// The hot calls' entries not yet in the shards.
+    ring: Ring,
+    /// The next number of the sequence to fold from the ring; held while folding.
+    fold: Mutex<u64>,
 }
 
 /// The table at the moment the Python interpreter began to shut down: what the script still
@@ -292,6 +326,8 @@ impl Default for Table {
             dropped_events: AtomicU64::new(0),
             finalizing: Mutex::new(None),
             finalizing_noted: AtomicBool::new(false),
+            ring: Ring::default(),
+            fold: Mutex::new(1),
         }
     }
 }
@@ -394,31 +430,205 @@ impl Mappings {
     }
 }
 
+fn shard_index(addr: u64) -> usize {
+    (mix(addr) >> 58) as usize % SHARDS
+}
+
+/// Puts `block` into `shard`. Returns the bytes it makes live, and those of a block it replaced:
+/// the address came back without the shim seeing it freed, so the old block is gone.
+fn insert_into(shard: &mut Shard, s: usize, addr: u64, block: Block) -> (u64, u64) {
+    let space = ALL_SPACES[s];
+    let bytes = held(space, &block);
+    shard.counts.allocations += 1;
+    shard.counts.bytes_allocated += bytes;
+    shard.hold(block.stack, bytes, block.api);
+    let replaced = shard.live[s].insert(addr, block).map_or(0, |old| {
+        let gone = held(space, &old);
+        shard.release(old.stack, gone);
+        gone
+    });
+    (bytes, replaced)
+}
+
+/// A free's entry, folded: the block leaves the live blocks for the freed history (whole, in
+/// case the real call failed), or the free is counted untracked (and marked there). Returns the
+/// bytes it freed.
+fn remove_freed(shard: &mut Shard, s: usize, addr: u64, ticket: u64) -> u64 {
+    match shard.live[s].remove(&addr) {
+        Some(b) => {
+            let bytes = held(ALL_SPACES[s], &b);
+            shard.counts.frees += 1;
+            shard.release(b.stack, bytes);
+            shard.freed.push(s, addr, ticket, Some(b));
+            bytes
+        }
+        None => {
+            shard.counts.untracked_frees += 1;
+            shard.freed.push(s, addr, ticket, None);
+            0
+        }
+    }
+}
+
 impl Table {
     fn shard(&self, addr: u64) -> &Mutex<Shard> {
-        &self.shards[(mix(addr) >> 58) as usize % SHARDS]
+        &self.shards[shard_index(addr)]
     }
 
-    /// Records a successful allocation.
+    /// Records a successful allocation now (the ring's entries before it folded first).
     pub fn allocated(&self, space: Space, addr: u64, block: Block) {
+        self.settle();
+        self.insert(space_index(space), addr, block);
+    }
+
+    /// Records a successful allocation through the ring: folded into the shards later, in
+    /// sequence order. The block's number is the one the entry takes; returned.
+    pub fn allocated_soon(&self, space: Space, addr: u64, mut block: Block) -> u64 {
         let s = space_index(space);
-        let bytes = held(space, &block);
-        let replaced = {
-            let mut shard = self.shard(addr).lock();
-            shard.counts.allocations += 1;
-            shard.counts.bytes_allocated += bytes;
-            shard.hold(block.stack, bytes, block.api);
-            let old = shard.live[s].insert(addr, block);
-            if let Some(old) = &old {
-                shard.release(old.stack, held(space, old));
+        self.write(|ticket| {
+            block.seq = ticket;
+            Entry::Alloc {
+                space: s,
+                addr,
+                block,
             }
-            old
-        };
-        if let Some(old) = replaced {
-            // The address came back without us seeing it freed: the old block is gone.
-            self.sub_live(held(space, &old));
+        })
+    }
+
+    /// Records, through the ring, a free about to be forwarded: folded later, it forgets the
+    /// block (or counts an untracked free). Returns the free's number, for
+    /// [`Table::free_failed`] should the real call fail.
+    pub fn freeing_soon(&self, space: Space, addr: u64) -> u64 {
+        let s = space_index(space);
+        self.write(|_| Entry::Free { space: s, addr })
+    }
+
+    /// Takes the next number of the sequence and writes what `entry` makes of it into the ring.
+    /// Between the two, a terminating signal waits (`critical`): the fold stops at a number
+    /// not yet written, and the signal's dump should find this one.
+    #[inline]
+    fn write(&self, entry: impl FnOnce(u64) -> Entry) -> u64 {
+        crate::critical::enter();
+        let ticket = self.shared.seq.fetch_add(1, Relaxed) + 1;
+        if !self.ring.has_room(ticket) {
+            self.make_room(ticket);
         }
-        self.add_live(bytes);
+        self.ring.publish(ticket, entry(ticket));
+        crate::critical::leave();
+        ticket
+    }
+
+    /// The ring is full where `ticket` writes: fold until the entry there is folded. Numbers
+    /// below it that are still being written stop a fold; their writers finish without
+    /// waiting on anything but this same fold, so yielding and folding again gets there.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&self, ticket: u64) {
+        loop {
+            self.settle();
+            if self.ring.has_room(ticket) {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Folds the ring into the shards, in sequence order, up to the first number not yet
+    /// written (a call between taking its number and writing it).
+    ///
+    /// Every shard is held for the whole batch and the live bytes are counted locally, so an
+    /// entry costs no lock and no atomic instruction: the next entries' cache misses overlap
+    /// (on the GPU, folding entry by entry with a lock each cost as much as the table had).
+    /// The peak is that of the batch's running total, in sequence order.
+    fn settle(&self) {
+        let mut next = self.fold.lock();
+        let Some(first) = self.ring.take(*next) else {
+            return;
+        };
+        let mut shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
+        let start = self.shared.live_bytes.load(Relaxed);
+        let (mut live, mut peak) = (start, start);
+        let mut entry = Some(first);
+        while let Some(e) = entry {
+            match e {
+                Entry::Nop => {}
+                Entry::Alloc { space, addr, block } => {
+                    let shard = &mut shards[shard_index(addr)];
+                    let (added, replaced) = insert_into(shard, space, addr, block);
+                    live = live.saturating_sub(replaced) + added;
+                    peak = peak.max(live);
+                }
+                Entry::Free { space, addr } => {
+                    let shard = &mut shards[shard_index(addr)];
+                    live = live.saturating_sub(remove_freed(shard, space, addr, *next));
+                }
+            }
+            *next += 1;
+            entry = self.ring.take(*next);
+        }
+        drop(shards);
+        if live > start {
+            self.shared.live_bytes.fetch_add(live - start, Relaxed);
+        } else {
+            self.shared.live_bytes.fetch_sub(start - live, Relaxed);
+        }
+        if peak > self.shared.peak_live_bytes.load(Relaxed) {
+            self.shared.peak_live_bytes.fetch_max(peak, Relaxed);
+        }
+    }
+
+    /// Folds the ring into the shards now (the worker, asked every [`FOLD_EVERY`] numbers).
+    pub fn fold(&self) {
+        self.settle();
+    }
+
+    /// Settles until number `ticket` is folded (its writer has written it: it is this thread).
+    fn settle_through(&self, ticket: u64) {
+        loop {
+            self.settle();
+            if *self.fold.lock() > ticket {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The real free of number `ticket` ([`Table::freeing_soon`]) failed: a tracked block is
+    /// live again; an untracked free becomes an invalid one, or a double free when the address
+    /// was freed before.
+    pub fn free_failed(&self, space: Space, addr: u64, ticket: u64) -> FreeOutcome {
+        self.settle_through(ticket);
+        let s = space_index(space);
+        let mut shard = self.shard(addr).lock();
+        let taken = shard.freed.take_ticket(s, addr, ticket);
+        if let Some(Freed {
+            block: Some(block), ..
+        }) = taken
+        {
+            if !shard.live[s].contains_key(&addr) {
+                shard.hold(block.stack, held(space, &block), block.api);
+                shard.live[s].insert(addr, block);
+            }
+            shard.counts.frees -= 1;
+            drop(shard);
+            self.add_live(held(space, &block));
+            return FreeOutcome::Failed;
+        }
+        if taken.is_some() {
+            shard.counts.untracked_frees -= 1;
+        }
+        shard.counts.invalid_frees += 1;
+        match shard.freed.find(s, addr) {
+            Some(stack) => FreeOutcome::DoubleFree(stack),
+            None => FreeOutcome::InvalidFree,
+        }
+    }
+
+    /// Puts `block` into its shard: the work of an allocation's record.
+    fn insert(&self, s: usize, addr: u64, block: Block) {
+        let (added, replaced) = insert_into(&mut self.shard(addr).lock(), s, addr, block);
+        self.sub_live(replaced);
+        self.add_live(added);
     }
 
     fn add_live(&self, size: u64) {
@@ -448,9 +658,10 @@ impl Table {
         self.finalizing_noted.load(Relaxed)
     }
 
-    /// The next number of the one sequence.
+    /// The next number of the one sequence (its slot in the ring left empty: what it numbers is
+    /// recorded elsewhere).
     pub fn next_seq(&self) -> u64 {
-        self.shared.seq.fetch_add(1, Relaxed) + 1
+        self.write(|_| Entry::Nop)
     }
 
     /// Forgets `addr` before the real free runs, so a racing allocation that reuses the address
@@ -462,13 +673,14 @@ impl Table {
     /// The address goes into the freed history now too, under the same hold of the lock: a
     /// successful free (the usual answer) then needs no second one; a failed free takes it out.
     pub fn take(&self, space: Space, addr: u64) -> Option<Block> {
+        self.settle();
         let s = space_index(space);
         let mut shard = self.shard(addr).lock();
         let block = shard.live[s].remove(&addr);
         if let Some(b) = block {
             shard.counts.frees += 1;
             shard.release(b.stack, held(space, &b));
-            shard.freed.push(s, addr, b.stack);
+            shard.freed.push(s, addr, 0, Some(b));
             drop(shard);
             self.sub_live(held(space, &b));
         }
@@ -483,6 +695,7 @@ impl Table {
         taken: Option<Block>,
         succeeded: bool,
     ) -> FreeOutcome {
+        self.settle();
         let s = space_index(space);
         match (taken, succeeded) {
             // The usual answer: `take` did the shard's part already.
@@ -533,6 +746,7 @@ impl Table {
     /// Removes a tracked block without a driver free (the runtime refused the free because it
     /// is unloading: the context's teardown reclaims the memory).
     pub fn forget(&self, space: Space, addr: u64) -> bool {
+        self.settle();
         let mut shard = self.shard(addr).lock();
         match shard.live[space_index(space)].remove(&addr) {
             Some(b) => {
@@ -548,6 +762,7 @@ impl Table {
 
     #[cfg(test)]
     pub fn is_live(&self, space: Space, addr: u64) -> bool {
+        self.settle();
         if space == Space::Mapped {
             return self.mappings.lock().live.contains_key(&addr);
         }
@@ -560,6 +775,7 @@ impl Table {
         if space == Space::Mapped {
             return false; // never a handle's: mappings are not allocations
         }
+        self.settle();
         let shard = self.shard(addr).lock();
         shard.live[space_index(space)]
             .get(&addr)
@@ -568,6 +784,7 @@ impl Table {
 
     /// The device of live block `addr`, if it is live and its device known.
     pub fn device_of(&self, space: Space, addr: u64) -> Option<i16> {
+        self.settle();
         let shard = self.shard(addr).lock();
         let b = shard.live[space_index(space)].get(&addr)?;
         (b.device >= 0).then_some(b.device)
@@ -576,6 +793,7 @@ impl Table {
     /// Records a successful `cuMemMap` of `handle` at `addr` (`block.size` bytes of range).
     /// It holds no memory of its own: the physical allocation's record counts it.
     pub fn mapped(&self, addr: u64, handle: u64, block: Block) {
+        self.settle();
         let mut m = self.mappings.lock();
         m.counts.allocations += 1;
         let old = m.live.insert(
@@ -596,6 +814,7 @@ impl Table {
     /// Forgets, before the real `cuMemUnmap(addr, size)` runs, every mapping that starts in
     /// the range (one unmap may cover several). Pass the result to [`Table::unmap_finished`].
     pub fn take_mappings(&self, addr: u64, size: u64) -> Vec<(u64, Mapping)> {
+        self.settle();
         let end = addr.saturating_add(size.max(1));
         let mut m = self.mappings.lock();
         let starts: Vec<u64> = m.live.range(addr..end).map(|(&a, _)| a).collect();
@@ -619,6 +838,7 @@ impl Table {
         taken: Vec<(u64, Mapping)>,
         succeeded: bool,
     ) -> FreeOutcome {
+        self.settle();
         let mut m = self.mappings.lock();
         if taken.is_empty() {
             return if succeeded {
@@ -636,7 +856,7 @@ impl Table {
         let mut restored = 0;
         if succeeded {
             for (a, x) in &taken {
-                m.freed.push(MAPPED_RING, *a, x.block.stack);
+                m.freed.push(MAPPED_RING, *a, 0, Some(x.block));
                 if x.holds > 0 && m.hand_over(x.maps, x.holds) {
                     restored += x.holds;
                 }
@@ -670,6 +890,7 @@ impl Table {
 
     /// Takes every lock and keeps it (before fork). Pair with [`Table::unlock_all`].
     pub fn lock_all(&self) {
+        std::mem::forget(self.fold.lock());
         for shard in self.shards.iter() {
             std::mem::forget(shard.lock());
         }
@@ -689,6 +910,8 @@ impl Table {
             unsafe { shard.force_unlock() };
         }
         // SAFETY: per the contract, lock_all holds this lock.
+        unsafe { self.fold.force_unlock() };
+        // SAFETY: per the contract, lock_all holds this lock.
         unsafe { self.mappings.force_unlock() };
         // SAFETY: per the contract, lock_all holds this lock.
         unsafe { self.events.force_unlock() };
@@ -705,11 +928,22 @@ impl Table {
         }
         held |= crate::lock::abandon(&self.mappings);
         held |= crate::lock::abandon(&self.finalizing);
+        held |= crate::lock::abandon(&self.fold);
+        self.empty_ring();
         held | crate::lock::abandon(&self.events)
+    }
+
+    /// Drops the ring's entries (the parent's, in a child): the child's numbers start after
+    /// the last one taken.
+    fn empty_ring(&self) {
+        let first = self.seq_now() + 1;
+        *self.fold.lock() = first;
+        self.ring.reset(first);
     }
 
     /// Empties everything: a forked child starts with nothing of its parent's.
     pub fn clear(&self) {
+        self.empty_ring();
         for shard in self.shards.iter() {
             *shard.lock() = Shard::default();
         }
@@ -732,6 +966,7 @@ impl Table {
     /// The counters, summed over the shards.
     #[cfg(test)]
     pub fn totals(&self) -> Totals {
+        self.settle();
         let mut t = Totals::default();
         for shard in self.shards.iter() {
             t.add(&shard.lock().counts);
@@ -755,6 +990,7 @@ impl Table {
     /// Starts a new peak window at what is live now (a test harness measuring one test's
     /// peak). The process's peak, which dumps report, is kept apart: no allocation pays for it.
     pub fn restart_peak(&self) {
+        self.settle();
         let live = self.shared.live_bytes.load(Relaxed);
         let before = self.shared.peak_live_bytes.swap(live, Relaxed);
         self.shared.earlier_peak.fetch_max(before, Relaxed);
@@ -763,11 +999,13 @@ impl Table {
     /// The most bytes live at once since the window began ([`Table::restart_peak`]), or since
     /// the process started.
     pub fn window_peak(&self) -> u64 {
+        self.settle();
         self.shared.peak_live_bytes.load(Relaxed)
     }
 
     /// The live blocks allocated after sequence number `after`, and the bytes they hold.
     pub fn live_after(&self, after: u64) -> Counts {
+        self.settle();
         let mut c = Counts::default();
         for shard in self.shards.iter() {
             let shard = shard.lock();
@@ -795,6 +1033,7 @@ impl Table {
     /// true floor (the shards may bottom out at different moments), and at least what it kept
     /// through the whole interval, which is what growth is judged on.
     pub fn snapshot(&self, snapshot: bool) -> Snapshot {
+        self.settle();
         let mut live = Vec::new();
         let mut totals = Totals::default();
         let mut dips: HashMap<StackId, Counts> = HashMap::new();
@@ -848,6 +1087,7 @@ impl Table {
         if self.finalizing.lock().is_some() {
             return false;
         }
+        self.settle();
         let mut held: HashMap<StackId, (Counts, Counts, Api)> = HashMap::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();

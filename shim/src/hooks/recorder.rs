@@ -15,7 +15,7 @@ use crate::graphs::ExecMemory;
 use crate::guard::{Guard, LabelScope};
 use crate::record;
 use crate::state::{self, State};
-use crate::table::{Block, Mapping};
+use crate::table::Mapping;
 
 use super::{keeping_errno, CuResult, CUDA_ERROR_CUDART_UNLOADING, CUDA_SUCCESS};
 
@@ -94,13 +94,13 @@ impl Recorder {
 
     /// Before a free is forwarded: forgets `addr`. Pass the result to [`Recorder::free_finished`].
     #[inline]
-    pub fn free_started(&self, addr: u64) -> Option<Block> {
+    pub fn free_started(&self, addr: u64) -> record::FreeStart {
         keeping_errno(|| record::free_started(self.state, self.api, addr))
     }
 
     /// After the real free of `addr` answered `rc`.
     #[inline]
-    pub fn free_finished(&self, addr: u64, taken: Option<Block>, rc: CuResult) {
+    pub fn free_finished(&self, addr: u64, taken: record::FreeStart, rc: CuResult) {
         keeping_errno(|| record::free_finished(self.state, self.api, addr, taken, rc));
     }
 

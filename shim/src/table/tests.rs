@@ -517,3 +517,164 @@ fn live_after_counts_only_blocks_allocated_after_the_mark() {
     );
     assert_eq!(t.live_after(2), Counts::default());
 }
+
+/// A free through the ring, ended as `record::free_finished` ends it.
+fn free_soon(t: &Table, addr: u64, ok: bool) -> FreeOutcome {
+    let ticket = t.freeing_soon(Space::Device, addr);
+    if ok {
+        FreeOutcome::Freed
+    } else {
+        t.free_failed(Space::Device, addr, ticket)
+    }
+}
+
+#[test]
+fn the_ring_records_allocations_and_frees_as_the_table_does() {
+    let t = Table::default();
+    let a = t.allocated_soon(Space::Device, 0x1000, block(256, 1));
+    let b = t.allocated_soon(Space::Device, 0x2000, block(512, 2));
+    assert!(a < b, "numbers of the one sequence");
+    free_soon(&t, 0x1000, true);
+    free_soon(&t, 0x9000, true);
+    let snap = t.snapshot(false);
+    assert_eq!(snap.live.len(), 1);
+    assert_eq!((snap.live[0].addr, snap.live[0].block.seq), (0x2000, b));
+    assert_eq!(snap.live[0].block, {
+        let mut x = block(512, 2);
+        x.seq = b;
+        x
+    });
+    let c = snap.totals;
+    assert_eq!((c.allocations, c.frees, c.untracked_frees), (2, 1, 1));
+    assert_eq!((c.live_bytes, c.peak_live_bytes), (512, 768));
+}
+
+#[test]
+fn a_failed_free_through_the_ring_puts_the_block_back_or_names_the_double_free() {
+    let t = Table::default();
+    let seq = t.allocated_soon(Space::Device, 0x1000, block(256, 7));
+    assert_eq!(free_soon(&t, 0x1000, false), FreeOutcome::Failed);
+    let snap = t.snapshot(false);
+    assert_eq!(snap.live.len(), 1);
+    assert_eq!(snap.live[0].block.seq, seq, "the same block, back");
+    assert_eq!((snap.totals.frees, snap.totals.live_bytes), (0, 256));
+    assert_eq!(free_soon(&t, 0x1000, true), FreeOutcome::Freed);
+    assert_eq!(
+        free_soon(&t, 0x1000, false),
+        FreeOutcome::DoubleFree(StackId(7))
+    );
+    assert_eq!(free_soon(&t, 0x5000, false), FreeOutcome::InvalidFree);
+    let c = t.totals();
+    assert_eq!(
+        (c.frees, c.untracked_frees, c.invalid_frees, c.live_bytes),
+        (1, 0, 2, 0)
+    );
+}
+
+#[test]
+fn the_peak_through_a_ring_filled_three_times_is_the_sequences() {
+    let t = Table::default();
+    let n = ring::SLOTS * 3 + 5;
+    for i in 0..n {
+        t.allocated_soon(Space::Device, 0x1000 + i * 4096, block(4096, 1));
+    }
+    for i in 0..n {
+        free_soon(&t, 0x1000 + i * 4096, true);
+    }
+    let c = t.totals();
+    assert_eq!((c.allocations, c.frees, c.live_bytes), (n, n, 0));
+    assert_eq!(c.peak_live_bytes, n * 4096);
+}
+
+#[test]
+fn the_ring_gives_an_entry_only_after_it_was_written_and_hands_its_slot_on() {
+    let r = Ring::default();
+    let mut b = block(4096, 3);
+    b.device = -1;
+    b.api = Api::cuMemAllocHost_v2;
+    b.time_ms = 77;
+    b.thread = u32::MAX;
+    assert!(r.has_room(2));
+    r.publish(2, Entry::Nop);
+    assert_eq!(r.take(1), None, "number 1 is not written yet");
+    b.seq = 1;
+    let alloc = Entry::Alloc {
+        space: 1,
+        addr: 0xdead_0000,
+        block: b,
+    };
+    r.publish(1, alloc);
+    assert_eq!(r.take(1), Some(alloc), "every field comes back");
+    assert_eq!(r.take(2), Some(Entry::Nop));
+    assert_eq!(r.take(2), None, "taken once");
+    assert!(r.has_room(1 + ring::SLOTS) && r.has_room(2 + ring::SLOTS));
+    assert!(!r.has_room(3 + ring::SLOTS), "number 3 has not been folded");
+}
+
+#[test]
+fn a_free_numbered_before_an_allocation_at_its_address_is_folded_first() {
+    // Thread B takes its free's number; the driver frees the block and gives the address to
+    // thread A, whose allocation writes its entry before B writes the free's.
+    let t = Table::default();
+    t.allocated_soon(Space::Device, 0x1000, block(256, 1));
+    let free_ticket = t.shared.seq.fetch_add(1, Relaxed) + 1;
+    let again = t.allocated_soon(Space::Device, 0x1000, block(1024, 2));
+    let snap = t.snapshot(false);
+    assert_eq!(snap.live.len(), 1);
+    assert_eq!(
+        snap.live[0].block.size, 256,
+        "folded up to the free's number only"
+    );
+    t.ring.publish(
+        free_ticket,
+        Entry::Free {
+            space: 0,
+            addr: 0x1000,
+        },
+    );
+    let snap = t.snapshot(false);
+    assert_eq!(snap.live.len(), 1);
+    assert_eq!(
+        (snap.live[0].block.seq, snap.live[0].block.size),
+        (again, 1024),
+        "the new block is live, the old one freed"
+    );
+    let c = snap.totals;
+    assert_eq!((c.allocations, c.frees, c.live_bytes), (2, 1, 1024));
+    assert_eq!(c.peak_live_bytes, 1024);
+}
+
+#[test]
+fn threads_writing_the_ring_while_snapshots_fold_it_stay_consistent() {
+    let t = std::sync::Arc::new(Table::default());
+    let threads: Vec<_> = (0..4u64)
+        .map(|k| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for round in 0..20u64 {
+                    for i in 0..500u64 {
+                        let addr = (k << 40) | (i + 1) << 12;
+                        t.allocated_soon(Space::Device, addr, block(4096, round));
+                    }
+                    for i in 0..500u64 {
+                        free_soon(&t, (k << 40) | (i + 1) << 12, true);
+                    }
+                }
+            })
+        })
+        .collect();
+    while !threads.iter().all(|h| h.is_finished()) {
+        let snap = t.snapshot(false);
+        assert_eq!(
+            snap.totals.allocations - snap.totals.frees,
+            snap.live.len() as u64,
+            "each shard copied with its counts"
+        );
+    }
+    for h in threads {
+        h.join().unwrap();
+    }
+    let c = t.totals();
+    assert_eq!((c.allocations, c.frees, c.live_bytes), (40_000, 40_000, 0));
+    assert!(c.peak_live_bytes <= 4 * 500 * 4096 && c.peak_live_bytes >= 500 * 4096);
+}
