@@ -31,6 +31,8 @@ const SPACES: usize = 7;
 const FREED_PER_SHARD: usize = 128;
 /// A hot call whose number is a multiple of this asks the worker to fold the ring: half of it.
 pub const FOLD_EVERY: u64 = ring::SLOTS / 2;
+/// The longest the last dump waits for another thread to write the entry whose number it took.
+const LAST_DUMP_WAIT_MS: u64 = 20;
 /// Events kept; later ones are only counted.
 pub const MAX_EVENTS: usize = 10_000;
 
@@ -582,6 +584,22 @@ impl Table {
         self.settle();
     }
 
+    /// Settles up to the number taken last now, waiting for numbers still being written at most
+    /// [`LAST_DUMP_WAIT_MS`] (yielding meanwhile), then settles what it can.
+    fn settle_before_the_end(&self) {
+        let last = self.seq_now();
+        let start = crate::clock::coarse_ms();
+        loop {
+            self.settle();
+            if *self.fold.lock() > last
+                || crate::clock::coarse_ms().saturating_sub(start) >= LAST_DUMP_WAIT_MS
+            {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Settles until number `ticket` is folded (its writer has written it: it is this thread).
     fn settle_through(&self, ticket: u64) {
         loop {
@@ -1032,8 +1050,17 @@ impl Table {
     /// A stack's floor is the sum of its floors in the shards, taken independently: at most its
     /// true floor (the shards may bottom out at different moments), and at least what it kept
     /// through the whole interval, which is what growth is judged on.
+    ///
+    /// The last dump (`snapshot` false) first waits, up to [`LAST_DUMP_WAIT_MS`], for the
+    /// numbers taken before it to be written: another thread may be between taking its number
+    /// and writing its entry (a few instructions, unless it was preempted there), and the fold
+    /// stops at the first number not written.
     pub fn snapshot(&self, snapshot: bool) -> Snapshot {
-        self.settle();
+        if snapshot {
+            self.settle();
+        } else {
+            self.settle_before_the_end();
+        }
         let mut live = Vec::new();
         let mut totals = Totals::default();
         let mut dips: HashMap<StackId, Counts> = HashMap::new();

@@ -678,3 +678,37 @@ fn threads_writing_the_ring_while_snapshots_fold_it_stay_consistent() {
     assert_eq!((c.allocations, c.frees, c.live_bytes), (40_000, 40_000, 0));
     assert!(c.peak_live_bytes <= 4 * 500 * 4096 && c.peak_live_bytes >= 500 * 4096);
 }
+
+#[test]
+fn the_last_dump_waits_for_a_number_another_thread_is_still_writing() {
+    let t = std::sync::Arc::new(Table::default());
+    let (taken, wait) = std::sync::mpsc::channel();
+    let writer = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            // Preempted between its number and its entry: the window the last dump waits out.
+            let ticket = t.shared.seq.fetch_add(1, Relaxed) + 1;
+            taken.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let mut b = block(4096, 9);
+            b.seq = ticket;
+            t.ring.publish(
+                ticket,
+                Entry::Alloc {
+                    space: 0,
+                    addr: 0x7000,
+                    block: b,
+                },
+            );
+        })
+    };
+    wait.recv().unwrap();
+    let snap = t.snapshot(false);
+    writer.join().unwrap();
+    assert_eq!(
+        snap.live.len(),
+        1,
+        "the entry written while the dump waited"
+    );
+    assert_eq!(snap.live[0].addr, 0x7000);
+}
