@@ -24,6 +24,7 @@ mod graphs;
 mod guard;
 mod handles;
 mod hash;
+mod hint;
 mod hooks;
 mod lifecycle;
 mod lock;

@@ -101,7 +101,7 @@ impl Ring {
             w.store(v, Relaxed);
         }
         slot.state.store(ticket | PUBLISHED, Release);
-        prefetch_for_write(self.slot(ticket + 1));
+        crate::hint::prefetch_for_write(self.slot(ticket + 1));
     }
 
     /// Number `ticket`'s entry, if it was written, and its slot handed to `ticket + SLOTS`.
@@ -119,26 +119,6 @@ impl Ring {
         Some(decode(ticket, words))
     }
 }
-
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[allow(unsafe_code)]
-fn prefetch_for_write(slot: &Slot) {
-    // SAFETY: `prefetchw` is a hint: it reads nothing the program sees, cannot fault, and
-    // touches no register or flag; where a processor lacks it, the encoding is a NOP. (The
-    // intrinsic's _MM_HINT_ET0 is lowered to a plain prefetch without the prfchw feature.)
-    unsafe {
-        std::arch::asm!(
-            "prefetchw [{}]",
-            in(reg) std::ptr::from_ref(slot),
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[inline]
-fn prefetch_for_write(_: &Slot) {}
 
 fn encode(entry: Entry) -> [u64; 5] {
     match entry {
