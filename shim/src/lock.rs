@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A mutex guarding `T`: `lock()`, `force_unlock()` and the guards are `lock_api`'s.
 pub type Mutex<T> = lock_api::Mutex<RawLock, T>;
+/// What [`Mutex`]'s `lock()` returns.
+pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawLock, T>;
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use crate::lock::{CachePadded, Mutex};
+use crate::lock::{CachePadded, Mutex, MutexGuard};
 use cudaleak_format::EventType;
 
 use crate::api::{Api, Space};
@@ -522,12 +522,16 @@ impl Table {
 
     /// The ring is full where `ticket` writes: fold until the entry there is folded. Numbers
     /// below it that are still being written stop a fold; their writers finish without
-    /// waiting on anything but this same fold, so yielding and folding again gets there.
+    /// waiting on anything but this same fold, so yielding and folding again gets there. A
+    /// fold another thread is making frees the slot as well: the writer does not queue behind
+    /// it on the lock (a sleep and a wake-up each), it yields and looks again.
     #[cold]
     #[inline(never)]
     fn make_room(&self, ticket: u64) {
         loop {
-            self.settle();
+            if let Some(next) = self.fold.try_lock() {
+                self.fold_from(next);
+            }
             if self.ring.has_room(ticket) {
                 return;
             }
@@ -538,16 +542,22 @@ impl Table {
     /// Folds the ring into the shards, in sequence order, up to the first number not yet
     /// written (a call between taking its number and writing it).
     ///
-    /// Every shard is held for the whole batch and the live bytes are counted locally, so an
-    /// entry costs no lock and no atomic instruction: the next entries' cache misses overlap
+    /// Each shard is held from the batch's first entry that reaches it to the batch's end, and
+    /// the live bytes are counted locally, so an entry costs no lock and no atomic instruction:
+    /// the next entries' cache misses overlap
     /// (on the GPU, folding entry by entry with a lock each cost as much as the table had).
     /// The peak is that of the batch's running total, in sequence order.
     fn settle(&self) {
-        let mut next = self.fold.lock();
+        self.fold_from(self.fold.lock());
+    }
+
+    /// [`Table::settle`]'s fold, under the fold lock `next` holds. Each shard an entry goes to
+    /// is locked at its first entry and held to the end of the batch.
+    fn fold_from(&self, mut next: MutexGuard<'_, u64>) {
         let Some(first) = self.ring.take(*next) else {
             return;
         };
-        let mut shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
+        let mut shards: [Option<MutexGuard<'_, Shard>>; SHARDS] = std::array::from_fn(|_| None);
         let start = self.shared.live_bytes.load(Relaxed);
         let (mut live, mut peak) = (start, start);
         let mut entry = Some(first);
@@ -555,13 +565,15 @@ impl Table {
             match e {
                 Entry::Nop => {}
                 Entry::Alloc { space, addr, block } => {
-                    let shard = &mut shards[shard_index(addr)];
+                    let i = shard_index(addr);
+                    let shard = shards[i].get_or_insert_with(|| self.shards[i].lock());
                     let (added, replaced) = insert_into(shard, space, addr, block);
                     live = live.saturating_sub(replaced) + added;
                     peak = peak.max(live);
                 }
                 Entry::Free { space, addr } => {
-                    let shard = &mut shards[shard_index(addr)];
+                    let i = shard_index(addr);
+                    let shard = shards[i].get_or_insert_with(|| self.shards[i].lock());
                     live = live.saturating_sub(remove_freed(shard, space, addr, *next));
                 }
             }

@@ -20,7 +20,7 @@ use crate::stack::StackId;
 use super::Block;
 
 /// Slots in the ring: entries a fold takes at most at once (64 bytes each).
-pub const SLOTS: u64 = 1024;
+pub const SLOTS: u64 = 4096;
 const PUBLISHED: u64 = 1 << 63;
 
 const NOP: u64 = 0;
