@@ -209,6 +209,18 @@ impl Shard {
         h.now.bytes += bytes;
     }
 
+    /// A free of `block` at `addr` failed: it is live again (unless the address was taken
+    /// meanwhile) and the free uncounted. Returns the bytes it holds, for the live total.
+    fn put_back(&mut self, s: usize, addr: u64, block: Block) -> u64 {
+        let bytes = held(ALL_SPACES[s], &block);
+        if !self.live[s].contains_key(&addr) {
+            self.hold(block.stack, bytes, block.api);
+            self.live[s].insert(addr, block);
+        }
+        self.counts.frees -= 1;
+        bytes
+    }
+
     fn release(&mut self, stack: StackId, bytes: u64) {
         let Some(h) = self.by_stack.get_mut(&stack) else {
             return;
@@ -635,13 +647,9 @@ impl Table {
             block: Some(block), ..
         }) = taken
         {
-            if !shard.live[s].contains_key(&addr) {
-                shard.hold(block.stack, held(space, &block), block.api);
-                shard.live[s].insert(addr, block);
-            }
-            shard.counts.frees -= 1;
+            let bytes = shard.put_back(s, addr, block);
             drop(shard);
-            self.add_live(held(space, &block));
+            self.add_live(bytes);
             return FreeOutcome::Failed;
         }
         if taken.is_some() {
@@ -743,13 +751,9 @@ impl Table {
                 // the freed history `take` put it in.
                 let mut shard = self.shard(addr).lock();
                 shard.freed.forget(s, addr);
-                if !shard.live[s].contains_key(&addr) {
-                    shard.hold(block.stack, held(space, &block), block.api);
-                    shard.live[s].insert(addr, block);
-                }
-                shard.counts.frees -= 1;
+                let bytes = shard.put_back(s, addr, block);
                 drop(shard);
-                self.add_live(held(space, &block));
+                self.add_live(bytes);
                 FreeOutcome::Failed
             }
             (None, true) => {
