@@ -13,7 +13,8 @@
 //! lock, which the shim's allocation rate never contends: hooks allocate only when they meet a new
 //! stack or the table grows). Blocks of [`LARGE`] bytes or more are mappings of their own,
 //! returned to the system when freed, so a dump of a million blocks does not leave its 100 MB
-//! of scratch space behind. Spans given to talc are kept for the life of the process.
+//! of scratch space behind, nor the table's hash maps the arrays they outgrew. Spans given to
+//! talc are kept for the life of the process.
 //!
 //! Must never call `malloc`, panic, or take any lock but its own.
 
@@ -24,8 +25,10 @@ use talc::{OomHandler, Span, Talc};
 
 use crate::lock::Mutex;
 
-/// Allocations this large or larger are mappings of their own.
-const LARGE: usize = 256 << 10;
+/// Allocations this large or larger are mappings of their own. 32 KiB: a shard's hash map of
+/// live blocks outgrows arrays of 1 024 buckets and up as the table grows, and talc kept every
+/// such array it freed (at 256 KiB, a million live blocks held 105 bytes each; at 32 KiB, 97).
+const LARGE: usize = 32 << 10;
 /// The smallest span given to talc at a time; later ones grow with the heap.
 const SPAN_MIN: usize = 1 << 20;
 const SPAN_MAX: usize = 32 << 20;
