@@ -556,15 +556,14 @@ impl Table {
     ///
     /// Each shard is held from the batch's first entry that reaches it to the batch's end, and
     /// the live bytes are counted locally, so an entry costs no lock and no atomic instruction:
-    /// the next entries' cache misses overlap
-    /// (on the GPU, folding entry by entry with a lock each cost as much as the table had).
-    /// The peak is that of the batch's running total, in sequence order.
+    /// the next entries' cache misses overlap (on the GPU, folding entry by entry with a lock
+    /// each cost as much as the table had). The peak is that of the batch's running total, in
+    /// sequence order.
     fn settle(&self) {
         self.fold_from(self.fold.lock());
     }
 
-    /// [`Table::settle`]'s fold, under the fold lock `next` holds. Each shard an entry goes to
-    /// is locked at its first entry and held to the end of the batch.
+    /// [`Table::settle`]'s fold, under the fold lock, whose guard holds the next number to fold.
     fn fold_from(&self, mut next: MutexGuard<'_, u64>) {
         let Some(first) = self.ring.take(*next) else {
             return;
