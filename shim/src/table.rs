@@ -178,35 +178,63 @@ impl Counts {
     }
 }
 
-/// One stack in one shard: what it holds now and its floor since the last snapshot.
+/// One stack in one shard: what it holds now and its floor since the last snapshot. 32 bytes
+/// (40 with its key): every shard keeps one per stack that holds blocks in it, so a program
+/// with a thousand call sites has 64 000 of them. Block counts are per stack and shard: 32 bits.
 #[derive(Clone, Copy, Debug)]
 struct Holding {
-    now: Counts,
-    floor: Counts,
+    now_bytes: u64,
+    floor_bytes: u64,
+    now_blocks: u32,
+    floor_blocks: u32,
     /// The call that made its last block (a stack makes one kind, in practice).
     api: Api,
 }
 
+const _: () = assert!(std::mem::size_of::<Holding>() == 32);
+
 impl Holding {
-    /// How far below `now` the stack went since the last snapshot.
+    fn now(&self) -> Counts {
+        Counts {
+            blocks: self.now_blocks.into(),
+            bytes: self.now_bytes,
+        }
+    }
+
+    fn floor(&self) -> Counts {
+        Counts {
+            blocks: self.floor_blocks.into(),
+            bytes: self.floor_bytes,
+        }
+    }
+
+    /// How far below what it holds now the stack went since the last snapshot.
     fn dip(&self) -> Counts {
         Counts {
-            blocks: self.now.blocks - self.floor.blocks,
-            bytes: self.now.bytes - self.floor.bytes,
+            blocks: (self.now_blocks - self.floor_blocks).into(),
+            bytes: self.now_bytes - self.floor_bytes,
         }
+    }
+
+    /// A snapshot starts the next interval: the floor is what is held now.
+    fn restart_floor(&mut self) {
+        self.floor_blocks = self.now_blocks;
+        self.floor_bytes = self.now_bytes;
     }
 }
 
 impl Shard {
     fn hold(&mut self, stack: StackId, bytes: u64, api: Api) {
         let h = self.by_stack.entry(stack).or_insert(Holding {
-            now: Counts::default(),
-            floor: Counts::default(),
+            now_bytes: 0,
+            floor_bytes: 0,
+            now_blocks: 0,
+            floor_blocks: 0,
             api,
         });
         h.api = api;
-        h.now.blocks += 1;
-        h.now.bytes += bytes;
+        h.now_blocks = h.now_blocks.saturating_add(1);
+        h.now_bytes += bytes;
     }
 
     /// A free of `block` at `addr` failed: it is live again (unless the address was taken
@@ -225,15 +253,15 @@ impl Shard {
         let Some(h) = self.by_stack.get_mut(&stack) else {
             return;
         };
-        h.now.blocks = h.now.blocks.saturating_sub(1);
-        h.now.bytes = h.now.bytes.saturating_sub(bytes);
-        if h.now.blocks == 0 {
+        h.now_blocks = h.now_blocks.saturating_sub(1);
+        h.now_bytes = h.now_bytes.saturating_sub(bytes);
+        if h.now_blocks == 0 {
             // Nothing held, so the floor is nothing too: the entry says no more than its absence.
             self.by_stack.remove(&stack);
             return;
         }
-        h.floor.blocks = h.floor.blocks.min(h.now.blocks);
-        h.floor.bytes = h.floor.bytes.min(h.now.bytes);
+        h.floor_blocks = h.floor_blocks.min(h.now_blocks);
+        h.floor_bytes = h.floor_bytes.min(h.now_bytes);
     }
 }
 
@@ -1097,7 +1125,7 @@ impl Table {
                     dips.entry(stack).or_default().add(dip);
                 }
                 if snapshot {
-                    h.floor = h.now;
+                    h.restart_floor();
                 }
             }
         }
@@ -1137,8 +1165,8 @@ impl Table {
                 let e = held
                     .entry(stack)
                     .or_insert((Counts::default(), Counts::default(), h.api));
-                e.0.add(h.now);
-                e.1.add(h.floor);
+                e.0.add(h.now());
+                e.1.add(h.floor());
             }
         }
         let mut f = self.finalizing.lock();
