@@ -237,6 +237,16 @@ impl Shard {
         h.now_bytes += bytes;
     }
 
+    /// Removes the live block at `addr` as a free does: counted as a free and no longer held by
+    /// its stack. Returns it, with the bytes it held.
+    fn take_live(&mut self, s: usize, addr: u64) -> Option<(Block, u64)> {
+        let b = self.live[s].remove(&addr)?;
+        let bytes = held(ALL_SPACES[s], &b);
+        self.counts.frees += 1;
+        self.release(b.stack, bytes);
+        Some((b, bytes))
+    }
+
     /// A free of `block` at `addr` failed: it is live again (unless the address was taken
     /// meanwhile) and the free uncounted. Returns the bytes it holds, for the live total.
     fn put_back(&mut self, s: usize, addr: u64, block: Block) -> u64 {
@@ -496,11 +506,8 @@ fn insert_into(shard: &mut Shard, s: usize, addr: u64, block: Block) -> (u64, u6
 /// case the real call failed), or the free is counted untracked (and marked there). Returns the
 /// bytes it freed.
 fn remove_freed(shard: &mut Shard, s: usize, addr: u64, ticket: u64) -> u64 {
-    match shard.live[s].remove(&addr) {
-        Some(b) => {
-            let bytes = held(ALL_SPACES[s], &b);
-            shard.counts.frees += 1;
-            shard.release(b.stack, bytes);
+    match shard.take_live(s, addr) {
+        Some((b, bytes)) => {
             shard.freed.push(s, addr, ticket, Some(b));
             bytes
         }
@@ -587,14 +594,15 @@ impl Table {
     /// the next entries' cache misses overlap (on the GPU, folding entry by entry with a lock
     /// each cost as much as the table had). The peak is that of the batch's running total, in
     /// sequence order.
-    fn settle(&self) {
-        self.fold_from(self.fold.lock());
+    /// Returns the next number to fold (the first not yet written).
+    fn settle(&self) -> u64 {
+        self.fold_from(self.fold.lock())
     }
 
     /// [`Table::settle`]'s fold, under the fold lock, whose guard holds the next number to fold.
-    fn fold_from(&self, mut next: MutexGuard<'_, u64>) {
+    fn fold_from(&self, mut next: MutexGuard<'_, u64>) -> u64 {
         let Some(first) = self.ring.take(*next) else {
-            return;
+            return *next;
         };
         let mut shards: [Option<MutexGuard<'_, Shard>>; SHARDS] = std::array::from_fn(|_| None);
         let start = self.shared.live_bytes.load(Relaxed);
@@ -628,6 +636,7 @@ impl Table {
         if peak > self.shared.peak_live_bytes.load(Relaxed) {
             self.shared.peak_live_bytes.fetch_max(peak, Relaxed);
         }
+        *next
     }
 
     /// Folds the ring into the shards now (the worker, asked every [`FOLD_EVERY`] numbers).
@@ -635,27 +644,12 @@ impl Table {
         self.settle();
     }
 
-    /// Settles up to the number taken last now, waiting for numbers still being written at most
-    /// [`LAST_DUMP_WAIT_MS`] (yielding meanwhile), then settles what it can.
-    fn settle_before_the_end(&self) {
-        let last = self.seq_now();
+    /// Settles until number `ticket` is folded, yielding while numbers before it are still being
+    /// written; after `limit_ms`, if given, it settles what it can and returns.
+    fn settle_through(&self, ticket: u64, limit_ms: Option<u64>) {
         let start = crate::clock::coarse_ms();
-        loop {
-            self.settle();
-            if *self.fold.lock() > last
-                || crate::clock::coarse_ms().saturating_sub(start) >= LAST_DUMP_WAIT_MS
-            {
-                return;
-            }
-            std::thread::yield_now();
-        }
-    }
-
-    /// Settles until number `ticket` is folded (its writer has written it: it is this thread).
-    fn settle_through(&self, ticket: u64) {
-        loop {
-            self.settle();
-            if *self.fold.lock() > ticket {
+        while self.settle() <= ticket {
+            if limit_ms.is_some_and(|l| crate::clock::coarse_ms().saturating_sub(start) >= l) {
                 return;
             }
             std::thread::yield_now();
@@ -666,7 +660,8 @@ impl Table {
     /// live again; an untracked free becomes an invalid one, or a double free when the address
     /// was freed before.
     pub fn free_failed(&self, space: Space, addr: u64, ticket: u64) -> FreeOutcome {
-        self.settle_through(ticket);
+        // Its own number is written (by this thread): waiting ends.
+        self.settle_through(ticket, None);
         let s = space_index(space);
         let mut shard = self.shard(addr).lock();
         let taken = shard.freed.take_ticket(s, addr, ticket);
@@ -741,15 +736,11 @@ impl Table {
         self.settle();
         let s = space_index(space);
         let mut shard = self.shard(addr).lock();
-        let block = shard.live[s].remove(&addr);
-        if let Some(b) = block {
-            shard.counts.frees += 1;
-            shard.release(b.stack, held(space, &b));
-            shard.freed.push(s, addr, 0, Some(b));
-            drop(shard);
-            self.sub_live(held(space, &b));
-        }
-        block
+        let (b, bytes) = shard.take_live(s, addr)?;
+        shard.freed.push(s, addr, 0, Some(b));
+        drop(shard);
+        self.sub_live(bytes);
+        Some(b)
     }
 
     /// Settles a free once the real call has answered.
@@ -808,17 +799,12 @@ impl Table {
     /// is unloading: the context's teardown reclaims the memory).
     pub fn forget(&self, space: Space, addr: u64) -> bool {
         self.settle();
-        let mut shard = self.shard(addr).lock();
-        match shard.live[space_index(space)].remove(&addr) {
-            Some(b) => {
-                shard.counts.frees += 1;
-                shard.release(b.stack, held(space, &b));
-                drop(shard);
-                self.sub_live(held(space, &b));
-                true
-            }
-            None => false,
-        }
+        let taken = self.shard(addr).lock().take_live(space_index(space), addr);
+        let Some((_, bytes)) = taken else {
+            return false;
+        };
+        self.sub_live(bytes);
+        true
     }
 
     #[cfg(test)]
@@ -1102,7 +1088,7 @@ impl Table {
         if snapshot {
             self.settle();
         } else {
-            self.settle_before_the_end();
+            self.settle_through(self.seq_now(), Some(LAST_DUMP_WAIT_MS));
         }
         let mut live = Vec::new();
         let mut totals = Totals::default();
