@@ -38,3 +38,4 @@ mod stack;
 mod state;
 mod stdio;
 mod table;
+mod thread;

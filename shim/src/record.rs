@@ -13,13 +13,14 @@ use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
 use crate::table::{Block, EventRecord, FreeOutcome, Mapping, FOLD_EVERY};
+use crate::thread::Thread;
 use crate::{guard, lifecycle, process};
 
 /// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
 /// recorded, `driver` the hook that records it: when they differ the call came through a
 /// runtime forward, whose caller is where the stack starts.
-fn capture_stack(s: &State, api: Api, driver: Api) -> StackId {
-    if guard::owner().is_some() {
+fn capture_stack(s: &State, t: &Thread, api: Api, driver: Api) -> StackId {
+    if guard::owner(t).is_some() {
         // Inside a library's call that the shim forwards: its frames stay in the stack.
         return with_python(s, stack::capture_in_library(&s.stacks, s.config.depth));
     }
@@ -65,9 +66,10 @@ fn touched(s: &'static State) {
     lifecycle::allocation_recorded(s);
 }
 
-/// A live block made now, on this thread, numbered `seq`.
+/// A live block made now, on thread `t`, numbered `seq`.
 fn new_block(
     s: &State,
+    t: &Thread,
     api: Api,
     size: u64,
     stack: StackId,
@@ -79,7 +81,7 @@ fn new_block(
         seq,
         stack,
         time_ms: s.elapsed_ms(),
-        thread: guard::thread_id(),
+        thread: guard::thread_id(t),
         device: device.and_then(|d| i16::try_from(d).ok()).unwrap_or(-1),
         api,
     }
@@ -110,25 +112,32 @@ pub enum FreeStart {
 }
 
 /// A successful allocation by driver function `driver` of `size` bytes at `addr`.
-pub fn allocated(s: &'static State, driver: Api, addr: u64, size: u64, device: Option<i32>) {
+pub fn allocated(
+    s: &'static State,
+    t: &Thread,
+    driver: Api,
+    addr: u64,
+    size: u64,
+    device: Option<i32>,
+) {
     state::shield(|| {
         let op = driver.op();
-        let api = guard::label_for(op, driver);
+        let api = guard::label_for(t, op, driver);
         let stack = if ablated_capture() {
             StackId(0)
         } else {
-            capture_stack(s, api, driver)
+            capture_stack(s, t, api, driver)
         };
         let space = op.space();
-        let owner = guard::owner();
+        let owner = guard::owner(t);
         if ablated_table() {
             // (A measuring build: nothing recorded.)
         } else if owner.is_none() && through_ring(space) {
-            let block = new_block(s, api, size, stack, device, 0);
-            let ticket = s.table.allocated_soon(space, addr, block);
+            let block = new_block(s, t, api, size, stack, device, 0);
+            let ticket = s.table.allocated_soon(t, space, addr, block);
             fold_now_and_then(ticket);
         } else {
-            let block = new_block(s, api, size, stack, device, s.next_seq());
+            let block = new_block(s, t, api, size, stack, device, s.next_seq());
             s.table.allocated(space, addr, block);
             if let Some(token) = owner {
                 s.handles
@@ -142,18 +151,18 @@ pub fn allocated(s: &'static State, driver: Api, addr: u64, size: u64, device: O
 }
 
 /// A failed allocation: the program was told no, and may not have checked.
-pub fn allocation_failed(s: &State, driver: Api, size: u64, error: i32) {
-    if guard::runtime_pending(driver.op()) {
+pub fn allocation_failed(s: &State, t: &Thread, driver: Api, size: u64, error: i32) {
+    if guard::runtime_pending(t, driver.op()) {
         // The runtime forward above records what the program is told (seen on the H200: the
         // runtime's first cudaMallocAsync on a new thread fails in the driver with 201, sets
         // up the context and succeeds).
         return;
     }
     state::shield(|| {
-        let api = guard::label_for(driver.op(), driver);
+        let api = guard::label_for(t, driver.op(), driver);
         s.table.failed_allocation();
         process::touched(&s.config);
-        let stack = capture_stack(s, api, driver);
+        let stack = capture_stack(s, t, api, driver);
         s.table.event(EventRecord {
             kind: EventType::FailedAllocation,
             api,
@@ -170,20 +179,20 @@ pub fn allocation_failed(s: &State, driver: Api, size: u64, error: i32) {
 
 /// A runtime allocation failed, and no driver hook below recorded it (the runtime forward's own
 /// record: it holds no recorder, so the state is looked up here).
-pub fn runtime_allocation_failed(runtime: Api, size: u64, error: i32) {
+pub fn runtime_allocation_failed(t: &Thread, runtime: Api, size: u64, error: i32) {
     let Some(s) = state::recording() else { return };
-    allocation_failed(s, runtime, size, error);
+    allocation_failed(s, t, runtime, size, error);
 }
 
 /// Before a free is forwarded: forget the address. Pass the result to [`free_finished`].
-pub fn free_started(s: &State, driver: Api, addr: u64) -> FreeStart {
+pub fn free_started(s: &State, t: &Thread, driver: Api, addr: u64) -> FreeStart {
     state::shield(|| {
         note_finalizing(s);
         let space = driver.op().space();
         if ablated_table() {
             FreeStart::Taken(None)
         } else if through_ring(space) {
-            let ticket = s.table.freeing_soon(space, addr);
+            let ticket = s.table.freeing_soon(t, space, addr);
             fold_now_and_then(ticket);
             FreeStart::Soon(ticket)
         } else {
@@ -204,9 +213,9 @@ fn note_finalizing(s: &State) {
 }
 
 /// After the real free answered `error` (0 is success).
-pub fn free_finished(s: &State, driver: Api, addr: u64, start: FreeStart, error: i32) {
+pub fn free_finished(s: &State, t: &Thread, driver: Api, addr: u64, start: FreeStart, error: i32) {
     state::shield(|| {
-        let api = guard::label_for(driver.op(), driver);
+        let api = guard::label_for(t, driver.op(), driver);
         let space = driver.op().space();
         let outcome = match start {
             // The usual end: the entry written at the start says it all.
@@ -219,7 +228,7 @@ pub fn free_finished(s: &State, driver: Api, addr: u64, start: FreeStart, error:
                 outcome
             }
         };
-        settled(s, api, driver, addr, outcome, error);
+        settled(s, t, api, driver, addr, outcome, error);
     });
 }
 
@@ -235,14 +244,22 @@ fn numbered(s: &State, outcome: FreeOutcome) {
 }
 
 /// Makes the event a settled free calls for, if any.
-fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, error: i32) {
+fn settled(
+    s: &State,
+    t: &Thread,
+    api: Api,
+    driver: Api,
+    addr: u64,
+    outcome: FreeOutcome,
+    error: i32,
+) {
     process::touched(&s.config);
     let (kind, alloc_stack) = match outcome {
         FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => return,
         FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
         FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
     };
-    let stack = capture_stack(s, api, driver);
+    let stack = capture_stack(s, t, api, driver);
     s.table.event(EventRecord {
         kind,
         api,
@@ -258,12 +275,12 @@ fn settled(s: &State, api: Api, driver: Api, addr: u64, outcome: FreeOutcome, er
 
 /// A successful `cuMemMap` of physical allocation `handle` over `size` bytes at `addr`; its
 /// device is the allocation's, when the shim recorded it.
-pub fn mapped(s: &'static State, driver: Api, addr: u64, size: u64, handle: u64) {
+pub fn mapped(s: &'static State, t: &Thread, driver: Api, addr: u64, size: u64, handle: u64) {
     state::shield(|| {
-        let api = guard::label_for(driver.op(), driver);
-        let stack = capture_stack(s, api, driver);
+        let api = guard::label_for(t, driver.op(), driver);
+        let stack = capture_stack(s, t, api, driver);
         let device = s.table.device_of(Space::Physical, handle).map(i32::from);
-        let block = new_block(s, api, size, stack, device, s.next_seq());
+        let block = new_block(s, t, api, size, stack, device, s.next_seq());
         s.table.mapped(addr, handle, block);
         touched(s);
     });
@@ -275,12 +292,19 @@ pub fn unmap_started(s: &State, addr: u64, size: u64) -> Vec<(u64, Mapping)> {
 }
 
 /// After the real unmap answered `error` (0 is success).
-pub fn unmap_finished(s: &State, driver: Api, addr: u64, taken: Vec<(u64, Mapping)>, error: i32) {
+pub fn unmap_finished(
+    s: &State,
+    t: &Thread,
+    driver: Api,
+    addr: u64,
+    taken: Vec<(u64, Mapping)>,
+    error: i32,
+) {
     state::shield(|| {
-        let api = guard::label_for(driver.op(), driver);
+        let api = guard::label_for(t, driver.op(), driver);
         let outcome = s.table.unmap_finished(addr, taken, error == 0);
         numbered(s, outcome);
-        settled(s, api, driver, addr, outcome, error);
+        settled(s, t, api, driver, addr, outcome, error);
     });
 }
 
@@ -293,9 +317,9 @@ pub fn freed_during_teardown(runtime: Api, addr: u64) {
 
 /// A graph allocation node was made by `driver` (explicitly, or by an allocation captured from
 /// a stream) at `addr`: remember where, for the records its launches make.
-pub fn graph_node_added(s: &State, driver: Api, addr: u64) {
+pub fn graph_node_added(s: &State, t: &Thread, driver: Api, addr: u64) {
     state::shield(|| {
-        let stack = capture_stack(s, driver, driver);
+        let stack = capture_stack(s, t, driver, driver);
         s.graphs.node_added(addr, stack);
     });
 }
@@ -313,7 +337,7 @@ pub fn graph_exec_destroyed(exec: u64) {
 /// A launch of `exec` succeeded: each allocation node's memory is live from now on (a record
 /// of kind `graph`, with the stack where the node was made, or this launch's when unknown), and
 /// each free node of memory from outside the graph frees it.
-pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<i32>) {
+pub fn graph_launched(s: &'static State, t: &Thread, driver: Api, exec: u64, device: Option<i32>) {
     let Some(memory) = state::shield(|| s.graphs.memory_of(exec)).flatten() else {
         return;
     };
@@ -323,9 +347,9 @@ pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<
         for &(addr, size) in &memory.allocs {
             let stack = match s.graphs.node_stack(addr) {
                 Some(stack) => stack,
-                None => *launch_stack.get_or_insert_with(|| capture_stack(s, driver, driver)),
+                None => *launch_stack.get_or_insert_with(|| capture_stack(s, t, driver, driver)),
             };
-            let block = new_block(s, driver, size, stack, device, s.next_seq());
+            let block = new_block(s, t, driver, size, stack, device, s.next_seq());
             s.table.allocated(space, addr, block);
         }
         for &addr in &memory.frees {
@@ -341,7 +365,12 @@ pub fn graph_launched(s: &'static State, driver: Api, exec: u64, device: Option<
 
 /// A library's create call begins on this thread (`hooks::libraries`): the handle it will make,
 /// with the program's call as its stack, under a token for the blocks made meanwhile.
-pub fn handle_creating(s: &State, library: Library, create: &'static str) -> Option<u64> {
+pub fn handle_creating(
+    s: &State,
+    t: &Thread,
+    library: Library,
+    create: &'static str,
+) -> Option<u64> {
     state::shield(|| {
         // Rare calls: walked every time, never from the walk cache (whose keys are APIs).
         let native =
@@ -351,7 +380,7 @@ pub fn handle_creating(s: &State, library: Library, create: &'static str) -> Opt
             create,
             value: None,
             stack: with_python(s, native),
-            thread: guard::thread_id(),
+            thread: guard::thread_id(t),
             device: -1,
             seq: s.next_seq(),
             time_ms: s.elapsed_ms(),

@@ -21,6 +21,7 @@ use cudaleak_format::EventType;
 use crate::api::{Api, Space};
 use crate::hash::{mix, AddrHash};
 use crate::stack::StackId;
+use crate::thread::Thread;
 
 mod ring;
 use ring::{Entry, Ring};
@@ -530,11 +531,11 @@ impl Table {
         self.insert(space_index(space), addr, block);
     }
 
-    /// Records a successful allocation through the ring: folded into the shards later, in
-    /// sequence order. The block's number is the one the entry takes; returned.
-    pub fn allocated_soon(&self, space: Space, addr: u64, mut block: Block) -> u64 {
+    /// Records a successful allocation, made on thread `t`, through the ring: folded into the
+    /// shards later, in sequence order. The block's number is the one the entry takes; returned.
+    pub fn allocated_soon(&self, t: &Thread, space: Space, addr: u64, mut block: Block) -> u64 {
         let s = space_index(space);
-        self.write(|ticket| {
+        self.write(t, |ticket| {
             block.seq = ticket;
             Entry::Alloc {
                 space: s,
@@ -544,26 +545,26 @@ impl Table {
         })
     }
 
-    /// Records, through the ring, a free about to be forwarded: folded later, it forgets the
-    /// block (or counts an untracked free). Returns the free's number, for
+    /// Records, through the ring, a free about to be forwarded on thread `t`: folded later, it
+    /// forgets the block (or counts an untracked free). Returns the free's number, for
     /// [`Table::free_failed`] should the real call fail.
-    pub fn freeing_soon(&self, space: Space, addr: u64) -> u64 {
+    pub fn freeing_soon(&self, t: &Thread, space: Space, addr: u64) -> u64 {
         let s = space_index(space);
-        self.write(|_| Entry::Free { space: s, addr })
+        self.write(t, |_| Entry::Free { space: s, addr })
     }
 
     /// Takes the next number of the sequence and writes what `entry` makes of it into the ring.
-    /// Between the two, a terminating signal waits (`critical`): the fold stops at a number
-    /// not yet written, and the signal's dump should find this one.
+    /// Between the two, a terminating signal on this thread, `t`, waits (`critical`): the fold
+    /// stops at a number not yet written, and the signal's dump should find this one.
     #[inline]
-    fn write(&self, entry: impl FnOnce(u64) -> Entry) -> u64 {
-        crate::critical::enter();
+    fn write(&self, t: &Thread, entry: impl FnOnce(u64) -> Entry) -> u64 {
+        crate::critical::enter_in(t);
         let ticket = self.shared.seq.fetch_add(1, Relaxed) + 1;
         if !self.ring.has_room(ticket) {
             self.make_room(ticket);
         }
         self.ring.publish(ticket, entry(ticket));
-        crate::critical::leave();
+        crate::critical::leave_in(t);
         ticket
     }
 
@@ -721,7 +722,7 @@ impl Table {
     /// The next number of the one sequence (its slot in the ring left empty: what it numbers is
     /// recorded elsewhere).
     pub fn next_seq(&self) -> u64 {
-        self.write(|_| Entry::Nop)
+        crate::thread::with(|t| self.write(t, |_| Entry::Nop))
     }
 
     /// Forgets `addr` before the real free runs, so a racing allocation that reuses the address

@@ -7,8 +7,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use super::driver::{current_device, DevPtr};
-use super::recorder::enter_unlabelled;
-use super::{enter, keeping_errno, read, CuResult, Helper, CUDA_SUCCESS};
+use super::{keeping_errno, read, recording, unlabelled, CuResult, Helper, CUDA_SUCCESS};
 use crate::api::Api;
 use crate::graphs::ExecMemory;
 use crate::record;
@@ -94,17 +93,16 @@ pub unsafe fn add_alloc_node(
     api: Api,
     params: *mut MemAllocNodeParams,
 ) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    if rc == CUDA_SUCCESS {
-        // SAFETY: the call succeeded, so params points at parameters with dptr filled in.
-        if let Some(p) = unsafe { params.as_ref() } {
-            rec.graph_node_added(p.dptr);
+    recording(api, call, |rec, call| {
+        let rc = call();
+        if rc == CUDA_SUCCESS {
+            // SAFETY: the call succeeded, so params points at parameters with dptr filled in.
+            if let Some(p) = unsafe { params.as_ref() } {
+                rec.graph_node_added(p.dptr);
+            }
         }
-    }
-    rc
+        rc
+    })
 }
 
 /// `cuGraphInstantiateWithFlags` / `WithParams`: after a successful instantiation, learns what
@@ -122,13 +120,12 @@ pub unsafe fn instantiate(
     if rc != CUDA_SUCCESS {
         return rc;
     }
-    let Some(rec) = enter_unlabelled() else {
-        return rc;
-    };
-    // SAFETY: the call succeeded and wrote *exec (if exec is not null).
-    if let Some(exec) = unsafe { read(exec as *const u64) } {
-        rec.graph_instantiated(exec, || graph_memory(graph));
-    }
+    unlabelled(|rec| {
+        // SAFETY: the call succeeded and wrote *exec (if exec is not null).
+        if let Some(exec) = unsafe { read(exec as *const u64) } {
+            rec.graph_instantiated(exec, || graph_memory(graph));
+        }
+    });
     rc
 }
 
@@ -137,14 +134,13 @@ pub unsafe fn instantiate(
 /// # Safety
 /// None beyond the hook's: `exec` is a value, never dereferenced.
 pub unsafe fn launch(call: impl FnOnce() -> CuResult, api: Api, exec: GraphExec) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    if rc == CUDA_SUCCESS {
-        rec.graph_launched(exec as u64, current_device);
-    }
-    rc
+    recording(api, call, |rec, call| {
+        let rc = call();
+        if rc == CUDA_SUCCESS {
+            rec.graph_launched(exec as u64, current_device);
+        }
+        rc
+    })
 }
 
 /// `cuGraphExecDestroy`: forgets what the executable's launches do. Takes no guard, as before

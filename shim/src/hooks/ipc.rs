@@ -6,7 +6,7 @@
 use std::ffi::c_char;
 
 use super::driver::{current_device, DevPtr};
-use super::{enter, keeping_errno, read, CuResult, Helper, CUDA_SUCCESS};
+use super::{keeping_errno, read, recording, CuResult, Helper, CUDA_SUCCESS};
 use crate::api::Api;
 
 /// CUipcMemHandle (and cudaIpcMemHandle_t): 64 opaque bytes, passed by value.
@@ -41,18 +41,17 @@ fn allocation_size(dptr: DevPtr) -> u64 {
 /// `out` is the caller's out-parameter: null, or valid for reads once `call` has succeeded.
 #[inline]
 pub unsafe fn open(call: impl FnOnce() -> CuResult, api: Api, out: *mut DevPtr) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    // SAFETY: out is null or valid for reads once the call has succeeded (this function's
-    // contract), and the closure runs only then: below, and in the recorder.
-    let opened = || unsafe { read(out) };
-    let size = if rc == CUDA_SUCCESS {
-        keeping_errno(|| opened().map_or(0, allocation_size))
-    } else {
-        0
-    };
-    rec.allocated(rc, opened, size, current_device);
-    rc
+    recording(api, call, |rec, call| {
+        let rc = call();
+        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
+        // contract), and the closure runs only then: below, and in the recorder.
+        let opened = || unsafe { read(out) };
+        let size = if rc == CUDA_SUCCESS {
+            keeping_errno(|| opened().map_or(0, allocation_size))
+        } else {
+            0
+        };
+        rec.allocated(rc, opened, size, current_device);
+        rc
+    })
 }

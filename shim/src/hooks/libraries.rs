@@ -16,6 +16,7 @@ use super::list::hooked;
 use super::{keeping_errno, Slot};
 use crate::guard::{self, Guard, OwnerScope};
 use crate::handles::Library;
+use crate::thread::{self, Thread};
 use crate::{real, record, state};
 
 /// An opaque handle (cublasHandle_t, cudnnHandle_t, curandGenerator_t, ncclComm_t …).
@@ -73,36 +74,39 @@ pub unsafe fn create(
     name: &'static str,
     out: impl HandleOut,
 ) -> c_int {
-    if guard::owner().is_some() {
-        return call();
-    }
-    let Some(token) = creating(library, name) else {
-        return call();
-    };
-    let scope = OwnerScope::set(token);
-    let rc = call();
-    drop(scope);
-    let value = if rc == 0 {
-        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
-        // contract), and it is read only after success.
-        unsafe { out.written() }
-    } else {
-        None
-    };
-    if let Some(s) = state::get() {
-        // The device after the call: a library's first create may be what set up the context.
-        keeping_errno(|| record::handle_created(s, token, value, current_device));
-    }
-    rc
+    thread::with(|t| {
+        if guard::owner(t).is_some() {
+            return call();
+        }
+        let Some(token) = creating(t, library, name) else {
+            return call();
+        };
+        let scope = OwnerScope::set(t, token);
+        let rc = call();
+        drop(scope);
+        let value = if rc == 0 {
+            // SAFETY: out is null or valid for reads once the call has succeeded (this
+            // function's contract), and it is read only after success.
+            unsafe { out.written() }
+        } else {
+            None
+        };
+        if let Some(s) = state::get() {
+            // The device after the call: a library's first create may be what set up the
+            // context.
+            keeping_errno(|| record::handle_created(s, token, value, current_device));
+        }
+        rc
+    })
 }
 
 /// Notes a create call about to begin; `None` when it must only be forwarded (another hook of
 /// this thread runs, or the shim is not recording). The guard is held for the stack walk only:
 /// the driver hooks the create call reaches must record.
-fn creating(library: Library, name: &'static str) -> Option<u64> {
-    let _guard = Guard::enter()?;
+fn creating(t: &Thread, library: Library, name: &'static str) -> Option<u64> {
+    let _guard = Guard::enter(t)?;
     let s = state::recording()?;
-    keeping_errno(|| record::handle_creating(s, library, name))
+    keeping_errno(|| record::handle_creating(s, t, library, name))
 }
 
 /// A destroy call: the handle is forgotten once the library has destroyed it, unless blocks it
@@ -118,7 +122,7 @@ pub unsafe fn destroy(
     handle: impl HandleValue,
 ) -> c_int {
     // The guard only tells whether this copy of the shim records this call.
-    let s = Guard::enter().and_then(|_guard| state::recording());
+    let s = thread::with(|t| Guard::enter(t).and_then(|_guard| state::recording()));
     let token =
         s.and_then(|s| keeping_errno(|| record::handle_destroying(s, library, handle.value())));
     let rc = call();
@@ -139,17 +143,20 @@ pub unsafe fn using(
     _name: &'static str,
     handle: impl HandleValue,
 ) -> c_int {
-    if guard::owner().is_some() {
-        return call();
-    }
-    let token = state::recording().and_then(|s| {
-        keeping_errno(|| state::shield(|| s.handles.token_of(library, handle.value()))).flatten()
-    });
-    let Some(token) = token else {
-        return call();
-    };
-    let _scope = OwnerScope::set(token);
-    call()
+    thread::with(|t| {
+        if guard::owner(t).is_some() {
+            return call();
+        }
+        let token = state::recording().and_then(|s| {
+            keeping_errno(|| state::shield(|| s.handles.token_of(library, handle.value())))
+                .flatten()
+        });
+        let Some(token) = token else {
+            return call();
+        };
+        let _scope = OwnerScope::set(t, token);
+        call()
+    })
 }
 
 /// Generates one forward per `libraries` row of `hooks/list.rs`: look up the library's function

@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 
 use super::driver::{current_device, DevPtr};
-use super::{enter, read, CuResult, CUDA_SUCCESS};
+use super::{read, recording, CuResult, CUDA_SUCCESS};
 use crate::api::Api;
 
 /// The body shared by allocations that write one address or handle to `out` and whose size is
@@ -22,14 +22,13 @@ pub unsafe fn alloc(
     size: u64,
     device: impl FnOnce() -> Option<i32>,
 ) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    // SAFETY: out is null or valid for reads once the call has succeeded (this function's
-    // contract), and the recorder runs the closure only after success.
-    rec.allocated(rc, || unsafe { read(out) }, size, device);
-    rc
+    recording(api, call, |rec, call| {
+        let rc = call();
+        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
+        // contract), and the recorder runs the closure only after success.
+        rec.allocated(rc, || unsafe { read(out) }, size, device);
+        rc
+    })
 }
 
 /// The body shared by every free: forget, forward, settle.
@@ -41,13 +40,12 @@ pub unsafe fn free(call: impl FnOnce() -> CuResult, api: Api, addr: u64) -> CuRe
     if addr == 0 {
         return call(); // cuMemFree(0) and friends: nothing to record.
     }
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let taken = rec.free_started(addr);
-    let rc = call();
-    rec.free_finished(addr, taken, rc);
-    rc
+    recording(api, call, |rec, call| {
+        let taken = rec.free_started(addr);
+        let rc = call();
+        rec.free_finished(addr, taken, rc);
+        rc
+    })
 }
 
 /// `cuMemAllocPitch_v2`: the block is `*pitch` bytes by `height` rows, as the driver padded it.
@@ -63,24 +61,24 @@ pub unsafe fn alloc_pitch(
     width: usize,
     height: usize,
 ) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    // *pitch is the driver's only once the call succeeded: before that it may be uninitialised.
-    let pitch = if rc == CUDA_SUCCESS {
-        // SAFETY: the call succeeded, so pitch (if not null) holds the pitch it wrote.
-        unsafe { read(pitch as *const u64) }
-    } else {
-        None
-    };
-    let size = match pitch {
-        Some(p) => p.saturating_mul(height as u64),
-        None => (width as u64).saturating_mul(height as u64),
-    };
-    // SAFETY: the recorder reads the address only after success, when dptr holds it.
-    rec.allocated(rc, || unsafe { read(dptr) }, size, current_device);
-    rc
+    recording(api, call, |rec, call| {
+        let rc = call();
+        // *pitch is the driver's only once the call succeeded: before that it may be
+        // uninitialised.
+        let pitch = if rc == CUDA_SUCCESS {
+            // SAFETY: the call succeeded, so pitch (if not null) holds the pitch it wrote.
+            unsafe { read(pitch as *const u64) }
+        } else {
+            None
+        };
+        let size = match pitch {
+            Some(p) => p.saturating_mul(height as u64),
+            None => (width as u64).saturating_mul(height as u64),
+        };
+        // SAFETY: the recorder reads the address only after success, when dptr holds it.
+        rec.allocated(rc, || unsafe { read(dptr) }, size, current_device);
+        rc
+    })
 }
 
 /// `cuMemHostRegister(_v2)`: the program's own memory at `p`, pinned; recorded at `p` itself.

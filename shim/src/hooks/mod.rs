@@ -4,8 +4,8 @@
 //! hooks from those rows, and the body of each driver hook lives in the file of its kind of
 //! memory (`memory`, `pools`, `vmm`, `arrays`, `graphs`, `ipc`; `proc` for the lookups).
 //!
-//! A hook is a few lines: [`enter`] (the guard, and a recorder that keeps errno and shields the
-//! program from a panic), call the real function, record, return the real result unchanged.
+//! A hook is a few lines: [`recording`] (the guard, and a recorder that keeps errno and shields
+//! the program from a panic), call the real function, record, return the real result unchanged.
 //! No I/O, no formatting, no symbol lookup beyond the first call, no lock held across the real
 //! call.
 
@@ -24,7 +24,7 @@ pub mod recorder;
 pub mod runtime;
 pub mod vmm;
 
-pub use recorder::enter;
+pub use recorder::{recording, unlabelled};
 
 use std::ffi::{c_int, c_void, CStr};
 use std::marker::PhantomData;

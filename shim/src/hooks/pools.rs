@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 
 use super::driver::{current_device, DevPtr, Stream};
-use super::{enter, keeping_errno, memory, read, CuResult, Helper, CUDA_SUCCESS};
+use super::{keeping_errno, memory, read, recording, CuResult, Helper, CUDA_SUCCESS};
 use crate::api::Api;
 
 type IsCapturing = unsafe extern "C" fn(Stream, *mut c_int) -> CuResult;
@@ -45,21 +45,20 @@ pub unsafe fn alloc(
     size: u64,
     stream: Stream,
 ) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
-        // SAFETY: the call succeeded, so out (if not null) holds the node's address.
-        if let Some(addr) = unsafe { read(out) } {
-            rec.graph_node_added(addr);
+    recording(api, call, |rec, call| {
+        let rc = call();
+        if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
+            // SAFETY: the call succeeded, so out (if not null) holds the node's address.
+            if let Some(addr) = unsafe { read(out) } {
+                rec.graph_node_added(addr);
+            }
+        } else {
+            // SAFETY: out is null or valid for reads once the call has succeeded (this
+            // function's contract), and the recorder runs the closure only after success.
+            rec.allocated(rc, || unsafe { read(out) }, size, current_device);
         }
-    } else {
-        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
-        // contract), and the recorder runs the closure only after success.
-        rec.allocated(rc, || unsafe { read(out) }, size, current_device);
-    }
-    rc
+        rc
+    })
 }
 
 /// [`memory::free`] for stream-ordered frees: in a stream capture the call made a graph free

@@ -16,50 +16,65 @@ use crate::guard::{Guard, LabelScope};
 use crate::record;
 use crate::state::{self, State};
 use crate::table::Mapping;
+use crate::thread::{self, Thread};
 
 use super::{keeping_errno, CuResult, CUDA_ERROR_CUDART_UNLOADING, CUDA_SUCCESS};
 
-/// Held from before the real call to the last record of one hooked call: the guard, and the
-/// state the shim records into.
-pub struct Recorder {
+/// Held from before the real call to the last record of one hooked call: the guard (with this
+/// thread's block), and the state the shim records into.
+pub struct Recorder<'t> {
     api: Api,
     state: &'static State,
-    _guard: Guard,
+    guard: Guard<'t>,
 }
 
-/// Enters recording for a call of `api`; `None` when the call must only be forwarded. The guard
-/// is taken first: looking up the state may adopt it (a child made without fork), and nothing
-/// that does may reach a hook that records.
+/// The way a hook records a call of `api`: `body` gets the recorder and the real call `call`,
+/// or, when the call must only be forwarded, `call` alone is made. The thread's block is looked
+/// up once here, for everything the records of this call read of it.
 #[inline]
-pub fn enter(api: Api) -> Option<Recorder> {
-    let guard = Guard::enter()?;
-    let state = state::recording()?;
-    Some(Recorder {
-        api,
-        state,
-        _guard: guard,
+pub fn recording<C, R>(api: Api, call: C, body: impl FnOnce(&Recorder<'_>, C) -> R) -> R
+where
+    C: FnOnce() -> R,
+{
+    thread::with(|t| match enter(t, api) {
+        Some(rec) => body(&rec, call),
+        None => call(),
     })
 }
 
-/// [`enter`] for calls recorded under no API name: graph instantiation, which only learns what
-/// later launches do.
+/// Enters recording for a call of `api` on thread `t`; `None` when the call must only be
+/// forwarded. The guard is taken first: looking up the state may adopt it (a child made without
+/// fork), and nothing that does may reach a hook that records.
 #[inline]
-pub fn enter_unlabelled() -> Option<Unlabelled> {
-    let guard = Guard::enter()?;
+fn enter(t: &Thread, api: Api) -> Option<Recorder<'_>> {
+    let guard = Guard::enter(t)?;
     let state = state::recording()?;
-    Some(Unlabelled {
-        state,
-        _guard: guard,
-    })
+    Some(Recorder { api, state, guard })
+}
+
+/// [`recording`] for calls recorded under no API name, after their real call: graph
+/// instantiation, which only learns what later launches do. `body` runs only when recording.
+#[inline]
+pub fn unlabelled(body: impl FnOnce(&Unlabelled)) {
+    thread::with(|t| {
+        let Some(guard) = Guard::enter(t) else { return };
+        let Some(state) = state::recording() else {
+            return;
+        };
+        body(&Unlabelled {
+            state,
+            _guard: guard,
+        });
+    });
 }
 
 /// A [`Recorder`] without an API name.
-pub struct Unlabelled {
+pub struct Unlabelled<'t> {
     state: &'static State,
-    _guard: Guard,
+    _guard: Guard<'t>,
 }
 
-impl Unlabelled {
+impl Unlabelled<'_> {
     /// An executable graph `exec` was made; `memory` asks the driver what its launches do.
     #[inline]
     pub fn graph_instantiated(&self, exec: u64, memory: impl FnOnce() -> Option<ExecMemory>) {
@@ -71,7 +86,11 @@ impl Unlabelled {
     }
 }
 
-impl Recorder {
+impl Recorder<'_> {
+    fn thread(&self) -> &Thread {
+        self.guard.thread()
+    }
+
     /// After an allocation that answered `rc` and, on success, made the block `out()` names.
     /// `out` and `device` run only on success (and `device` only when there is a block).
     #[inline]
@@ -85,43 +104,47 @@ impl Recorder {
         keeping_errno(|| match rc {
             CUDA_SUCCESS => {
                 if let Some(addr) = out() {
-                    record::allocated(self.state, self.api, addr, size, device());
+                    record::allocated(self.state, self.thread(), self.api, addr, size, device());
                 }
             }
-            error => record::allocation_failed(self.state, self.api, size, error),
+            error => record::allocation_failed(self.state, self.thread(), self.api, size, error),
         });
     }
 
     /// Before a free is forwarded: forgets `addr`. Pass the result to [`Recorder::free_finished`].
     #[inline]
     pub fn free_started(&self, addr: u64) -> record::FreeStart {
-        keeping_errno(|| record::free_started(self.state, self.api, addr))
+        keeping_errno(|| record::free_started(self.state, self.thread(), self.api, addr))
     }
 
     /// After the real free of `addr` answered `rc`.
     #[inline]
     pub fn free_finished(&self, addr: u64, taken: record::FreeStart, rc: CuResult) {
-        keeping_errno(|| record::free_finished(self.state, self.api, addr, taken, rc));
+        keeping_errno(|| {
+            record::free_finished(self.state, self.thread(), self.api, addr, taken, rc)
+        });
     }
 
     /// A graph allocation node was made at `addr` (its memory comes with the graph's launches).
     #[inline]
     pub fn graph_node_added(&self, addr: u64) {
-        keeping_errno(|| record::graph_node_added(self.state, self.api, addr));
+        keeping_errno(|| record::graph_node_added(self.state, self.thread(), self.api, addr));
     }
 
     /// A launch of executable graph `exec` succeeded.
     #[inline]
     pub fn graph_launched(&self, exec: u64, device: impl FnOnce() -> Option<i32>) {
-        keeping_errno(|| record::graph_launched(self.state, self.api, exec, device()));
+        keeping_errno(|| {
+            record::graph_launched(self.state, self.thread(), self.api, exec, device())
+        });
     }
 
     /// After `cuMemMap` of physical allocation `handle` over `size` bytes at `addr` answered `rc`.
     #[inline]
     pub fn mapped(&self, rc: CuResult, addr: u64, size: u64, handle: u64) {
         keeping_errno(|| match rc {
-            CUDA_SUCCESS => record::mapped(self.state, self.api, addr, size, handle),
-            error => record::allocation_failed(self.state, self.api, size, error),
+            CUDA_SUCCESS => record::mapped(self.state, self.thread(), self.api, addr, size, handle),
+            error => record::allocation_failed(self.state, self.thread(), self.api, size, error),
         });
     }
 
@@ -134,37 +157,42 @@ impl Recorder {
     /// After the real unmap answered `rc`.
     #[inline]
     pub fn unmap_finished(&self, addr: u64, taken: Vec<(u64, Mapping)>, rc: CuResult) {
-        keeping_errno(|| record::unmap_finished(self.state, self.api, addr, taken, rc));
+        keeping_errno(|| {
+            record::unmap_finished(self.state, self.thread(), self.api, addr, taken, rc)
+        });
     }
 }
 
-/// The way in for a runtime forward (`cudaMalloc` …): it takes no guard, since the driver hook
-/// its call reaches records the block; it leaves its name there (the label) for that record.
+/// The way in for a runtime forward (`cudaMalloc` …) on thread `t`: it takes no guard, since the
+/// driver hook its call reaches records the block; it leaves its name there (the label) for that
+/// record.
 #[inline]
-pub fn forward(api: Api) -> Forward {
+pub fn forward(t: &Thread, api: Api) -> Forward<'_> {
     Forward {
         api,
-        label: LabelScope::set(api),
+        thread: t,
+        label: LabelScope::set(t, api),
     }
 }
 
 /// A runtime call on its way to the driver, labelled with the runtime's name until it returns.
-pub struct Forward {
+pub struct Forward<'t> {
     api: Api,
-    label: LabelScope,
+    thread: &'t Thread,
+    label: LabelScope<'t>,
 }
 
-impl Forward {
+impl Forward<'_> {
     /// After the runtime allocation returned `rc`: a failure that no driver hook recorded (it
     /// never reached the driver, or the driver hook left it to the runtime) is recorded once
     /// the label is gone, with the code the program is told.
     #[inline]
     pub fn allocation(self, rc: c_int, size: usize) {
         let recorded = self.label.consumed();
-        let api = self.api;
+        let (api, t) = (self.api, self.thread);
         drop(self);
         if rc != 0 && !recorded {
-            keeping_errno(|| record::runtime_allocation_failed(api, size as u64, rc));
+            keeping_errno(|| record::runtime_allocation_failed(t, api, size as u64, rc));
         }
     }
 

@@ -53,11 +53,13 @@ macro_rules! runtime_forwards {
             // hooks/list.rs (never this forward: `Slot::get`), and Real is the C type that same
             // row gives it.
             let real = unsafe { std::mem::transmute::<*mut c_void, Real>(p) };
-            let call = forward(Api::$name);
-            // SAFETY: the arguments are the caller's, passed to the real function unchanged.
-            let rc = unsafe { real($($arg),*) };
-            call.$returned(rc $(, $rarg)*);
-            rc
+            crate::thread::with(|t| {
+                let call = forward(t, Api::$name);
+                // SAFETY: the arguments are the caller's, passed to the real function unchanged.
+                let rc = unsafe { real($($arg),*) };
+                call.$returned(rc $(, $rarg)*);
+                rc
+            })
         }
     )* };
 }

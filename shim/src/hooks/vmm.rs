@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::driver::DevPtr;
-use super::{enter, memory, CuResult};
+use super::{memory, recording, CuResult};
 use crate::api::Api;
 
 /// The head of CUmemAllocationProp: type, requested handle types, then CUmemLocation.
@@ -53,12 +53,11 @@ pub unsafe fn map(
     size: u64,
     handle: u64,
 ) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let rc = call();
-    rec.mapped(rc, dptr, size, handle);
-    rc
+    recording(api, call, |rec, call| {
+        let rc = call();
+        rec.mapped(rc, dptr, size, handle);
+        rc
+    })
 }
 
 /// `cuMemUnmap`: unmaps every mapping that starts in `dptr..dptr + size`.
@@ -71,11 +70,10 @@ pub unsafe fn unmap(
     dptr: DevPtr,
     size: u64,
 ) -> CuResult {
-    let Some(rec) = enter(api) else {
-        return call();
-    };
-    let taken = rec.unmap_started(dptr, size);
-    let rc = call();
-    rec.unmap_finished(dptr, taken, rc);
-    rc
+    recording(api, call, |rec, call| {
+        let taken = rec.unmap_started(dptr, size);
+        let rc = call();
+        rec.unmap_finished(dptr, taken, rc);
+        rc
+    })
 }

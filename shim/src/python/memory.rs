@@ -122,7 +122,7 @@ fn raw(ranges: &mut [(usize, &mut [u8])]) -> Result<usize, i32> {
     }
     // Any thread id of this process names its memory; this thread's is cached (and forgotten in
     // a forked child), which saves a getpid per read.
-    let tid = crate::guard::thread_id() as libc::pid_t;
+    let tid = crate::thread::with(crate::guard::thread_id) as libc::pid_t;
     // SAFETY: the local iovecs describe buffers this function holds exclusively for the call; the
     // remote ones are only read by the kernel, which checks them and fails instead of faulting.
     // errno is the program's: saved and restored around the call.

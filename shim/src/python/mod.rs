@@ -96,8 +96,20 @@ const RESOLVING: u8 = 1;
 const DONE: u8 = 2;
 
 /// The interpreter, if the process has one of a known version. Never blocks: a thread that
-/// arrives while another resolves goes without Python frames this once.
+/// arrives while another resolves goes without Python frames this once. Asked at every
+/// allocation and free: once resolved, two loads, inlined.
+#[inline]
 fn runtime() -> Option<&'static Runtime> {
+    match RESOLVED.load(Ordering::Acquire) {
+        DONE => RUNTIME.get(),
+        _ => resolving(),
+    }
+}
+
+/// [`runtime`] before it was resolved: resolves it, unless another thread does.
+#[cold]
+#[inline(never)]
+fn resolving() -> Option<&'static Runtime> {
     match RESOLVED.load(Ordering::Acquire) {
         DONE => RUNTIME.get(),
         UNRESOLVED => {
@@ -118,6 +130,7 @@ fn runtime() -> Option<&'static Runtime> {
 }
 
 /// Whether the process runs a CPython this module knows (resolved at the first call).
+#[inline]
 pub fn present() -> bool {
     runtime().is_some()
 }
@@ -125,6 +138,7 @@ pub fn present() -> bool {
 /// Whether the interpreter has begun to shut down: `Py_FinalizeEx` set its finalizing flag
 /// (after the `atexit` callbacks; it clears `Py_IsInitialized` at the same moment, so that is
 /// not asked). False in a process without a known Python.
+#[inline]
 pub fn finalizing() -> bool {
     let Some(rt) = runtime() else { return false };
     let Some(finalizing) = rt.is_finalizing else {
@@ -398,7 +412,7 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     // — reads through `process_vm_readv`, which fails instead of faulting. (On the H200 such a
     // call costs 1.7 µs in a PyTorch process: per tensor, under `--exact-pools`, that was most
     // of the shim's cost.)
-    let direct = crate::guard::thread_id() == crate::process::owner();
+    let direct = crate::thread::with(crate::guard::thread_id) == crate::process::owner();
     let mut with_plan = |plan: Option<&mut Plan>| {
         let mut none: [Seen; 0] = [];
         let mut reader = Reader { plan, direct };

@@ -19,6 +19,16 @@ fn free(t: &Table, addr: u64, ok: bool) -> FreeOutcome {
     t.free_finished(Space::Device, addr, taken, ok)
 }
 
+/// A device allocation through the ring, made on this thread.
+fn alloc_soon(t: &Table, addr: u64, block: Block) -> u64 {
+    crate::thread::with(|th| t.allocated_soon(th, Space::Device, addr, block))
+}
+
+/// A device free's entry in the ring, written on this thread.
+fn free_entry(t: &Table, addr: u64) -> u64 {
+    crate::thread::with(|th| t.freeing_soon(th, Space::Device, addr))
+}
+
 #[test]
 fn a_child_made_without_fork_gets_back_the_locks_a_gone_thread_held() {
     let t = Table::default();
@@ -520,7 +530,7 @@ fn live_after_counts_only_blocks_allocated_after_the_mark() {
 
 /// A free through the ring, ended as `record::free_finished` ends it.
 fn free_soon(t: &Table, addr: u64, ok: bool) -> FreeOutcome {
-    let ticket = t.freeing_soon(Space::Device, addr);
+    let ticket = free_entry(t, addr);
     if ok {
         FreeOutcome::Freed
     } else {
@@ -531,8 +541,8 @@ fn free_soon(t: &Table, addr: u64, ok: bool) -> FreeOutcome {
 #[test]
 fn the_ring_records_allocations_and_frees_as_the_table_does() {
     let t = Table::default();
-    let a = t.allocated_soon(Space::Device, 0x1000, block(256, 1));
-    let b = t.allocated_soon(Space::Device, 0x2000, block(512, 2));
+    let a = alloc_soon(&t, 0x1000, block(256, 1));
+    let b = alloc_soon(&t, 0x2000, block(512, 2));
     assert!(a < b, "numbers of the one sequence");
     free_soon(&t, 0x1000, true);
     free_soon(&t, 0x9000, true);
@@ -552,7 +562,7 @@ fn the_ring_records_allocations_and_frees_as_the_table_does() {
 #[test]
 fn a_failed_free_through_the_ring_puts_the_block_back_or_names_the_double_free() {
     let t = Table::default();
-    let seq = t.allocated_soon(Space::Device, 0x1000, block(256, 7));
+    let seq = alloc_soon(&t, 0x1000, block(256, 7));
     assert_eq!(free_soon(&t, 0x1000, false), FreeOutcome::Failed);
     let snap = t.snapshot(false);
     assert_eq!(snap.live.len(), 1);
@@ -576,7 +586,7 @@ fn the_peak_through_a_ring_filled_three_times_is_the_sequences() {
     let t = Table::default();
     let n = ring::SLOTS * 3 + 5;
     for i in 0..n {
-        t.allocated_soon(Space::Device, 0x1000 + i * 4096, block(4096, 1));
+        alloc_soon(&t, 0x1000 + i * 4096, block(4096, 1));
     }
     for i in 0..n {
         free_soon(&t, 0x1000 + i * 4096, true);
@@ -616,9 +626,9 @@ fn a_free_numbered_before_an_allocation_at_its_address_is_folded_first() {
     // Thread B takes its free's number; the driver frees the block and gives the address to
     // thread A, whose allocation writes its entry before B writes the free's.
     let t = Table::default();
-    t.allocated_soon(Space::Device, 0x1000, block(256, 1));
+    alloc_soon(&t, 0x1000, block(256, 1));
     let free_ticket = t.shared.seq.fetch_add(1, Relaxed) + 1;
-    let again = t.allocated_soon(Space::Device, 0x1000, block(1024, 2));
+    let again = alloc_soon(&t, 0x1000, block(1024, 2));
     let snap = t.snapshot(false);
     assert_eq!(snap.live.len(), 1);
     assert_eq!(
@@ -654,7 +664,7 @@ fn threads_writing_the_ring_while_snapshots_fold_it_stay_consistent() {
                 for round in 0..20u64 {
                     for i in 0..500u64 {
                         let addr = (k << 40) | (i + 1) << 12;
-                        t.allocated_soon(Space::Device, addr, block(4096, round));
+                        alloc_soon(&t, addr, block(4096, round));
                     }
                     for i in 0..500u64 {
                         free_soon(&t, (k << 40) | (i + 1) << 12, true);

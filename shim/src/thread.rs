@@ -1,0 +1,55 @@
+//! This thread's state in the shim, in one block: the hook layer's guard, label, library-handle
+//! owner and thread id ([`crate::guard`]) and the critical-section words ([`crate::critical`]).
+//!
+//! Why one block: in a shared library every thread-local is found through a `__tls_get_addr`
+//! call, with its own index word to load. A hook that looked up each of its thread-locals where
+//! it used it made about ten such calls an allocation and free (valgrind, `bench --cold`): 132
+//! instructions and 15 cache misses a pair where the driver's own work leaves the caches cold.
+//! A hook now looks its thread up once ([`with`]) and hands the reference down.
+//!
+//! Only const-initialised cells without destructors: the block needs no allocation and no TLS
+//! destructor registration, so it is safe to use from any thread at any time, signal handlers
+//! included.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI32, AtomicU32};
+
+use crate::guard::Label;
+
+/// One thread's state. The fields belong to the modules named on them, which alone read and
+/// write them.
+pub struct Thread {
+    /// [`crate::guard::Guard`]: 1 while a hook of this thread records.
+    pub(crate) depth: Cell<u32>,
+    /// [`crate::guard::thread_id`]: the kernel's id, 0 until first asked.
+    pub(crate) tid: Cell<u32>,
+    /// [`crate::guard::OwnerScope`]: the token of the library handle whose call runs, or 0.
+    pub(crate) owner: Cell<u64>,
+    /// [`crate::guard::LabelScope`]: what a runtime forward tells the driver hook below it.
+    pub(crate) label: Cell<Option<Label>>,
+    /// [`crate::critical`]: the shim's locks this thread holds or waits for. Written by the
+    /// thread only; atomic (plain loads and stores) because its signal handlers read it.
+    pub(crate) locks: AtomicU32,
+    /// [`crate::critical`]: a terminating signal that arrived while the thread held a lock.
+    /// Written by the thread's signal handler, cleared by the thread.
+    pub(crate) deferred: AtomicI32,
+}
+
+thread_local! {
+    static THREAD: Thread = const {
+        Thread {
+            depth: Cell::new(0),
+            tid: Cell::new(0),
+            owner: Cell::new(0),
+            label: Cell::new(None),
+            locks: AtomicU32::new(0),
+            deferred: AtomicI32::new(0),
+        }
+    };
+}
+
+/// Runs `f` with this thread's state: one thread-local lookup, however much `f` reads.
+#[inline]
+pub fn with<R>(f: impl FnOnce(&Thread) -> R) -> R {
+    THREAD.with(f)
+}
