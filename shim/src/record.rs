@@ -19,10 +19,15 @@ use crate::{guard, lifecycle, process};
 /// The caller's stack, with the thread's Python frames if it runs Python. `api` is what is
 /// recorded, `driver` the hook that records it: when they differ the call came through a
 /// runtime forward, whose caller is where the stack starts.
+///
+/// This and the other functions of an allocation's or a free's usual path are inlined into the
+/// hook, and what the usual path does not run is kept out of line: on the GPU the driver's own
+/// work leaves the caches cold at every call, and each line of code the hook runs is fetched
+/// again (`bench --cold` counts them).
+#[inline]
 fn capture_stack(s: &State, t: &Thread, api: Api, driver: Api) -> StackId {
     if guard::owner(t).is_some() {
-        // Inside a library's call that the shim forwards: its frames stay in the stack.
-        return with_python(s, stack::capture_in_library(&s.stacks, s.config.depth));
+        return capture_in_library(s);
     }
     let native = stack::capture_interned(
         &s.stacks,
@@ -34,11 +39,23 @@ fn capture_stack(s: &State, t: &Thread, api: Api, driver: Api) -> StackId {
     with_python(s, native)
 }
 
+/// Inside a library's call that the shim forwards: its frames stay in the stack.
+#[inline(never)]
+fn capture_in_library(s: &State) -> StackId {
+    with_python(s, stack::capture_in_library(&s.stacks, s.config.depth))
+}
+
 /// `native` with the thread's Python frames, if it runs Python.
+#[inline]
 fn with_python(s: &State, native: StackId) -> StackId {
     if s.config.py_depth == 0 || !python::present() {
         return native;
     }
+    python_frames(s, native)
+}
+
+#[inline(never)]
+fn python_frames(s: &State, native: StackId) -> StackId {
     stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
         python::capture(&s.python, buf)
     })
@@ -138,16 +155,23 @@ pub fn allocated(
             fold_now_and_then(ticket);
         } else {
             let block = new_block(s, t, api, size, stack, device, s.next_seq());
-            s.table.allocated(space, addr, block);
-            if let Some(token) = owner {
-                s.handles
-                    .owns(token, space, addr, block.seq, |space, addr, seq| {
-                        s.table.is_live_as(space, addr, seq)
-                    });
-            }
+            allocated_now(s, space, addr, block, owner);
         }
         touched(s);
     });
+}
+
+/// An allocation recorded at once (a physical allocation, or a library handle's), and given to
+/// the handle `owner`, if any.
+#[inline(never)]
+fn allocated_now(s: &State, space: Space, addr: u64, block: Block, owner: Option<u64>) {
+    s.table.allocated(space, addr, block);
+    if let Some(token) = owner {
+        s.handles
+            .owns(token, space, addr, block.seq, |space, addr, seq| {
+                s.table.is_live_as(space, addr, seq)
+            });
+    }
 }
 
 /// A failed allocation: the program was told no, and may not have checked.
@@ -204,6 +228,7 @@ pub fn free_started(s: &State, t: &Thread, driver: Api, addr: u64) -> FreeStart 
 
 /// At the first free after the Python interpreter began to shut down (its teardown frees what
 /// the script's globals held), notes what every stack held: what the script kept to its end.
+#[inline]
 fn note_finalizing(s: &State) {
     if s.table.finalizing_noted() || !python::finalizing() {
         return;
@@ -244,6 +269,7 @@ fn numbered(s: &State, outcome: FreeOutcome) {
 }
 
 /// Makes the event a settled free calls for, if any.
+#[inline]
 fn settled(
     s: &State,
     t: &Thread,
@@ -254,6 +280,26 @@ fn settled(
     error: i32,
 ) {
     process::touched(&s.config);
+    if !matches!(
+        outcome,
+        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed
+    ) {
+        free_event(s, t, api, driver, addr, outcome, error);
+    }
+}
+
+/// The event of a double or invalid free.
+#[cold]
+#[inline(never)]
+fn free_event(
+    s: &State,
+    t: &Thread,
+    api: Api,
+    driver: Api,
+    addr: u64,
+    outcome: FreeOutcome,
+    error: i32,
+) {
     let (kind, alloc_stack) = match outcome {
         FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => return,
         FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),

@@ -124,8 +124,20 @@ static DEVICE_GET_COUNT: Helper<unsafe extern "C" fn(*mut c_int) -> CuResult> =
     Helper::new(c"cuDeviceGetCount");
 
 /// The current context's device ordinal, if there is one. With a single visible device that is
-/// 0 without asking the driver: one call less per allocation in the common case.
+/// 0 without asking the driver: one call less per allocation in the common case (one load,
+/// inlined into the hook).
+#[inline]
 pub fn current_device() -> Option<i32> {
+    if DEVICE_COUNT.load(Ordering::Relaxed) == 1 {
+        return Some(0);
+    }
+    asked_device()
+}
+
+/// [`current_device`] where the count is not known to be 1: asks for the count first, then the
+/// driver for the current context's device.
+#[inline(never)]
+fn asked_device() -> Option<i32> {
     if device_count() == 1 {
         return Some(0);
     }
