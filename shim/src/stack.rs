@@ -272,11 +272,17 @@ impl Through {
 
 /// The interned stack of an allocation a library makes inside a call the shim forwards (a
 /// handle's create): the library's frames, then the program's. Walked every time (rare calls).
-#[inline(never)]
 pub fn capture_in_library(interner: &Interner, depth: usize) -> StackId {
+    walk_interned(interner, depth, Through::Library)
+}
+
+/// A walk, interned. Out of line: its 2 KiB buffer stays off the frame of a capture the walk
+/// cache answers.
+#[inline(never)]
+fn walk_interned(interner: &Interner, depth: usize, through: Through) -> StackId {
     WALKS.fetch_add(1, Ordering::Relaxed);
     let mut buf = [0usize; MAX_DEPTH];
-    let n = walk(depth, Through::Library, &mut buf, None).0;
+    let n = walk(depth, through, &mut buf, None).0;
     interner.intern(&buf[..n])
 }
 
@@ -289,12 +295,38 @@ const CACHE_WAYS: usize = 4;
 /// what it was, and the interned id. A later capture from the same stack pointer whose slots
 /// all hold the same addresses has the same stack: its frames are where they were, and the
 /// unwinder would read exactly these values again.
+///
+/// Laid out for the check a hit makes among cold caches: the header and the first addresses
+/// share the entry's first line, and the slots follow as 32-bit offsets above the stack
+/// pointer (a shallow stack's check reads three lines of the entry, not five).
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Entry {
     sp: usize,
-    key: u8,
     id: StackId,
-    checks: Checks,
+    n: u16,
+    key: u8,
+    values: [usize; MAX_CHECKS],
+    offsets: [u32; MAX_CHECKS],
+}
+
+impl Entry {
+    /// The entry of a walk from `sp` whose slots are `checks`; `None` if a slot is not above
+    /// `sp` by less than 4 GiB (never on a thread's own stack).
+    fn new(sp: usize, key: u8, checks: &Checks, id: StackId) -> Option<Entry> {
+        let mut entry = Entry {
+            sp,
+            id,
+            n: checks.n as u16,
+            key,
+            values: checks.value,
+            offsets: [0; MAX_CHECKS],
+        };
+        for (offset, &slot) in entry.offsets.iter_mut().zip(&checks.slot[..checks.n]) {
+            *offset = u32::try_from(slot.checked_sub(sp)?).ok()?;
+        }
+        Some(entry)
+    }
 }
 
 /// A small per-thread set-associative cache of walks, for allocation loops.
@@ -400,11 +432,12 @@ impl WalkCache {
             if e.sp != sp || e.key != key {
                 return None;
             }
-            let c = &e.checks;
-            let same = c.slot[..c.n]
+            let n = usize::from(e.n);
+            let same = e.offsets[..n]
                 .iter()
-                .zip(&c.value[..c.n])
-                .all(|(&slot, &ip)| {
+                .zip(&e.values[..n])
+                .all(|(&offset, &ip)| {
+                    let slot = sp + offset as usize;
                     // SAFETY: slot lies inside this thread's stack (`insert` keeps no entry
                     // with a slot outside it, and a thread's stack does not move) and above the
                     // current stack pointer, which equals the one it was recorded from.
@@ -422,13 +455,10 @@ impl WalkCache {
         {
             return;
         }
-        self.insert_shape(sp, key, checks, id);
-        let entry = Entry {
-            sp,
-            key,
-            id,
-            checks: *checks,
+        let Some(entry) = Entry::new(sp, key, checks, id) else {
+            return;
         };
+        self.insert_shape(sp, key, checks, id);
         let set = Self::set_of(sp, key);
         let ways = &mut self.sets[set];
         if ways.len() < CACHE_WAYS {
@@ -494,10 +524,7 @@ pub fn capture_interned(
             return id;
         }
     }
-    WALKS.fetch_add(1, Ordering::Relaxed);
-    let mut buf = [0usize; MAX_DEPTH];
-    let n = walk(depth, Through::of(through_forward), &mut buf, None).0;
-    interner.intern(&buf[..n])
+    walk_interned(interner, depth, Through::of(through_forward))
 }
 
 /// The walk cache's answer, walking (and remembering the walk) on a miss. `None` when this
@@ -524,28 +551,49 @@ fn capture_cached(
                 }
                 return Some(id);
             }
-            WALKS.fetch_add(1, Ordering::Relaxed);
-            // Only a walk needs the buffers (2 KiB and more to clear): a hit must not pay for them.
-            let mut buf = [0usize; MAX_DEPTH];
-            let mut checks = Checks {
-                n: 0,
-                slot: [0; MAX_CHECKS],
-                value: [0; MAX_CHECKS],
-            };
-            let (n, cacheable) = walk(
+            Some(walk_and_remember(
+                cache,
+                interner,
                 depth,
-                Through::of(through_forward),
-                &mut buf,
-                Some(&mut checks),
-            );
-            let id = interner.intern(&buf[..n]);
-            if cacheable {
-                cache.insert(sp, key, &checks, id);
-            }
-            Some(id)
+                key,
+                through_forward,
+                sp,
+            ))
         })
         .ok()
         .flatten()
+}
+
+/// A walk the cache did not answer, interned and remembered under `sp` and `key`. Out of line:
+/// only a walk needs the buffers (3 KiB, and more to clear), so a hit neither clears them nor
+/// has them on its frame.
+#[inline(never)]
+fn walk_and_remember(
+    cache: &mut WalkCache,
+    interner: &Interner,
+    depth: usize,
+    key: u8,
+    through_forward: bool,
+    sp: usize,
+) -> StackId {
+    WALKS.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0usize; MAX_DEPTH];
+    let mut checks = Checks {
+        n: 0,
+        slot: [0; MAX_CHECKS],
+        value: [0; MAX_CHECKS],
+    };
+    let (n, cacheable) = walk(
+        depth,
+        Through::of(through_forward),
+        &mut buf,
+        Some(&mut checks),
+    );
+    let id = interner.intern(&buf[..n]);
+    if cacheable {
+        cache.insert(sp, key, &checks, id);
+    }
+    id
 }
 
 #[inline(always)]
