@@ -1,8 +1,8 @@
 //! What every hook does after its real call: turn the result into table entries and events.
 //! Each entry point is shielded, so a failure here stops recording and never reaches the host.
-//! The state comes from the hook's recorder (`hooks::enter`), which found the shim recording;
-//! only the hooks that record without one (a runtime forward, the end of a graph executable)
-//! look it up here.
+//! The state and the thread's block come from the hook's recorder (`hooks::recording`), which
+//! found the shim recording; only the hooks that record without one (a runtime forward, the end
+//! of a graph executable) look the state up here.
 #![forbid(unsafe_code)]
 
 use cudaleak_format::EventType;

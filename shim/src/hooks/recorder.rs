@@ -1,11 +1,12 @@
-//! The one way into recording from a hook: [`enter`] takes this thread's re-entrancy guard and
-//! the shim's state together (bytehound's `acquire_lock()`) and hands back a [`Recorder`]; every
-//! record it makes keeps errno as the real call left it and goes through the shield in `record`
-//! (a panic stops recording, never reaches the program).
+//! The one way into recording from a hook: [`recording`] looks this thread's block up once,
+//! takes its re-entrancy guard and the shim's state together (bytehound's `acquire_lock()`) and
+//! hands a [`Recorder`] to the hook's body; every record it makes keeps errno as the real call
+//! left it and goes through the shield in `record` (a panic stops recording, never reaches the
+//! program).
 //!
-//! A hook reads: `enter` → real call → record. Without a recorder (another hook of this thread
-//! is running, another copy of the shim records this process, or this one is not recording:
-//! not yet started, paused, stopped) it only forwards.
+//! A hook reads: `recording(api, call, |rec, call| { real call → record })`. Without a recorder
+//! (another hook of this thread is running, another copy of the shim records this process, or
+//! this one is not recording: not yet started, paused, stopped) it only forwards.
 //! Nothing here holds a lock across the real call or changes what the real call returned.
 
 use std::ffi::{c_int, c_void};
