@@ -280,40 +280,42 @@ fn settled(
     error: i32,
 ) {
     process::touched(&s.config);
+    if !matches!(
+        outcome,
+        FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed
+    ) {
+        free_event(s, t, api, driver, addr, outcome, error);
+    }
+}
+
+/// The event of a double or invalid free.
+#[cold]
+#[inline(never)]
+fn free_event(
+    s: &State,
+    t: &Thread,
+    api: Api,
+    driver: Api,
+    addr: u64,
+    outcome: FreeOutcome,
+    error: i32,
+) {
     let (kind, alloc_stack) = match outcome {
         FreeOutcome::Freed | FreeOutcome::Untracked | FreeOutcome::Failed => return,
         FreeOutcome::DoubleFree(stack) => (EventType::DoubleFree, Some(stack)),
         FreeOutcome::InvalidFree => (EventType::InvalidFree, None),
     };
-    // Its stack, number and moment are taken out of line.
-    free_event(
-        s,
-        t,
-        driver,
-        EventRecord {
-            kind,
-            api,
-            address: Some(addr),
-            size: None,
-            error: Some(error.into()),
-            seq: 0,
-            stack: StackId(0),
-            alloc_stack,
-            during_exit: false,
-        },
-    );
-}
-
-/// Records the event of a double or invalid free made through `driver`, with the caller's
-/// stack, numbered now. Out of line: a free's usual path makes none.
-#[cold]
-#[inline(never)]
-fn free_event(s: &State, t: &Thread, driver: Api, event: EventRecord) {
+    let stack = capture_stack(s, t, api, driver);
     s.table.event(EventRecord {
-        stack: capture_stack(s, t, event.api, driver),
+        kind,
+        api,
+        address: Some(addr),
+        size: None,
+        error: Some(error.into()),
         seq: s.next_seq(),
+        stack,
+        alloc_stack,
         during_exit: lifecycle::exiting(),
-        ..event
     });
 }
 
