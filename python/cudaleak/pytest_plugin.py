@@ -2,13 +2,14 @@
 
 `pytest --cudaleak` (or `cudaleak = true` in the ini file) runs the session with the cudaleak
 shim preloaded: when it is not, pytest is started again under it before any test module or
-conftest is imported, so before CUDA is touched. Around each test's call the plugin asks the
-shim which blocks were allocated during the call and are still live when it returns (after
-`gc.collect()` and emptying the frameworks' pools); when there are any it writes a dump and lets
-`cudaleak report --since MARK --pools-emptied` judge them, with the CLI's rules: blocks held by
-caches and library handles are not the test's leak (`--cudaleak-fail-on strict` counts them),
-`leak:` lines of `--cudaleak-suppressions` apply. A test that leaks fails with the callsites,
-its Python lines first.
+conftest is imported, so before CUDA is touched (the same program, interpreter options and
+arguments; a session that `pytest.main()` started is refused: it cannot be made again). Around
+each test's call the plugin asks the shim which blocks were allocated during the call and are
+still live when it returns (after `gc.collect()` and emptying the frameworks' pools); when there
+are any it writes a dump and lets `cudaleak report --since MARK --pools-emptied` judge them, with
+the CLI's rules: blocks held by caches and library handles are not the test's leak
+(`--cudaleak-fail-on strict` counts them), `leak:` lines of `--cudaleak-suppressions` apply. A
+test that leaks fails with the callsites, its Python lines first.
 
 Markers (as pytest-memray's, for GPU memory):
 
@@ -21,15 +22,18 @@ docs/pytest.md describes the plugin; README.md shows how to install it.
 
 import ctypes
 import gc
+import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 
+import pluggy
 import pytest
 
 # Set in the environment of the pytest started again under the shim, so a shim that failed to
@@ -210,16 +214,13 @@ def pytest_load_initial_conftests(early_config, parser, args):
             "cudaleak: pytest was started again with the shim in LD_PRELOAD, but it did not "
             "load (see the loader's message above)"
         )
-    invocation = list(early_config.invocation_params.args)
-    if invocation != sys.argv[1:]:
-        raise pytest.UsageError(
-            "cudaleak: pytest was started from Python (pytest.main), so it cannot be started "
-            "again under the shim; run it with the environment `cudaleak env` prints"
-        )
-    out = option(early_config, "cudaleak_out") or "cudaleak-out"
-    cmd = [find_cli(early_config), "env", "--json", "--run-in", out]
+    env_options = ["--run-in", option(early_config, "cudaleak_out") or "cudaleak-out"]
     if exact_pools(early_config):
-        cmd.append("--exact-pools")
+        env_options.append("--exact-pools")
+    called_at = started_from_python()
+    if called_at is not None:
+        raise pytest.UsageError(cannot_start_again(early_config, called_at, env_options))
+    cmd = [find_cli(early_config), "env", "--json", *env_options]
     got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if got.returncode != 0:
         raise pytest.UsageError(f"cudaleak: {' '.join(cmd)} failed: {got.stderr.strip()}")
@@ -229,6 +230,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     # The exit line of each process ("N allocations still live at exit") is not the verdict
     # here: the tests are.
     env.setdefault("CUDALEAK_QUIET", "1")
+    argv = [sys.executable, *interpreter_options(), *program(), *sys.argv[1:]]
     # pytest has pointed fds 1 and 2 at its capture files by now: give them back, or the new
     # pytest would write into files nobody reads.
     capture = early_config.pluginmanager.getplugin("capturemanager")
@@ -236,7 +238,118 @@ def pytest_load_initial_conftests(early_config, parser, args):
         capture.stop_global_capturing()
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "pytest", *invocation], env)
+    os.execve(sys.executable, argv, env)
+
+
+def started_from_python():
+    """Where `pytest.main(...)` was called (`wrapper.py:7`) when a program of its own made this
+    session; None when it is pytest's command line (`pytest`, `python -m pytest`: pytest's console
+    entry, which reads `sys.argv`), so that the same program started again makes the same
+    session. A program's session cannot be made again: `python -m pytest` would lose the
+    program's plugin objects and setup, and the program started again would run its own code
+    twice.
+
+    The entry is the outermost frame of pytest's (and pluggy's) own code below this hook: a test
+    that runs pytest inside pytest enters through `pytest.main`, whatever started the outer one.
+    Named, not compared with the function: pytest 9 moved its entry to `_console_main`."""
+    own = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules["_pytest"], pluggy))
+    entry = None
+    frame = sys._getframe(2)  # the hook's caller, in pluggy
+    while frame is not None and frame.f_code.co_filename.startswith(own):
+        entry = frame
+        frame = frame.f_back
+    if entry is not None and entry.f_code.co_name in ("console_main", "_console_main"):
+        return None
+    if frame is None:
+        return "?"
+    return f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def cannot_start_again(config, called_at, env_options):
+    """The refusal of a session that `pytest.main(...)` started: what would be lost, and the
+    commands that preload the shim from the start instead."""
+    objects = [p for p in config.invocation_params.plugins or () if not isinstance(p, str)]
+    given = ""
+    if objects:
+        names = ", ".join(getattr(p, "__name__", None) or type(p).__qualname__ for p in objects)
+        given = f" with the plugin object{'s' if len(objects) > 1 else ''} {names}"
+    started = command_line(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    env = command_line(["cudaleak", "env", *env_options])
+    return (
+        f"cudaleak: pytest was started by pytest.main() at {called_at}{given}, not by pytest's "
+        "command line, so it cannot be started again under the shim: `python -m pytest` would "
+        "lose what the program gives pytest, and the program started again would run its own "
+        f"code twice. Preload the shim from the start instead: `env $({env}) {started}`, or "
+        f"`cudaleak run -- {started}` (which also reports what the program left at exit)"
+    )
+
+
+def command_line(argv):
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def program():
+    """What the running interpreter was told to run, to tell the new one the same: `-m MODULE`
+    (`python -m pytest`), else the script (the `pytest` command is one: run again as itself, not
+    as `python -m pytest`, its directory stays first on `sys.path`, not the working directory)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    # A zip file or a directory run as a script has a spec named __main__: it is a script.
+    if spec is not None and spec.name != "__main__":
+        name = spec.name
+        return ["-m", name[: -len(".__main__")] if name.endswith(".__main__") else name]
+    if sys.argv and sys.argv[0] not in ("-c", "-") and os.path.exists(sys.argv[0]):
+        return [sys.argv[0]]
+    return ["-m", "pytest"]  # `python -c` that called pytest.console_main()
+
+
+def interpreter_options():
+    """The interpreter's own options that give the new interpreter this one's settings: `-O`,
+    `-B`, `-I`, `-P`, `-W` (`sys.warnoptions`), `-X` (`sys._xoptions`), `-u` and the rest. What
+    the environment set (PYTHONOPTIMIZE, PYTHONWARNINGS ...) is given again too; that is
+    harmless: the new interpreter applies the same setting twice."""
+    try:
+        # CPython's own, for the child interpreters of its tests (in PyPy's standard library too).
+        options = subprocess._args_from_interpreter_flags()
+    except (AttributeError, ValueError):
+        # Missing, or sys.warnoptions changed since start-up so that it no longer holds what
+        # -b or -X dev put there: the flags one by one, every warning option as it is.
+        options = [
+            "-" + letter * getattr(sys.flags, name, 0)
+            for name, letter in FLAG_OPTIONS
+            if getattr(sys.flags, name, 0)
+        ]
+        options += ["-W" + w for w in sys.warnoptions]
+    # CPython passes on only the -X options its tests need (faulthandler, dev, utf8 ...).
+    given = {options[i + 1].split("=", 1)[0] for i, o in enumerate(options[:-1]) if o == "-X"}
+    for name, value in getattr(sys, "_xoptions", {}).items():
+        if name not in given:
+            options += ["-X", name if value is True else f"{name}={value}"]
+    # -u leaves the standard streams' binary layer unbuffered (sys.flags does not say it).
+    if isinstance(getattr(sys.__stdout__, "buffer", None), io.FileIO):
+        options.append("-u")
+    if sys.flags.interactive:
+        options.append("-i")
+    mode = getattr(sys.modules.get("_imp"), "check_hash_based_pycs", "default")
+    if mode != "default":
+        options += ["--check-hash-based-pycs", mode]
+    return options
+
+
+# The sys.flags that an option sets, and the option (-OO, -vv, -bb: repeated for a level).
+FLAG_OPTIONS = (
+    ("optimize", "O"),
+    ("debug", "d"),
+    ("dont_write_bytecode", "B"),
+    ("no_site", "S"),
+    ("verbose", "v"),
+    ("bytes_warning", "b"),
+    ("quiet", "q"),
+    ("isolated", "I"),
+    ("ignore_environment", "E"),
+    ("no_user_site", "s"),
+    ("safe_path", "P"),
+)
 
 
 def pytest_configure(config):

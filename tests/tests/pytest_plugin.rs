@@ -4,6 +4,8 @@
 //! a leaking test, a clean one, one that leaks only on its first call, one under warmups, one
 //! with a module-scoped fixture, one over its peak limit, a parametrised one — alone and under
 //! xdist with two workers. Only the tests meant to fail may fail, each naming its own line.
+//! The session the plugin starts again under the shim keeps the interpreter's options and its
+//! program; one that `pytest.main()` started from a program of its own is refused.
 //!
 //! Needs the wheel (target/wheels/, or $CUDALEAK_WHEEL) and PyPI for pytest; without the wheel
 //! the tests say so and pass, unless CUDALEAK_REQUIRE_WHEEL=1 (set by `make test`, which builds
@@ -276,16 +278,32 @@ fn pytest(v: &Venv, args: &[&str], ini: Option<&str>) -> Session {
 }
 
 fn pytest_file(v: &Venv, file: &Path, args: &[&str], ini: Option<&str>) -> Session {
+    let name = file.file_name().unwrap().to_str().unwrap();
+    let mut argv = vec!["-m", "pytest", "-rA", "-p", "no:cacheprovider"];
+    argv.extend(args);
+    argv.push(name);
+    session(&v.bin("python"), &argv, &[file], ini, |_| {})
+}
+
+/// `PROGRAM ARGV` in a fresh working directory that holds FILES (ARGV names them by their file
+/// names) and, given INI, a pytest.ini: on the null device, the shim not preloaded, then
+/// `adjust` changes the command as a test needs.
+fn session(
+    program: &Path,
+    argv: &[&str],
+    files: &[&Path],
+    ini: Option<&str>,
+    adjust: impl FnOnce(&mut Command),
+) -> Session {
     let dir = tempfile::tempdir().unwrap();
-    let name = file.file_name().unwrap();
-    std::fs::copy(file, dir.path().join(name)).unwrap();
+    for file in files {
+        std::fs::copy(file, dir.path().join(file.file_name().unwrap())).unwrap();
+    }
     if let Some(ini) = ini {
         std::fs::write(dir.path().join("pytest.ini"), ini).unwrap();
     }
-    let out = Command::new(v.bin("python"))
-        .args(["-m", "pytest", "-rA", "-p", "no:cacheprovider"])
-        .args(args)
-        .arg(name)
+    let mut cmd = Command::new(program);
+    cmd.args(argv)
         .current_dir(dir.path())
         .env("NULLCUDA_DIR", NULLCUDA_DIR)
         .env("FRAMEWORKS_DIR", FRAMEWORKS_DIR)
@@ -299,9 +317,9 @@ fn pytest_file(v: &Venv, file: &Path, args: &[&str], ini: Option<&str>) -> Sessi
         )
         .env_remove("LD_PRELOAD")
         .env_remove("CUDALEAK_SHIM")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(Stdio::null());
+    adjust(&mut cmd);
+    let out = cmd.output().unwrap();
     let output = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -571,4 +589,114 @@ fn the_ini_option_turns_the_plugin_on_and_without_it_nothing_is_judged() {
         plain.output
     );
     assert!(!plain.output.contains("tests checked"), "{}", plain.output);
+}
+
+/// Issue 39 item 7: the session the plugin starts again under the shim keeps the interpreter's
+/// options (`-O`, `-B`, `-u`, `-W`, `-X`: before, the run started again lost them, and a test
+/// that needs `-O` failed) and what it ran (`-m pytest`, or the `pytest` script itself).
+#[test]
+fn the_session_started_again_keeps_the_interpreters_options_and_program() {
+    let Some(v) = venv() else { return };
+    let file = Path::new(MANIFEST_DIR).join("pytest/test_interpreter_options.py");
+    let options = [
+        "-O",
+        "-B",
+        "-u",
+        "-W",
+        "error::UserWarning",
+        "-X",
+        "faulthandler",
+        "-X",
+        "cudaleak_probe=kept",
+    ];
+    let pytest_args = [
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "--cudaleak",
+        "test_interpreter_options.py",
+    ];
+    let script = v.bin("pytest");
+    for (program, shown) in [
+        (&["-m", "pytest"][..], "-m pytest"),
+        (&[script.to_str().unwrap()][..], "pytest"),
+    ] {
+        let argv = [&options[..], program, &pytest_args[..]].concat();
+        let s = session(&v.bin("python"), &argv, &[&file], None, |cmd| {
+            // Set in the environment, -B and -u would hold without the options.
+            cmd.env("CUDALEAK_TEST_PROGRAM", shown)
+                .env_remove("PYTHONDONTWRITEBYTECODE")
+                .env_remove("PYTHONUNBUFFERED");
+        });
+        let o = &s.output;
+        assert_eq!(s.failed, set(&[]), "{shown}\n{o}");
+        assert_eq!(
+            s.passed,
+            set(&[
+                "test_optimize_is_kept",
+                "test_warning_options_are_kept",
+                "test_x_options_are_kept",
+                "test_other_flags_are_kept",
+                "test_the_program_is_kept",
+                "test_under_the_shim",
+            ]),
+            "{shown}\n{o}"
+        );
+        assert_eq!(s.code, Some(0), "{shown}\n{o}");
+        assert!(o.contains("6 tests checked: no GPU memory leaked"), "{o}");
+    }
+}
+
+/// Issue 39 item 7: a program that starts pytest itself (`pytest.main(args, plugins=[obj])`)
+/// cannot be started again under the shim without losing its plugin object or running its code
+/// twice; the plugin refuses with a usage error that says why and what to run instead (before,
+/// it started `python -m pytest` without the object, and the test needing its fixture failed).
+/// What it says to run, the program under the shim from the start, judges the test.
+#[test]
+fn a_session_started_by_pytest_main_is_refused_with_what_to_run_instead() {
+    let Some(v) = venv() else { return };
+    let dir = Path::new(MANIFEST_DIR).join("pytest");
+    let (wrapper, tests) = (
+        dir.join("pytest_main_wrapper.py"),
+        dir.join("test_wrapper_fixture.py"),
+    );
+    let argv = [
+        "pytest_main_wrapper.py",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "--cudaleak",
+        "test_wrapper_fixture.py",
+    ];
+    // The program, with the shim preloaded from the start or not.
+    let run = |preload: Option<&Path>| {
+        session(&v.bin("python"), &argv, &[&wrapper, &tests], None, |cmd| {
+            if let Some(shim) = preload {
+                cmd.env("LD_PRELOAD", shim);
+            }
+        })
+    };
+    let s = run(None);
+    let o = &s.output;
+    assert_eq!(s.code, Some(4), "pytest's usage error\n{o}");
+    assert!(s.passed.is_empty() && s.failed.is_empty(), "{o}");
+    let line = python_marker_line(&wrapper, "main");
+    for said in [
+        format!(
+            "ERROR: cudaleak: pytest was started by pytest.main() at pytest_main_wrapper.py:{line} \
+             with the plugin object WrapperPlugin, not by pytest's command line, so it cannot be \
+             started again under the shim"
+        ),
+        "Preload the shim from the start instead: `env $(cudaleak env --run-in cudaleak-out) "
+            .to_string(),
+        format!("{}`, or `cudaleak run -- ", argv.join(" ")),
+    ] {
+        assert!(o.contains(&said), "{said:?}\n{o}");
+    }
+
+    let s = run(Some(&preload_of(&v.bin("cudaleak"))));
+    let o = &s.output;
+    assert_eq!(s.code, Some(0), "{o}");
+    assert_eq!(s.passed, set(&["test_uses_the_wrappers_fixture"]), "{o}");
+    assert!(o.contains("1 test checked: no GPU memory leaked"), "{o}");
 }
