@@ -123,7 +123,23 @@ pub unsafe extern "C" fn cudaleak_attach(config: *const c_char) -> c_int {
             .to_string_lossy()
             .into_owned()
     };
-    std::panic::catch_unwind(|| attach(&text)).unwrap_or(ERR_PANIC)
+    std::panic::catch_unwind(|| attach(&text)).unwrap_or_else(|_| {
+        // Whatever was replaced before the panic is put back: the program is left as it was
+        // (the CLI reports the failure; a later attach starts over).
+        let _ = std::panic::catch_unwind(|| {
+            patch::restore();
+            state::set_paused(true);
+        });
+        PHASE.store(
+            if state::get().is_some() {
+                DETACHED
+            } else {
+                IDLE
+            },
+            Ordering::Release,
+        );
+        ERR_PANIC
+    })
 }
 
 fn attach(text: &str) -> c_int {

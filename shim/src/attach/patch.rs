@@ -17,6 +17,11 @@
 //! its own exports). Not covered: pointers kept on the heap or on a stack (a framework that
 //! copies the driver's entry points into an object it allocated), and calls already inside the
 //! driver. Slots under RELRO are made writable for the write and read-only again.
+//!
+//! Other threads run on meanwhile and may `dlopen` or `dlclose`: each module is read and written
+//! inside the loader's walk (`dl_iterate_phdr`, whose lock `dlclose` unmaps under), and a RELRO
+//! page is opened only where the loader has already sealed it (an object another thread is still
+//! relocating is left alone: sealing its page under the loader would fault the loader).
 
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr};
@@ -160,41 +165,94 @@ fn table_targets() -> Vec<(usize, usize)> {
 }
 
 /// Replaces the pointers; returns how many import slots and how many other pointers.
+///
+/// Each module is scanned and written inside the loader's walk, which holds the lock `dlclose`
+/// unmaps under: a library another thread closes meanwhile is either seen whole or not at all.
 pub fn install() -> (usize, usize) {
-    let modules = modules();
     let names = import_targets();
     let tables = table_targets();
     let mut patched = PATCHED.lock().unwrap_or_else(|e| e.into_inner());
-    let before = patched.len();
-    for m in &modules {
-        imports(m, &names, &mut patched);
-    }
-    let imports = patched.len() - before;
-    for m in &modules {
-        table_pointers(m, &tables, &mut patched);
-    }
-    (imports, patched.len() - before - imports)
+    let (mut imports_n, mut tables_n) = (0, 0);
+    walk(|m, pages| {
+        imports_n += imports(m, &names, pages, &mut patched);
+        tables_n += table_pointers(m, &tables, pages, &mut patched);
+    });
+    (imports_n, tables_n)
 }
 
-/// Puts back every pointer that still holds ours (in a module still loaded).
+/// Puts back every pointer that still holds ours (in a module still loaded). A pointer that
+/// cannot be put back now (its page was being loaded over) keeps ours: the library stays
+/// loaded, and its hook passes calls through.
 pub fn restore() {
     let mut patched = PATCHED.lock().unwrap_or_else(|e| e.into_inner());
-    let loaded = modules();
-    for p in patched.drain(..).rev() {
-        let Some(m) = loaded.iter().find(|m| {
-            m.writable
+    walk(|m, pages| {
+        patched.retain(|p| {
+            if !m
+                .writable
                 .iter()
                 .any(|&(lo, hi)| (lo..hi).contains(&p.slot))
-        }) else {
-            continue; // unloaded since
-        };
-        // SAFETY: the slot is an aligned word of a segment of a module loaded now (found above),
-        // the one `install` wrote.
-        if unsafe { slot(p.slot) }.load(Ordering::Acquire) == p.ours {
-            // SAFETY: as above; the module's RELRO range says whether its page is read-only.
-            unsafe { write(p.slot, p.original, in_relro(m, p.slot)) };
+            {
+                return true; // another module's
+            }
+            // SAFETY: the slot is an aligned word of a writable segment of a module the walk
+            // holds loaded, the one `install` wrote.
+            if unsafe { slot(p.slot) }.load(Ordering::Acquire) != p.ours {
+                return false; // the program or its loader wrote it since: theirs now
+            }
+            // SAFETY: as above.
+            !unsafe { write(m, p.slot, p.original, pages) }
+        });
+    });
+    // What no walk reached was unloaded with its module.
+    patched.clear();
+}
+
+/// Calls `visit` for every loaded module but this library, inside the loader's walk, with the
+/// process's pages as they are during it.
+fn walk(mut visit: impl FnMut(&Module, &Pages)) {
+    let mut pages = None;
+    each_module(|m| visit(m, pages.get_or_insert_with(Pages::now)));
+}
+
+/// The process's mappings, read inside the loader's walk: no listed object is unmapped until
+/// the walk ends, so a page read-only now stays so, and its object's.
+struct Pages {
+    /// Start, end and whether writable.
+    ranges: Vec<(usize, usize, bool)>,
+}
+
+impl Pages {
+    fn now() -> Pages {
+        let text = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        Pages {
+            ranges: parse_ranges(&text),
         }
     }
+
+    /// Whether the RELRO page holding `addr` may be opened for a write: the loader has made it
+    /// read-only, which it does once it has relocated the object, and never writes it again. A
+    /// page still writable belongs to an object another thread is relocating: sealing it under
+    /// the loader would fault the loader.
+    fn sealed(&self, addr: usize) -> bool {
+        self.ranges
+            .iter()
+            .any(|&(lo, hi, writable)| (lo..hi).contains(&addr) && !writable)
+    }
+}
+
+/// `start-end perms …` lines → (start, end, writable).
+fn parse_ranges(text: &str) -> Vec<(usize, usize, bool)> {
+    text.lines()
+        .filter_map(|line| {
+            let (range, rest) = line.split_once(' ')?;
+            let (lo, hi) = range.split_once('-')?;
+            Some((
+                usize::from_str_radix(lo, 16).ok()?,
+                usize::from_str_radix(hi, 16).ok()?,
+                rest.as_bytes().get(1) == Some(&b'w'),
+            ))
+        })
+        .collect()
 }
 
 /// # Safety
@@ -204,24 +262,31 @@ unsafe fn slot<'a>(addr: usize) -> &'a AtomicUsize {
     unsafe { &*(addr as *const AtomicUsize) }
 }
 
-/// Writes `value` into the slot at `addr`, opening its RELRO page for the write.
+/// Writes `value` into the slot at `addr` of `m`, opening its RELRO page for the write where
+/// `pages` says that is safe; false when it is not (the slot is left as it is).
 ///
 /// # Safety
-/// `addr` is an 8-byte-aligned slot of a loaded module's data; `relro` says whether the loader
-/// made its page read-only.
-unsafe fn write(addr: usize, value: usize, relro: bool) -> bool {
+/// `addr` is an 8-byte-aligned slot of a writable segment of `m`, which the caller's loader
+/// walk keeps loaded.
+unsafe fn write(m: &Module, addr: usize, value: usize, pages: &Pages) -> bool {
+    if !in_relro(m, addr) {
+        // SAFETY: per the contract; outside RELRO a writable segment stays writable.
+        unsafe { slot(addr) }.store(value, Ordering::Release);
+        return true;
+    }
+    if !pages.sealed(addr) {
+        return false;
+    }
     let page = page_size();
     let start = (addr & !(page - 1)) as *mut c_void;
     // SAFETY: mprotect on one page of a loaded module's data segment, restored below.
-    if relro && unsafe { libc::mprotect(start, page, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+    if unsafe { libc::mprotect(start, page, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
         return false;
     }
     // SAFETY: per the contract, and writable now.
     unsafe { slot(addr) }.store(value, Ordering::Release);
-    if relro {
-        // SAFETY: as above: the page goes back to what the loader made it.
-        unsafe { libc::mprotect(start, page, libc::PROT_READ) };
-    }
+    // SAFETY: as above: the page goes back to what the loader made it.
+    unsafe { libc::mprotect(start, page, libc::PROT_READ) };
     true
 }
 
@@ -239,26 +304,34 @@ fn in_relro(m: &Module, addr: usize) -> bool {
     m.relro.is_some_and(|(lo, hi)| (lo..hi).contains(&addr))
 }
 
-fn record(m: &Module, addr: usize, ours: usize, patched: &mut Vec<Patched>) {
-    // SAFETY: addr is an aligned slot inside one of m's segments (callers check).
+/// Replaces the pointer at `addr` by `ours`; whether it did.
+fn record(m: &Module, addr: usize, ours: usize, pages: &Pages, patched: &mut Vec<Patched>) -> bool {
+    // SAFETY: addr is an aligned slot inside one of m's writable segments (callers check),
+    // loaded for the walk the caller runs in.
     let original = unsafe { slot(addr) }.load(Ordering::Acquire);
     if original == ours || (m.lo..m.hi).contains(&original) {
-        return; // ours already, or the module's pointer into itself
+        return false; // ours already, or the module's pointer into itself
     }
-    let relro = in_relro(m, addr);
-    // SAFETY: as above; `relro` from the module's own program headers.
-    if unsafe { write(addr, ours, relro) } {
+    // SAFETY: as above.
+    let written = unsafe { write(m, addr, ours, pages) };
+    if written {
         patched.push(Patched {
             slot: addr,
             original,
             ours,
         });
     }
+    written
 }
 
-/// The import slots of `m` that name one of `names`.
-fn imports(m: &Module, names: &BTreeMap<&'static [u8], usize>, patched: &mut Vec<Patched>) {
-    let Some(dynamic) = m.dynamic else { return };
+/// Replaces the import slots of `m` that name one of `names`; how many.
+fn imports(
+    m: &Module,
+    names: &BTreeMap<&'static [u8], usize>,
+    pages: &Pages,
+    patched: &mut Vec<Patched>,
+) -> usize {
+    let Some(dynamic) = m.dynamic else { return 0 };
     let fix = |p: u64| -> usize {
         // glibc rewrites these entries to addresses where it loads the object; a value below
         // the base is still an offset.
@@ -290,8 +363,9 @@ fn imports(m: &Module, names: &BTreeMap<&'static [u8], usize>, patched: &mut Vec
         }
     }
     if strtab == 0 || symtab == 0 {
-        return;
+        return 0;
     }
+    let mut n_replaced = 0;
     for (start, size) in tables {
         if start == 0 {
             continue;
@@ -316,22 +390,32 @@ fn imports(m: &Module, names: &BTreeMap<&'static [u8], usize>, patched: &mut Vec
                 continue;
             };
             let addr = m.base + r.offset as usize;
-            if addr.is_multiple_of(8) && m.writable.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+            if addr.is_multiple_of(8)
+                && m.writable.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+                && record(m, addr, ours, pages, patched)
             {
-                record(m, addr, ours, patched);
+                n_replaced += 1;
             }
         }
     }
+    n_replaced
 }
 
-/// The words of `m`'s writable segments that hold a driver function's address.
-fn table_pointers(m: &Module, targets: &[(usize, usize)], patched: &mut Vec<Patched>) {
+/// Replaces the words of `m`'s writable segments that hold a driver function's address; how
+/// many.
+fn table_pointers(
+    m: &Module,
+    targets: &[(usize, usize)],
+    pages: &Pages,
+    patched: &mut Vec<Patched>,
+) -> usize {
     let (Some(first), Some(last)) = (targets.first(), targets.last()) else {
-        return;
+        return 0;
     };
     if (m.lo..m.hi).contains(&first.0) || (m.lo..m.hi).contains(&last.0) {
-        return; // the driver itself
+        return 0; // the driver itself
     }
+    let mut n_replaced = 0;
     for &(lo, hi) in &m.writable {
         let mut addr = (lo + 7) & !7;
         while addr + 8 <= hi {
@@ -339,19 +423,23 @@ fn table_pointers(m: &Module, targets: &[(usize, usize)], patched: &mut Vec<Patc
             let v = unsafe { slot(addr) }.load(Ordering::Relaxed);
             if v >= first.0 && v <= last.0 {
                 if let Ok(i) = targets.binary_search_by_key(&v, |t| t.0) {
-                    record(m, addr, targets[i].1, patched);
+                    if record(m, addr, targets[i].1, pages, patched) {
+                        n_replaced += 1;
+                    }
                 }
             }
             addr += 8;
         }
     }
+    n_replaced
 }
 
-/// Every loaded module but this library.
-fn modules() -> Vec<Module> {
-    let own = modules as *const () as usize;
+/// Calls `visit` for every loaded module but this library, inside the loader's walk: what
+/// `visit` does must take none of the loader's locks (no dlsym, dladdr or dlopen, no first use
+/// of a loaded library's thread-local).
+fn each_module(mut visit: impl FnMut(&Module)) {
+    let own = page_size as *const () as usize;
     let page = page_size();
-    let mut found = Vec::new();
     crate::objects::each(|o| {
         let mut m = Module {
             base: o.base,
@@ -378,11 +466,10 @@ fn modules() -> Vec<Module> {
             }
         }
         if m.lo < m.hi && !(m.lo..m.hi).contains(&own) {
-            found.push(m);
+            visit(&m);
         }
         false
     });
-    found
 }
 
 #[cfg(test)]
@@ -403,10 +490,35 @@ mod tests {
 
     #[test]
     fn the_modules_exclude_this_one_and_have_their_writable_segments() {
-        let all = modules();
-        assert!(!all.is_empty());
-        let own = modules as *const () as usize;
-        assert!(all.iter().all(|m| !(m.lo..m.hi).contains(&own)));
-        assert!(all.iter().any(|m| !m.writable.is_empty()));
+        let own = page_size as *const () as usize;
+        let (mut n, mut with_writable, mut holding_own) = (0, 0, 0);
+        each_module(|m| {
+            n += 1;
+            with_writable += usize::from(!m.writable.is_empty());
+            holding_own += usize::from((m.lo..m.hi).contains(&own));
+        });
+        assert!(n > 0 && with_writable > 0 && holding_own == 0);
+    }
+
+    #[test]
+    fn a_relro_page_is_opened_only_where_the_loader_sealed_it() {
+        let ranges = parse_ranges(
+            "7f0000000000-7f0000001000 r--p 00000000 08:01 1 /lib/a.so\n\
+             7f0000001000-7f0000002000 rw-p 00001000 08:01 1 /lib/a.so\n\
+             bad line\n",
+        );
+        assert_eq!(
+            ranges,
+            [
+                (0x7f00_0000_0000, 0x7f00_0000_1000, false),
+                (0x7f00_0000_1000, 0x7f00_0000_2000, true)
+            ]
+        );
+        let pages = Pages { ranges };
+        assert!(pages.sealed(0x7f00_0000_0008));
+        // Still writable: another thread's dlopen is relocating its object.
+        assert!(!pages.sealed(0x7f00_0000_1008));
+        // Not mapped when the maps were read.
+        assert!(!pages.sealed(0x7f00_0000_3008));
     }
 }
