@@ -310,6 +310,8 @@ pub struct Scenario {
     cwd: Option<PathBuf>,
     /// Descriptors the program starts with closed (see [`Scenario::closed`]).
     closed: Vec<u8>,
+    /// The user and group the program runs as (see [`Scenario::user`]).
+    user: Option<(u32, u32)>,
 }
 
 /// What a run left: its status and output, and the directory its dumps were written to.
@@ -334,6 +336,7 @@ impl Scenario {
             unset: Vec::new(),
             cwd: None,
             closed: Vec::new(),
+            user: None,
         }
     }
 
@@ -370,6 +373,13 @@ impl Scenario {
     pub fn closed(mut self, fd: u8) -> Self {
         assert!(fd <= 2, "only the standard descriptors");
         self.closed.push(fd);
+        self
+    }
+
+    /// Runs the program as user `uid`, group `gid`, without supplementary groups (a test run as
+    /// root starts another user's process). Its files must be readable by that user.
+    pub fn user(mut self, uid: u32, gid: u32) -> Self {
+        self.user = Some((uid, gid));
         self
     }
 
@@ -475,6 +485,11 @@ impl Scenario {
         }
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
+        }
+        if let Some((uid, gid)) = self.user {
+            // Run as root, std drops the supplementary groups too.
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(gid);
         }
         cmd.stdout(stdout).stderr(stderr);
         let child = cmd
