@@ -60,7 +60,9 @@ pub enum Command {
                       machine where the program ran, so the dump reads the same anywhere. A directory \
                       stands for every dump in it (snapshots too). A dump already named is left as it \
                       is. A module whose file is missing or was rebuilt since the run (its build-id \
-                      differs) is named on stderr and its frames stay unnamed.\n\
+                      differs) is named on stderr and its frames stay unnamed: the dump is written \
+                      named in part, still marked unnamed, and a later `symbolize` (or `report`) \
+                      names those frames once the right file is back.\n\
                       Exit status: 0, or 2 when an input cannot be read or an output written."
     )]
     Symbolize(SymbolizeArgs),
@@ -517,6 +519,11 @@ pub struct AttachArgs {
     /// Directory that receives one fresh subdirectory of dumps per attach
     #[arg(long, value_name = "DIR", default_value = "cudaleak-out")]
     pub out: PathBuf,
+    /// How long to look for a thread of the program that is safe to borrow for the call that
+    /// loads the shim (one outside the C library's allocator, loader and stdio); none by then,
+    /// and attach refuses with nothing changed
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::attach::parse_duration)]
+    pub safe_point_wait: std::time::Duration,
     #[command(flatten)]
     pub report: ReportOptions,
     /// The process to attach to

@@ -2,12 +2,20 @@
 //! borrowed through ptrace (`ptrace.rs`) calls libc's `dlopen(path, RTLD_NOW | RTLD_NODELETE)`,
 //! then `cudaleak_attach(config)`; later, `cudaleak_detach()`. Addresses come from the files'
 //! dynamic symbols and `/proc/PID/maps` (`elf.rs`, `target.rs`).
+//!
+//! The thread is borrowed only at a safe point (`safepoint.rs`): each thread is stopped in turn
+//! and let go again until one is found outside the C library's allocator, loader and stdio;
+//! none within the time allowed, and attach refuses with nothing changed.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use super::elf;
 use super::ptrace::{Arg, CallError, Tracee};
+use super::safepoint::Unwinder;
 use super::target::{self, Mapping};
+use super::Borrow;
 
 const RTLD_NOW: u64 = 2;
 const RTLD_NODELETE: u64 = 0x1000;
@@ -16,7 +24,14 @@ const RTLD_NODELETE: u64 = 0x1000;
 #[derive(Debug)]
 pub enum InjectError {
     /// ptrace refused (EPERM/EACCES): the caller explains why.
-    Forbidden(String),
+    Forbidden,
+    /// The process is stopped (SIGSTOP, Ctrl-Z): no thread is borrowed while the others cannot
+    /// run (one may hold what the call needs).
+    Stopped,
+    /// No thread came to a safe point in the time allowed: where each was last seen.
+    NoSafePoint(Duration, Vec<(i32, String)>),
+    /// Ctrl-C (or SIGTERM) before a thread was borrowed.
+    Interrupted,
     /// Anything else, worded.
     Other(String),
 }
@@ -27,7 +42,7 @@ impl From<CallError> for InjectError {
             CallError::Ptrace(_, io)
                 if matches!(io.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
             {
-                InjectError::Forbidden(e.to_string())
+                InjectError::Forbidden
             }
             _ => InjectError::Other(e.to_string()),
         }
@@ -90,15 +105,76 @@ fn offset_of(shim: &Path, name: &str) -> Result<u64, InjectError> {
         })
 }
 
-/// Seizes the thread of `pid` best borrowed for a call.
-fn borrow(pid: u32) -> Result<Tracee, InjectError> {
-    let tid = target::pick_thread(pid, &target::threads(pid));
-    Ok(Tracee::seize(pid, tid)?)
+/// Seizes a thread of `pid` at a safe point, with its errno kept, or refuses.
+fn borrow(pid: u32, how: &Borrow, maps: &[Mapping]) -> Result<Tracee, InjectError> {
+    let mut unwinder = Unwinder::new(pid).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => InjectError::Forbidden,
+        _ => InjectError::Other(format!("/proc/{pid}/mem: {e}")),
+    })?;
+    let deadline = Instant::now() + how.limit;
+    let mut seen: Vec<(i32, String)> = Vec::new();
+    for round in 0u64.. {
+        if how.stop.load(Ordering::Relaxed) {
+            return Err(InjectError::Interrupted);
+        }
+        let threads = target::threads(pid);
+        if threads.is_empty() {
+            return Err(InjectError::Other("the process ended".into()));
+        }
+        if target::stopped(pid) {
+            return Err(InjectError::Stopped);
+        }
+        for tid in target::borrow_order(pid, &threads) {
+            let thread = match Tracee::seize(pid, tid) {
+                Ok(t) => t,
+                // The thread ended meanwhile.
+                Err(CallError::Ended) => continue,
+                Err(CallError::Ptrace(_, e)) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if thread.group_stopped() {
+                return Err(InjectError::Stopped);
+            }
+            match unwinder.safe(thread.regs()) {
+                Ok(()) => return keep_errno(thread, maps),
+                Err(why) => match seen.iter_mut().find(|s| s.0 == tid) {
+                    Some(s) => s.1 = why,
+                    None => seen.push((tid, why)),
+                },
+            }
+            // Dropped: let go as it was.
+        }
+        if Instant::now() >= deadline {
+            seen.retain(|(tid, _)| threads.iter().any(|t| t.0 == *tid));
+            return Err(InjectError::NoSafePoint(how.limit, seen));
+        }
+        // Modules loaded since are read again now and then; the pause varies, so as not to
+        // meet a looping thread at the same point each time.
+        if round % 32 == 31 {
+            unwinder.refresh();
+        }
+        std::thread::sleep(Duration::from_micros(500 + 700 * (round % 7)));
+    }
+    unreachable!("the loop returns")
+}
+
+/// The borrowed thread with its errno noted, to be put back when it is let go.
+fn keep_errno(mut thread: Tracee, maps: &[Mapping]) -> Result<Tracee, InjectError> {
+    if let Some(at) = function_in(thread.pid(), maps, target::is_libc, &["__errno_location"]) {
+        thread.keep_errno(at)?;
+    }
+    Ok(thread)
 }
 
 /// `dlopen(link)` then `cudaleak_attach(config)` in `pid`; `shim` is the file `link` names.
 /// Returns what `cudaleak_attach` returned.
-pub fn attach(pid: u32, link: &Path, shim: &Path, config: &str) -> Result<i32, InjectError> {
+pub fn attach(
+    pid: u32,
+    link: &Path,
+    shim: &Path,
+    config: &str,
+    how: &Borrow,
+) -> Result<i32, InjectError> {
     let before = maps(pid)?;
     let dlopen = function_in(pid, &before, target::is_libc, &["dlopen"])
         .or_else(|| function_in(pid, &before, target::is_libdl, &["dlopen"]))
@@ -117,15 +193,16 @@ pub fn attach(pid: u32, link: &Path, shim: &Path, config: &str) -> Result<i32, I
     data.extend_from_slice(config.as_bytes());
     data.push(0);
 
-    let mut thread = borrow(pid)?;
+    let mut thread = borrow(pid, how, &before)?;
     let handle = thread.call(
         dlopen,
         &[Arg::Data(0), Arg::Value(RTLD_NOW | RTLD_NODELETE)],
         &data,
+        "loading the shim (dlopen)",
     )?;
     if handle == 0 {
         let why = dlerror
-            .and_then(|f| thread.call(f, &[], &[]).ok())
+            .and_then(|f| thread.call(f, &[], &[], "asking why (dlerror)").ok())
             .filter(|&p| p != 0)
             .and_then(|p| thread.read_c_string(p))
             .unwrap_or_else(|| "no reason given".into());
@@ -136,17 +213,27 @@ pub fn attach(pid: u32, link: &Path, shim: &Path, config: &str) -> Result<i32, I
     let base = shim_base(thread.pid(), shim)?.ok_or_else(|| {
         InjectError::Other("the shim was loaded but is not in /proc/PID/maps".into())
     })?;
-    let rc = thread.call(base + entry, &[Arg::Data(config_at)], &data)?;
+    let rc = thread.call(
+        base + entry,
+        &[Arg::Data(config_at)],
+        &data,
+        "starting the shim (cudaleak_attach)",
+    )?;
     Ok(rc as u32 as i32)
 }
 
 /// `cudaleak_detach()` in `pid`. `Ok(None)` when the shim is not (or no longer) mapped.
-pub fn detach(pid: u32, shim: &Path) -> Result<Option<i32>, InjectError> {
+pub fn detach(pid: u32, shim: &Path, how: &Borrow) -> Result<Option<i32>, InjectError> {
     let Some(base) = shim_base(pid, shim)? else {
         return Ok(None);
     };
     let entry = offset_of(shim, "cudaleak_detach")?;
-    let mut thread = borrow(pid)?;
-    let rc = thread.call(base + entry, &[], &[])?;
+    let mut thread = borrow(pid, how, &maps(pid)?)?;
+    let rc = thread.call(
+        base + entry,
+        &[],
+        &[],
+        "stopping the shim (cudaleak_detach)",
+    )?;
     Ok(Some(rc as u32 as i32))
 }

@@ -12,6 +12,9 @@ mod elf;
 mod inject;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod ptrace;
+mod rundir;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod safepoint;
 pub mod target;
 
 use std::path::Path;
@@ -90,6 +93,9 @@ fn check_target(pid: u32) -> Result<target::Identity, Failure> {
             "attach works on x86-64 Linux only; use `cudaleak run` here",
         ));
     }
+    if target::stopped(pid) {
+        return Err(stopped(pid));
+    }
     let maps = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
         Ok(t) => target::parse_maps(&t),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -144,6 +150,18 @@ fn ptrace_available() -> bool {
     return ptrace::supported();
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     false
+}
+
+/// The refusal for a stopped process.
+fn stopped(pid: u32) -> Failure {
+    refuse(
+        pid,
+        format!(
+            "it is stopped (SIGSTOP, Ctrl-Z or a debugger): a thread of it would have to run \
+             while the others cannot let go of what they hold; continue it (`kill -CONT {pid}`) \
+             and attach again. Nothing was changed"
+        ),
+    )
 }
 
 /// The refusal for a ptrace the kernel would not allow, with its cause and fix.
@@ -203,22 +221,6 @@ fn attach_error(rc: i32) -> String {
     }
 }
 
-/// Gives the run directory to the process's owner when we are root and it is not, so the
-/// process can write its dumps there.
-fn share_dir(dir: &Path, pid: u32) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let id = |key| target::status_field(&status, key).and_then(|v| v.parse::<u32>().ok());
-    let mine = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|t| target::status_field(&t, "Uid"));
-    if let (Some(uid), Some(gid)) = (id("Uid"), id("Gid")) {
-        if mine.as_deref() == Some("0") && uid != 0 {
-            let _ = std::os::unix::fs::chown(dir, Some(uid), Some(gid));
-            let _ = std::os::unix::fs::chown(dir.join(".shim"), Some(uid), Some(gid));
-        }
-    }
-}
-
 /// How the wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ended {
@@ -236,6 +238,8 @@ fn stop_flag() -> Arc<AtomicBool> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    ptrace::answer_interrupts(Arc::clone(&stop));
     stop
 }
 
@@ -285,19 +289,24 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
             let _ = std::fs::remove_dir(&a.out);
         }
     };
-    let link = dir.join(".shim").join(ATTACH_NAME);
-    let linked = std::fs::create_dir(dir.join(".shim"))
-        .and_then(|()| std::os::unix::fs::symlink(&shim, &link));
-    if let Err(e) = linked {
-        cleanup(&dir);
-        return Err(Failure(format!("{}: cannot create: {e}", link.display())));
-    }
-    share_dir(&dir, pid);
+    // A program run by another user writes into a directory of its own, which `report` collects.
+    let run = match rundir::RunDir::prepare(&dir, pid, &shim) {
+        Ok(run) => run,
+        Err(why) => {
+            cleanup(&dir);
+            return Err(refuse(pid, why));
+        }
+    };
+    let link = run.link();
     let program = target::program_name(pid);
     say!("attaching to pid {pid} ({program})");
     let stop = stop_flag();
+    let how = Borrow {
+        limit: a.safe_point_wait,
+        stop: &stop,
+    };
     let started = Instant::now();
-    let rc = match attach(pid, &link, &shim, &shim_config(&dir)) {
+    let rc = match attach(pid, &link, &shim, &shim_config(&run.output()), &how) {
         Ok(rc) => rc,
         Err(f) => {
             cleanup(&dir);
@@ -334,69 +343,90 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
     if ended == Ended::Exited {
         say!("the program exited while attached; its exit dump is the last");
     } else {
+        // A Ctrl-C from here on gives up looking for a thread to detach with (the shim then
+        // records on, to the program's exit).
+        stop.store(false, Ordering::Relaxed);
         let started = Instant::now();
-        match detach(pid, &shim) {
+        match detach(pid, &shim, &how) {
             Ok(()) => say!("detached in {}; the program runs on", ms(started.elapsed())),
             Err(why) => say!("{why}"),
         }
     }
-    report(a, &dir, &cfg)
+    report(a, &run, &cfg)
 }
 
-/// Runs `f` (an injected call), saying once on stderr if it takes more than 10 s: the borrowed
-/// thread may wait for a lock of its program's, and cannot be taken back in the middle.
+/// How a thread of the program is borrowed for a call: how long to look for a safe point
+/// (`safepoint.rs`), and the flag Ctrl-C sets, which ends the looking.
+pub struct Borrow<'a> {
+    pub limit: Duration,
+    pub stop: &'a AtomicBool,
+}
+
+/// Why no thread could be borrowed, in words.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn noting_delay<R>(pid: u32, what: &str, f: impl FnOnce() -> R) -> R {
-    let (done, waiting) = std::sync::mpsc::channel::<()>();
-    let what = what.to_string();
-    let watch = std::thread::spawn(move || {
-        // Returns at once when `done` is dropped.
-        if waiting.recv_timeout(Duration::from_secs(10))
-            == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-        {
-            say!(
-                "still waiting for pid {pid} to finish {what} (10 s so far): the thread it was \
-                 stopped on may wait for a lock of its own program; it cannot be taken back \
-                 half-way"
-            );
+fn not_borrowed(pid: u32, e: inject::InjectError) -> Failure {
+    use inject::InjectError as E;
+    match e {
+        E::Forbidden => forbidden(pid),
+        E::Stopped => stopped(pid),
+        E::Interrupted => refuse(
+            pid,
+            "interrupted before a thread was borrowed; nothing was changed",
+        ),
+        E::NoSafePoint(limit, seen) => {
+            let threads: Vec<String> = seen
+                .iter()
+                .take(8)
+                .map(|(tid, why)| format!("thread {tid}: {why}"))
+                .collect();
+            refuse(
+                pid,
+                format!(
+                    "no thread of it came to a point where it is safe to borrow in {} (one \
+                     outside the C library's allocator, loader and stdio, with a stack that \
+                     unwinds); nothing was changed. Last seen: {}. A program that is never \
+                     outside them (one thread in a loop of malloc and free, all others waiting \
+                     inside them) can wait longer (--safe-point-wait) or be run under \
+                     `cudaleak run`",
+                    humantime(limit),
+                    if threads.is_empty() {
+                        "no thread".into()
+                    } else {
+                        threads.join("; ")
+                    }
+                ),
+            )
         }
-    });
-    let r = f();
-    drop(done);
-    let _ = watch.join();
-    r
+        E::Other(why) => refuse(pid, why),
+    }
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn attach(pid: u32, link: &Path, shim: &Path, config: &str) -> Result<i32, Failure> {
-    let injected = noting_delay(pid, "loading the shim", || {
-        inject::attach(pid, link, shim, config)
-    });
-    injected.map_err(|e| match e {
-        inject::InjectError::Forbidden(_) => forbidden(pid),
-        inject::InjectError::Other(why) => refuse(pid, why),
-    })
+fn attach(pid: u32, link: &Path, shim: &Path, config: &str, how: &Borrow) -> Result<i32, Failure> {
+    inject::attach(pid, link, shim, config, how).map_err(|e| not_borrowed(pid, e))
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn attach(pid: u32, _: &Path, _: &Path, _: &str) -> Result<i32, Failure> {
+fn attach(pid: u32, _: &Path, _: &Path, _: &str, _: &Borrow) -> Result<i32, Failure> {
     Err(refuse(pid, "attach works on x86-64 Linux only"))
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn detach(pid: u32, shim: &Path) -> Result<(), String> {
-    match noting_delay(pid, "detaching", || inject::detach(pid, shim)) {
+fn detach(pid: u32, shim: &Path, how: &Borrow) -> Result<(), String> {
+    match inject::detach(pid, shim, how) {
         Ok(Some(0)) => Ok(()),
         Ok(Some(rc)) => Err(format!("the shim would not detach ({rc})")),
         Ok(None) => Err("the shim is no longer mapped in the process".into()),
-        Err(inject::InjectError::Forbidden(why) | inject::InjectError::Other(why)) => Err(format!(
-            "could not detach ({why}); the shim stops at the program's exit"
+        Err(e) => Err(format!(
+            "could not detach: {}; the shim records on, and stops at the program's exit (or \
+             at a later `cudaleak attach`, which starts it over)",
+            not_borrowed(pid, e).0
         )),
     }
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn detach(_: u32, _: &Path) -> Result<(), String> {
+fn detach(_: u32, _: &Path, _: &Borrow) -> Result<(), String> {
     Err("attach works on x86-64 Linux only".into())
 }
 
@@ -413,7 +443,15 @@ fn humantime(d: Duration) -> String {
 
 /// The live blocks since attach, then the growth report; the growth report's gate is the
 /// status. With fewer than two dumps there is no growth verdict: the live blocks, and 2.
-fn report(a: &AttachArgs, dir: &Path, cfg: &crate::analyze::Config) -> Result<u8, Failure> {
+/// Reads and rewrites only the CLI's own files: the dumps of a program run by another user are
+/// first copied out of its directory (`rundir`).
+fn report(
+    a: &AttachArgs,
+    run: &rundir::RunDir,
+    cfg: &crate::analyze::Config,
+) -> Result<u8, Failure> {
+    run.collect();
+    let dir = run.dir();
     let dirs = [dir.to_path_buf()];
     let files = load::expand(&dirs, true)?;
     if files.is_empty() {

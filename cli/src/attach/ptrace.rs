@@ -10,6 +10,13 @@
 //! restored at the end, carry the restart (the system call goes on as if it had been interrupted
 //! by a signal with SA_RESTART).
 //!
+//! The thread's errno is put back as well: the called functions set it (dlopen's search leaves
+//! ENOENT), and the program may be about to read it.
+//!
+//! A call cannot be taken back half-way (the thread would return into our frame without us), so
+//! its wait goes on through Ctrl-C; it says once, on stderr, that it does and why, and again if
+//! the call takes more than 10 s.
+//!
 //! The only file of the CLI with `unsafe`: every block calls ptrace or waitpid with buffers it
 //! owns. x86-64 only; elsewhere [`supported`] is false and nothing here is called.
 #![allow(unsafe_code)]
@@ -18,6 +25,18 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The flag the CLI's Ctrl-C and SIGTERM handler sets (`attach::stop_flag`): a call in flight
+/// says that it finishes first.
+static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Makes calls in flight answer `flag` (set by Ctrl-C).
+pub fn answer_interrupts(flag: Arc<AtomicBool>) {
+    let _ = INTERRUPTED.set(flag);
+}
 
 /// Whether this build can inject.
 pub const fn supported() -> bool {
@@ -66,6 +85,10 @@ pub struct Tracee {
     fpu_kind: usize,
     /// A signal that arrived while stopping the thread, delivered when it is let go.
     pending: i32,
+    /// The thread was found in a group stop (SIGSTOP, SIGTSTP …): its process is stopped.
+    group_stopped: bool,
+    /// Where the thread's errno lives and what it held, put back when it is let go.
+    errno: Option<(u64, [u8; 4])>,
     mem: File,
 }
 
@@ -80,6 +103,42 @@ fn wait(tid: i32) -> Result<i32, CallError> {
         if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return Err(last("waitpid"));
         }
+    }
+}
+
+/// [`wait`] for a thread running an injected call (`what`): polled, so that Ctrl-C and a long
+/// call are answered on stderr while the wait goes on.
+fn wait_for_call(tid: i32, what: &str) -> Result<i32, CallError> {
+    let start = Instant::now();
+    let (mut said_interrupt, mut said_slow) = (false, false);
+    let mut nap = Duration::from_micros(20);
+    loop {
+        let mut status: i32 = 0;
+        // SAFETY: waitpid writes the status into a local.
+        let r = unsafe { libc::waitpid(tid, &mut status, libc::__WALL | libc::WNOHANG) };
+        if r == tid {
+            return Ok(status);
+        }
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return Err(last("waitpid"));
+        }
+        if !said_interrupt && INTERRUPTED.get().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            said_interrupt = true;
+            crate::say!(
+                "interrupted: the thread borrowed from the program is {what}, which cannot be \
+                 taken back half-way; cudaleak finishes it, puts the thread back, then stops"
+            );
+        }
+        if !said_slow && start.elapsed() > Duration::from_secs(10) {
+            said_slow = true;
+            crate::say!(
+                "still waiting for the thread borrowed from the program ({what}, 10 s so far): \
+                 it waits for something another thread of the program holds (a stopped \
+                 program continues with `kill -CONT`)"
+            );
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(5));
     }
 }
 
@@ -186,13 +245,20 @@ impl Tracee {
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
             return Err(CallError::Ended);
         }
-        // A stop of our interrupt, or a signal that arrived first: the thread is stopped either
-        // way; such a signal is delivered when the thread is let go.
-        let pending = if (status >> 16) == PTRACE_EVENT_STOP {
+        // A stop of our interrupt, a group stop (the process was stopped), or a signal that
+        // arrived first: the thread is stopped either way; such a signal is delivered when the
+        // thread is let go.
+        let event_stop = (status >> 16) == PTRACE_EVENT_STOP;
+        let pending = if event_stop {
             0
         } else {
             libc::WSTOPSIG(status)
         };
+        let group_stopped = event_stop
+            && matches!(
+                libc::WSTOPSIG(status),
+                libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+            );
         let regs = match get_regs(tid) {
             Ok(r) => r,
             Err(e) => {
@@ -216,8 +282,33 @@ impl Tracee {
             fpu,
             fpu_kind,
             pending,
+            group_stopped,
+            errno: None,
             mem,
         })
+    }
+
+    /// The thread's registers when it was stopped.
+    pub fn regs(&self) -> &libc::user_regs_struct {
+        &self.regs
+    }
+
+    /// Whether the thread's process was stopped (SIGSTOP, Ctrl-Z) when it was seized.
+    pub fn group_stopped(&self) -> bool {
+        self.group_stopped
+    }
+
+    /// Notes the thread's errno (`errno_location`: the C library's `__errno_location`, called on
+    /// the thread), to be put back when the thread is let go.
+    pub fn keep_errno(&mut self, errno_location: u64) -> Result<(), CallError> {
+        let at = self.call(errno_location, &[], &[], "finding its errno")?;
+        let value = self
+            .read(at, 4)
+            .ok()
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .ok_or(CallError::Crashed(at))?;
+        self.errno = Some((at, value));
+        Ok(())
     }
 
     /// The thread's stack pointer when it was stopped.
@@ -243,8 +334,15 @@ impl Tracee {
     /// Calls `function(args…)` (up to 6 integer or pointer arguments) on the thread, with
     /// `data` copied below its stack (`args` may refer to it: `DATA` + offset is replaced by the
     /// copy's address). Returns rax. The thread's registers are restored afterwards either way.
-    pub fn call(&mut self, function: u64, args: &[Arg], data: &[u8]) -> Result<u64, CallError> {
-        let result = self.call_inner(function, args, data);
+    /// `what` names the call for the messages said while it runs.
+    pub fn call(
+        &mut self,
+        function: u64,
+        args: &[Arg],
+        data: &[u8],
+        what: &str,
+    ) -> Result<u64, CallError> {
+        let result = self.call_inner(function, args, data, what);
         let restored = self.restore();
         match (result, restored) {
             (Err(e), _) | (Ok(_), Err(e)) => Err(e),
@@ -252,7 +350,13 @@ impl Tracee {
         }
     }
 
-    fn call_inner(&mut self, function: u64, args: &[Arg], data: &[u8]) -> Result<u64, CallError> {
+    fn call_inner(
+        &mut self,
+        function: u64,
+        args: &[Arg],
+        data: &[u8],
+        what: &str,
+    ) -> Result<u64, CallError> {
         // Below the red zone (128 bytes) and whatever the thread was about to push.
         let data_at = (self.stack_pointer() - 1024 - data.len() as u64) & !15;
         let sp = data_at - 16 - 8; // 8 mod 16 at entry, as after a `call`
@@ -281,12 +385,15 @@ impl Tracee {
                 return Err(last("PTRACE_CONT"));
             }
             deliver = 0;
-            let status = wait(self.tid)?;
+            let status = wait_for_call(self.tid, what)?;
             if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
                 return Err(CallError::Ended);
             }
             if (status >> 16) == PTRACE_EVENT_STOP {
-                continue; // a group stop or a late interrupt: go on
+                // A late interrupt, or the process stopped (SIGSTOP) during the call: the call
+                // goes on (it cannot be taken back); the other threads stay stopped until the
+                // program is continued.
+                continue;
             }
             let sig = libc::WSTOPSIG(status);
             if sig == libc::SIGSEGV {
@@ -318,6 +425,9 @@ impl Tracee {
 
 impl Drop for Tracee {
     fn drop(&mut self) {
+        if let Some((at, value)) = self.errno {
+            let _ = self.mem.write_all_at(&value, at);
+        }
         let _ = self.restore();
         ptrace(libc::PTRACE_DETACH, self.tid, 0, self.pending as usize);
     }

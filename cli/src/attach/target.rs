@@ -12,6 +12,8 @@ pub struct Mapping {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
+    /// Mapped executable.
+    pub exec: bool,
     pub path: String,
 }
 
@@ -21,7 +23,7 @@ pub fn parse_maps(text: &str) -> Vec<Mapping> {
         .filter_map(|line| {
             let mut fields = line.splitn(6, ' ');
             let range = fields.next()?;
-            let _perms = fields.next()?;
+            let perms = fields.next()?;
             let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
             let _dev = fields.next()?;
             let _inode = fields.next()?;
@@ -34,6 +36,7 @@ pub fn parse_maps(text: &str) -> Vec<Mapping> {
                 start: u64::from_str_radix(start, 16).ok()?,
                 end: u64::from_str_radix(end, 16).ok()?,
                 offset,
+                exec: perms.as_bytes().get(2) == Some(&b'x'),
                 path: path.to_string(),
             })
         })
@@ -167,11 +170,11 @@ pub fn parse_syscall(text: &str) -> Option<i64> {
     first.parse().ok().filter(|&n: &i64| n >= 0)
 }
 
-/// The thread to borrow for a call: the main thread if it rests in a system call, else another
-/// that does, else one waiting on a futex (the main thread first), else the main thread. A
-/// thread stopped anywhere else may hold the allocator's or the loader's lock, which `dlopen`
-/// then waits for forever.
-pub fn pick_thread(pid: u32, threads: &[(i32, Option<i64>)]) -> i32 {
+/// The order in which threads are tried for a call: the main thread if it rests in a system
+/// call, then the others that do, then those waiting on a futex (the main thread first), then
+/// the main thread, then the rest. Each is borrowed only if its stack shows it safe
+/// (`safepoint.rs`); a resting thread is the likeliest to be.
+pub fn borrow_order(pid: u32, threads: &[(i32, Option<i64>)]) -> Vec<i32> {
     let main = pid as i32;
     let rank = |&(tid, call): &(i32, Option<i64>)| {
         let resting = call.is_some_and(|n| RESTFUL.contains(&n));
@@ -185,16 +188,23 @@ pub fn pick_thread(pid: u32, threads: &[(i32, Option<i64>)]) -> i32 {
             _ => 5,
         }
     };
-    threads
-        .iter()
-        .min_by_key(|t| (rank(t), t.0))
-        .map_or(main, |t| t.0)
+    let mut ordered = threads.to_vec();
+    ordered.sort_by_key(|t| (rank(t), t.0));
+    ordered.into_iter().map(|t| t.0).collect()
 }
 
-/// The process's threads and what each is doing.
+/// Whether the process is stopped (SIGSTOP, Ctrl-Z): state `T` in `/proc/PID/stat`.
+pub fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| parse_stat(&t))
+        .is_some_and(|(state, _)| state == 'T')
+}
+
+/// The process's threads and what each is doing (none once it has ended).
 pub fn threads(pid: u32) -> Vec<(i32, Option<i64>)> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return vec![(pid as i32, None)];
+        return Vec::new();
     };
     dir.filter_map(|e| {
         let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
@@ -334,14 +344,14 @@ mod tests {
     }
 
     #[test]
-    fn a_resting_thread_is_borrowed_before_a_busy_main_thread() {
+    fn a_resting_thread_is_tried_before_a_busy_main_thread() {
         let threads = [(100, None), (101, Some(202)), (102, Some(7))];
-        assert_eq!(pick_thread(100, &threads), 102);
+        assert_eq!(borrow_order(100, &threads), [102, 101, 100]);
         let threads = [(100, Some(230)), (102, Some(7))];
-        assert_eq!(pick_thread(100, &threads), 100);
-        let threads = [(100, None), (101, Some(202))];
-        assert_eq!(pick_thread(100, &threads), 101);
-        assert_eq!(pick_thread(100, &[(100, None)]), 100);
+        assert_eq!(borrow_order(100, &threads), [100, 102]);
+        let threads = [(103, None), (100, None), (101, Some(202))];
+        assert_eq!(borrow_order(100, &threads), [101, 100, 103]);
+        assert_eq!(borrow_order(100, &[(100, None)]), [100]);
         assert_eq!(parse_syscall("running"), None);
         assert_eq!(parse_syscall("-1 0x7ffc 0x4005"), None);
         assert_eq!(parse_syscall("230 0x1 0x0 0x7ffc"), Some(230));
