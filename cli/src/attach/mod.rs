@@ -34,7 +34,8 @@ pub const ATTACH_NAME: &str = "libcudaleak-attach.so";
 
 /// `cudaleak attach --help`'s closing text.
 pub const HELP: &str = "The shim is loaded into the running process with ptrace (one thread is borrowed \
-    for a few milliseconds to call dlopen) and replaces the program's pointers to the CUDA driver's \
+    for a few milliseconds to call dlopen, only where its stack shows it outside the C library's \
+    allocator, loader and stdio: a safe point, sought for --safe-point-wait) and replaces the program's pointers to the CUDA driver's \
     memory functions; from then on every allocation and free is recorded with its native and \
     Python stack, and snapshots are taken on the `auto` schedule. Blocks allocated before attach \
     are unknown, and their frees are not errors.\n\
@@ -45,7 +46,8 @@ pub const HELP: &str = "The shim is loaded into the running process with ptrace 
     A signal that kills the program while attached leaves its last snapshot (CUDALEAK_SIGNAL=1: a \
     dump then too, see docs/attach.md).\n\
     Refused with exit 2, nothing changed: no such process, no libcuda mapped, ptrace not \
-    allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a process already under the shim \
+    allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a stopped process (kill -CONT it \
+    first), no thread at a safe point in time, a process already under the shim \
     (use `kill -USR1 PID` snapshots and its run directory). Attaching again after a detach starts \
     the recording over. x86-64 Linux, glibc.\n\
     Exit status: the growth report's (0 or --exit-code), or 2.";

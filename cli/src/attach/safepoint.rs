@@ -223,8 +223,8 @@ impl Unwinder {
                     continue;
                 };
                 let file = target::in_root(self.pid, &m.path);
-                if let Ok(offsets) = elf::symbol_offsets(&file, BLOCKING) {
-                    found.extend(offsets.into_iter().flatten().map(|o| base + o));
+                if let Ok(offsets) = elf::all_definitions(&file, BLOCKING) {
+                    found.extend(offsets.into_iter().map(|o| base + o));
                 }
             }
             self.blocking = Some(found);
