@@ -432,6 +432,7 @@ pub fn diff(a: &DiffArgs) -> u8 {
 
 /// `cudaleak symbolize`: each unnamed dump named and written back (or under `-o`), each
 /// through a temporary file renamed into place; a named one left as it is (copied under `-o`).
+/// A dump with frames of a module missing or rebuilt here is written still unnamed, and said.
 pub fn symbolize(a: &SymbolizeArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         let files = load::expand_series(&a.paths)?;
@@ -457,15 +458,24 @@ pub fn symbolize(a: &SymbolizeArgs) -> u8 {
                 Some(out) if into_dir => out.join(f.file_name().unwrap_or_default()),
                 Some(out) => out.clone(),
             };
-            if !name_into(f, &dest)? {
-                if dest != *f {
-                    let (mut out, _) = open_output(Some(&dest))?;
-                    let mut input = load::open_regular(f)?.0;
-                    emit_file(&dest, |w| io::copy(&mut input, w).map(drop), &mut out)?;
-                    out.finish()
-                        .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
+            match name_into(f, &dest)? {
+                Naming::Whole => {}
+                Naming::InPart => say!(
+                    "{}: named in part; the frames of the modules that could not be used stay \
+                     unnamed, for a later `cudaleak symbolize` where their files are",
+                    dest.display()
+                ),
+                Naming::Already => {
+                    if dest != *f {
+                        let (mut out, _) = open_output(Some(&dest))?;
+                        let mut input = load::open_regular(f)?.0;
+                        emit_file(&dest, |w| io::copy(&mut input, w).map(drop), &mut out)?;
+                        out.finish().map_err(|e| {
+                            Failure(format!("{}: cannot write: {e}", dest.display()))
+                        })?;
+                    }
+                    say!("{}: already named, left as it is", f.display());
                 }
-                say!("{}: already named, left as it is", f.display());
             }
         }
         Ok(0)
@@ -473,19 +483,34 @@ pub fn symbolize(a: &SymbolizeArgs) -> u8 {
     go().unwrap_or_else(fail)
 }
 
-/// Names the unnamed dump `f` and writes it to `dest` (through a temporary file renamed into
-/// place). False, and nothing written, when `f` is named already.
-pub(crate) fn name_into(f: &Path, dest: &Path) -> Result<bool, Failure> {
+/// What [`name_into`] made of a dump.
+pub(crate) enum Naming {
+    /// Named already: nothing written.
+    Already,
+    /// Every frame it could name is named; written without `unnamed`.
+    Whole,
+    /// Written, still `unnamed`: frames of a module missing or rebuilt here are left for a later
+    /// naming where the module's file is.
+    InPart,
+}
+
+/// Names the unnamed dump `f` with the modules' files here and writes it to `dest` (through a
+/// temporary file renamed into place); nothing is written when `f` is named already.
+pub(crate) fn name_into(f: &Path, dest: &Path) -> Result<Naming, Failure> {
     let mut dump = load::read_as_written(f, load::MAX_DUMP_BYTES)?;
     if !dump.unnamed {
-        return Ok(false);
+        return Ok(Naming::Already);
     }
-    crate::symbols::name(&mut dump);
+    crate::symbols::name_for_writing(&mut dump);
     let (mut out, _) = open_output(Some(dest))?;
     emit_file(dest, |w| cudaleak_format::write(&dump, w), &mut out)?;
     out.finish()
         .map_err(|e| Failure(format!("{}: cannot write: {e}", dest.display())))?;
-    Ok(true)
+    Ok(if dump.unnamed {
+        Naming::InPart
+    } else {
+        Naming::Whole
+    })
 }
 
 fn emit_file(

@@ -7,9 +7,10 @@
 //!
 //! A file is trusted only if its build-id is the one the process had mapped: a rebuilt binary
 //! would give wrong lines. A module that cannot be used leaves its frames unnamed (module and
-//! offset) and is named once, with the reason, on stderr. Each module is loaded once per
-//! invocation, however many dumps refer to it (the cache is this thread's). Nothing here may
-//! panic on any input.
+//! offset) and is named once, with the reason, on stderr; a dump written back with such frames
+//! stays marked unnamed, so that a later invocation names them once the file is back. Each
+//! module is loaded once per invocation, however many dumps refer to it (the cache is this
+//! thread's). Nothing here may panic on any input.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -78,9 +79,20 @@ thread_local! {
     static SYMBOLIZER: RefCell<Symbolizer> = RefCell::new(Symbolizer::default());
 }
 
-/// Names an unnamed dump in place with this thread's [`Symbolizer`] (one per invocation), saying
-/// once on stderr which modules could not be used and why. A named dump is left as it is.
+/// Names an unnamed dump in place for reading (`report`, `diff`) with this thread's
+/// [`Symbolizer`] (one per invocation), saying once on stderr which modules could not be used
+/// and why; their frames stay `module+offset` and the rest is [`settle`]d. A named dump is left
+/// as it is.
 pub fn name<S: NameText>(dump: &mut Dump<S>) {
+    name_for_writing(dump);
+    settle(dump);
+}
+
+/// Names what the modules' files on this machine can name, for writing the dump back
+/// (`symbolize`, `run`), with this thread's [`Symbolizer`]: the dump stays unnamed while frames
+/// of a module that could not be used are left (see [`Symbolizer::name`]). A named dump is left
+/// as it is.
+pub fn name_for_writing<S: NameText>(dump: &mut Dump<S>) {
     if !dump.unnamed {
         return;
     }
@@ -93,9 +105,30 @@ pub fn name<S: NameText>(dump: &mut Dump<S>) {
     }
 }
 
+/// Gives up on the names still missing, for a report: the Python frames of the stacks still
+/// unnamed are spliced in where their named frames place them, their driver records labelled
+/// from those names, and the dump is read as named.
+pub fn settle<S: NameText>(dump: &mut Dump<S>) {
+    if !dump.unnamed {
+        return;
+    }
+    for stack in &mut dump.stacks {
+        if !stack.python.is_empty() {
+            let python = std::mem::take(&mut stack.python);
+            stack.frames = splice(std::mem::take(&mut stack.frames), python);
+        }
+    }
+    label_driver_records(dump, |_| true);
+    dump.unnamed = false;
+}
+
 impl Symbolizer {
-    /// Names `dump`'s native frames, splices its Python frames and labels its driver records;
-    /// returns a line for each module first found unusable by this call.
+    /// Names `dump`'s native frames from the modules' files, then splices the Python frames and
+    /// labels the driver records of each stack left with no frame of a module that could not be
+    /// used (missing, rebuilt). While such a stack is left the dump stays unnamed, its frames
+    /// `module+offset` and its Python runs apart, so a later call, once the file is back, names
+    /// it as if this one had not happened. Returns a line for each module first found unusable
+    /// by this call.
     pub fn name<S: NameText>(&mut self, dump: &mut Dump<S>) -> Vec<String> {
         if !dump.unnamed {
             return Vec::new();
@@ -105,8 +138,22 @@ impl Symbolizer {
             .iter()
             .map(|m| (m.path.as_str(), m.build_id.as_deref()))
             .collect();
+        // Names in an unnamed dump come only from a module that an earlier call could use: its
+        // frames still without one had none to find, and its file is not read again.
+        let mut named_before: HashSet<String> = HashSet::new();
+        for f in dump.stacks.iter().flat_map(|s| &s.frames) {
+            let Some(m) = f.module.as_ref().map(AsRef::as_ref) else {
+                continue;
+            };
+            let named = f.function.is_some() || f.file.is_some();
+            if named && !f.is_python() && !named_before.contains(m) {
+                named_before.insert(m.to_string());
+            }
+        }
         let mut notes = Vec::new();
-        for stack in &mut dump.stacks {
+        // The stacks with a frame of a module that could not be used: they wait for its file.
+        let mut waiting = vec![false; dump.stacks.len()];
+        for (stack, waits) in dump.stacks.iter_mut().zip(&mut waiting) {
             let mut frames = Vec::with_capacity(stack.frames.len());
             for f in std::mem::take(&mut stack.frames) {
                 let (Some(module), Some(offset), None, None) =
@@ -115,46 +162,55 @@ impl Symbolizer {
                     frames.push(f);
                     continue;
                 };
-                if f.is_python() {
+                if f.is_python() || named_before.contains(module.as_ref()) {
                     frames.push(f);
                     continue;
                 }
                 let build_id = build_ids.get(module.as_ref()).copied().flatten();
-                let named = self.frames(module.as_ref(), build_id, offset.0, &mut notes);
-                if named.is_empty() {
-                    frames.push(f);
-                    continue;
-                }
-                for n in named {
-                    frames.push(Frame {
-                        function: n.function.as_ref().map(S::from_name),
-                        file: n.file.as_ref().map(S::from_name),
-                        line: n.line,
-                        ..f.clone()
-                    });
+                match self.frames(module.as_ref(), build_id, offset.0, &mut notes) {
+                    None => {
+                        *waits = true;
+                        frames.push(f);
+                    }
+                    Some(named) if named.is_empty() => frames.push(f),
+                    Some(named) => {
+                        for n in named {
+                            frames.push(Frame {
+                                function: n.function.as_ref().map(S::from_name),
+                                file: n.file.as_ref().map(S::from_name),
+                                line: n.line,
+                                ..f.clone()
+                            });
+                        }
+                    }
                 }
             }
-            let python = std::mem::take(&mut stack.python);
+            let python = if *waits {
+                Vec::new()
+            } else {
+                std::mem::take(&mut stack.python)
+            };
             stack.frames = if python.is_empty() {
                 frames
             } else {
                 splice(frames, python)
             };
         }
-        label_driver_records(dump);
-        dump.unnamed = false;
+        label_driver_records(dump, |stack| !waiting.get(stack).copied().unwrap_or(false));
+        dump.unnamed = waiting.contains(&true);
         notes
     }
 
     /// The frames at `offset` in `module` (several when the address lies in inlined code, the
-    /// innermost first); none when the module cannot be used or knows nothing of the address.
+    /// innermost first; none when the module knows nothing of the address); `None` when the
+    /// module cannot be used.
     fn frames(
         &mut self,
         module: &str,
         build_id: Option<&str>,
         offset: u64,
         notes: &mut Vec<String>,
-    ) -> Vec<Named> {
+    ) -> Option<Vec<Named>> {
         let key = (module.to_string(), build_id.map(str::to_string));
         let state = self.modules.entry(key).or_insert_with(|| {
             let state = load(Path::new(module), build_id);
@@ -164,14 +220,14 @@ impl Symbolizer {
             state
         });
         let ModuleState::Ready(m) = state else {
-            return Vec::new();
+            return None;
         };
         if let Some(found) = m.by_offset.get(&offset) {
-            return found.clone();
+            return Some(found.clone());
         }
         let found = lookup(&m.loader, offset, &mut m.names);
         m.by_offset.insert(offset, found.clone());
-        found
+        Some(found)
     }
 }
 
@@ -297,6 +353,11 @@ fn lookup(loader: &addr2line::Loader, offset: u64, names: &mut HashSet<Name>) ->
                 Some(l) => (l.file, l.line),
                 None => (None, None),
             };
+            // Neither name nor file says nothing `module+offset` does not; kept, it would read
+            // as a frame still to be named.
+            if raw.is_none() && file.is_none() {
+                continue;
+            }
             out.push(Named {
                 function: raw.map(|r| intern(&function_name(&r))),
                 file: file.map(&mut intern),
@@ -370,17 +431,17 @@ pub fn splice<S: AsRef<str>>(native: Vec<Frame<S>>, runs: Vec<Vec<Frame<S>>>) ->
     out
 }
 
-/// Names each driver record (`cuMemAlloc_v2`; live, event or held at finalization) by the
-/// runtime function in its stack
-/// (`cudaMalloc` of a statically linked runtime), once per API and stack.
-fn label_driver_records<S: NameText>(dump: &mut Dump<S>) {
+/// Names each driver record (`cuMemAlloc_v2`; live, event or held at finalization) whose stack
+/// is `ready` by the runtime function in that stack (`cudaMalloc` of a statically linked
+/// runtime), once per API and stack.
+fn label_driver_records<S: NameText>(dump: &mut Dump<S>, ready: impl Fn(usize) -> bool) {
     // By stack, the APIs asked about and their answers (a million records come from a few
     // thousand stacks, each with one or two APIs): no allocation for a record asked before.
     let mut memo: HashMap<usize, Vec<(String, Option<S>)>> = HashMap::new();
     let stacks = &dump.stacks;
     let mut label = |api: &S, stack: usize| -> Option<S> {
         let api = api.as_ref();
-        if api.starts_with("cuda") {
+        if api.starts_with("cuda") || !ready(stack) {
             return None;
         }
         let asked = memo.entry(stack).or_default();
@@ -604,6 +665,141 @@ mod tests {
             notes,
             ["/nonexistent/app: not found on this machine: run `cudaleak symbolize` where the program ran; its frames stay unnamed"]
         );
+        // A report gives up on it: the Python frames go where the names there are place them.
+        assert!(d.unnamed);
+        settle(&mut d);
+        assert!(!d.unnamed);
+        assert_eq!(names(&d.stacks[0].frames), ["?", "step"]);
+        assert!(d.stacks[0].python.is_empty());
+    }
+
+    /// `d`'s frames of the test binary moved to `path`: a module missing until the test links
+    /// `path` to the test binary, which brings it back.
+    fn moved_to(mut d: Dump, path: &Path) -> Dump {
+        let path = path.to_str().unwrap().to_string();
+        d.modules[0].path.clone_from(&path);
+        for f in &mut d.stacks[0].frames {
+            f.module = Some(path.clone());
+        }
+        d
+    }
+
+    fn bring_back(path: &Path) {
+        std::os::unix::fs::symlink(std::fs::read_link("/proc/self/exe").unwrap(), path).unwrap();
+    }
+
+    #[test]
+    fn a_module_missing_when_the_dump_was_named_is_named_once_it_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        let mut d = moved_to(unnamed_dump(own_build_id()), &app);
+        let notes = Symbolizer::default().name(&mut d);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(d.unnamed, "frames are left to name");
+        assert_eq!(names(&d.stacks[0].frames), ["?"]);
+        assert_eq!(
+            d.stacks[0].frames[0].offset,
+            unnamed_dump(None).stacks[0].frames[0].offset
+        );
+        assert_eq!(
+            d.stacks[0].python,
+            [vec![py("step")]],
+            "the Python frames wait for the native names"
+        );
+        // As written back and read again: a dump named in part is a valid dump.
+        let mut text = Vec::new();
+        format::write(&d, &mut text).unwrap();
+        let mut d = format::from_slice(&text).expect("a valid dump");
+        assert!(d.unnamed);
+
+        bring_back(&app);
+        let notes = Symbolizer::default().name(&mut d);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(!d.unnamed);
+        let frames = &d.stacks[0].frames;
+        let own = &frames[frames.len() - 2];
+        assert!(
+            own.function
+                .as_deref()
+                .unwrap_or("")
+                .ends_with("tests::marker"),
+            "{frames:?}"
+        );
+        assert!(own.file.as_deref().unwrap_or("").ends_with("symbols.rs"));
+        assert!(own.line.is_some());
+        assert_eq!(frames.last().unwrap().function.as_deref(), Some("step"));
+        assert!(d.stacks[0].python.is_empty());
+    }
+
+    #[test]
+    fn a_later_naming_keeps_the_names_given_before_and_adds_the_rest() {
+        // The frames one naming gives marker, inlined ones first.
+        let mut whole = unnamed_dump(own_build_id());
+        Symbolizer::default().name(&mut whole);
+        let marker: Vec<String> = whole.stacks[0].frames[..whole.stacks[0].frames.len() - 1]
+            .iter()
+            .map(|f| f.function.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            marker.last().unwrap().ends_with("tests::marker"),
+            "{marker:?}"
+        );
+
+        // A stack through the runtime, the test binary and a module missing for now.
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        let mut d = unnamed_dump(own_build_id());
+        let missing = moved_to(unnamed_dump(own_build_id()), &app);
+        d.modules.extend(missing.modules);
+        d.stacks[0].frames.extend(missing.stacks[0].frames.clone());
+        d.stacks[0].frames.insert(0, native("cudaMalloc"));
+        d.live = vec![format::LiveRecord {
+            address: format::Hex(0x1000),
+            size: 1,
+            bytes_held: None,
+            api: "cuMemAlloc_v2".into(),
+            kind: format::Kind::Device,
+            device: Some(0),
+            thread: 1,
+            seq: 1,
+            time_ms: 0,
+            stack: 0,
+        }];
+
+        Symbolizer::default().name(&mut d);
+        assert!(d.unnamed);
+        let expected_first: Vec<&str> = std::iter::once("cudaMalloc")
+            .chain(marker.iter().map(String::as_str))
+            .chain(["?"])
+            .collect();
+        assert_eq!(names(&d.stacks[0].frames), expected_first);
+        assert_eq!(d.stacks[0].python, [vec![py("step")]]);
+        assert_eq!(
+            d.live[0].api, "cuMemAlloc_v2",
+            "labelled once its stack is named"
+        );
+
+        bring_back(&app);
+        Symbolizer::default().name(&mut d);
+        assert!(!d.unnamed);
+        let expected: Vec<&str> = std::iter::once("cudaMalloc")
+            .chain(marker.iter().map(String::as_str))
+            .chain(marker.iter().map(String::as_str))
+            .chain(["step"])
+            .collect();
+        assert_eq!(names(&d.stacks[0].frames), expected);
+        let modules: Vec<Option<&str>> = d.stacks[0].frames[1..]
+            .iter()
+            .map(|f| f.module.as_deref())
+            .collect();
+        let own = d.modules[0].path.as_str();
+        let n = marker.len();
+        assert!(modules[..n].iter().all(|m| *m == Some(own)), "{modules:?}");
+        assert!(
+            modules[n..2 * n].iter().all(|m| *m == app.to_str()),
+            "{modules:?}"
+        );
+        assert_eq!(d.live[0].api, "cudaMalloc");
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use cudaleak_tests::{
-    assert_site, cudaleak_cli, read_dump, read_raw_dump, scenario_program, Run, Scenario,
+    assert_site, assert_site_in, cudaleak_cli, marker_line, read_dump, read_raw_dump,
+    scenario_program, scenario_source, Run, Scenario,
 };
 
 fn dump_path(run: &Run) -> PathBuf {
@@ -218,6 +219,87 @@ fn a_program_missing_here_says_to_symbolize_where_it_ran() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// `symbolize` where the program is missing names what it can and leaves the dump unnamed: once
+/// the program is back, `symbolize` names the rest (it is not "already named").
+#[test]
+fn a_dump_named_while_its_program_was_missing_is_named_once_it_is_back() {
+    let (_bin, program, run) = run_from_copy();
+    let away = program.with_extension("away");
+    std::fs::rename(&program, &away).unwrap();
+    let dump = dump_path(&run);
+    let path = dump.to_str().unwrap();
+    let out = cli(&["symbolize", path], run.dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let raw = read_raw_dump(&dump);
+    assert!(raw.unnamed, "frames are left to name");
+    let top = &raw.stacks[raw.live[0].stack].frames[0];
+    assert_eq!(top.function, None, "{top:?}");
+    assert_eq!(top.module.as_deref(), program.to_str());
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "cudaleak: {}: not found on this machine: run `cudaleak symbolize` where the program \
+             ran; its frames stay unnamed\n\
+             cudaleak: {path}: named in part; the frames of the modules that could not be used \
+             stay unnamed, for a later `cudaleak symbolize` where their files are\n",
+            program.display()
+        )
+    );
+
+    std::fs::rename(&away, &program).unwrap();
+    let out = cli(&["symbolize", path], run.dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "named in full this time");
+    let named = read_raw_dump(&dump);
+    assert!(!named.unnamed);
+    assert_site_in(
+        &named,
+        named.live[0].stack,
+        &scenario_source("deep_stack"),
+        &program,
+        "allocate",
+        "deep_alloc",
+    );
+}
+
+/// `report` of a dump that `symbolize` wrote while the program was rebuilt names the program's
+/// frames once the build of the run is back.
+#[test]
+fn report_names_a_dump_written_while_its_program_was_rebuilt_once_the_build_is_back() {
+    let (bin, program, run) = run_from_copy();
+    let kept = bin.path().join("app.kept");
+    std::fs::copy(&program, &kept).unwrap();
+    std::fs::copy(scenario_program("leak_exit"), &program).unwrap();
+    let name = format!("cudaleak.{}.json", run.pid);
+    let out = cli(&["symbolize", &name], run.dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("rebuilt since the run (build-id differs)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(read_raw_dump(&dump_path(&run)).unnamed);
+    let site = format!("deep_stack.c:{}", marker_line("deep_stack", "deep_alloc"));
+    let report = || {
+        let out = cli(&["report", &name], run.dir.path());
+        assert_eq!(out.status.code(), Some(23), "{}", text(&out.stderr));
+        (text(&out.stdout), text(&out.stderr))
+    };
+    let (stdout, _) = report();
+    assert!(!stdout.contains(&site), "{stdout}");
+
+    std::fs::rename(&kept, &program).unwrap();
+    let (stdout, stderr) = report();
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("#0 allocate at ")
+                && l.ends_with(&format!("/{site} (app)"))),
+        "{stdout}"
+    );
+    assert_eq!(stderr, "", "nothing left unnamed");
 }
 
 #[test]
