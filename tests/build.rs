@@ -164,6 +164,30 @@ fn main() {
         "-lpthread".into(),
     ]);
     compile(&cc, &args);
+    // A library attach_harm loads and closes in a loop while attach patches (beside the spy:
+    // nothing else finds it).
+    let churn = spy_dir.join("libchurn.so");
+    let mut args: Vec<String> = [
+        "-g",
+        "-O1",
+        "-fPIC",
+        "-shared",
+        "-Wl,-z,now",
+        "-Wl,-z,relro",
+    ]
+    .iter()
+    .chain(WARNINGS)
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("-I{}", include.display()));
+    args.extend([
+        "-o".into(),
+        churn.display().to_string(),
+        src.join("churn_lib.c").display().to_string(),
+        format!("-L{}", lib_dir.display()),
+        "-lcuda".into(),
+    ]);
+    compile(&cc, &args);
     // An interposer that finds the real function with dlsym(RTLD_NEXT, …), beside the spy.
     let next_probe = spy_dir.join("libnextprobe.so");
     let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
@@ -210,6 +234,7 @@ fn main() {
 
     println!("cargo:rustc-env=NULLCUDA_DIR={}", lib_dir.display());
     println!("cargo:rustc-env=SPY_LIB={}", spy.display());
+    println!("cargo:rustc-env=CHURN_LIB={}", churn.display());
     println!("cargo:rustc-env=NEXT_PROBE_LIB={}", next_probe.display());
     println!("cargo:rustc-env=SCENARIO_DIR={}", scenario_dir.display());
     println!("cargo:rustc-env=FRAMEWORKS_DIR={}", fw_dir.display());

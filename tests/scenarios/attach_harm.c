@@ -5,8 +5,9 @@
  *             rounds; a thread stopped there is inside malloc, holding its arena;
  *   malloc2   the same, with a second thread in the same loop (one holds the arena's lock while
  *             the other is stopped);
- *   dlopen    the malloc loop, and a second thread that loops dlopen and dlclose of argv[2] (a
- *             library that imports the driver), so modules come and go while attach patches;
+ *   dlopen    the malloc loop, and a second thread that loops dlopen and dlclose of argv[2]
+ *             (tests/nullcuda/churn_lib.c: imports the driver, 32 MiB of data to scan), so
+ *             modules come and go while attach patches;
  *   read      the main thread sets errno to 0 and waits in read(0) for one byte, then prints
  *             "errno after successful read: N" (a thread borrowed there and given back must find
  *             its errno as it left it);
@@ -44,7 +45,7 @@ static void *malloc_loop(void *arg) {
     while (!stop) {
         unsigned i = (unsigned)(round * 2654435761u) % 64;
         free(held[i]);
-        held[i] = aligned_alloc(64, 64 + (round % 97) * 48);
+        held[i] = aligned_alloc(64, 64 + (round % 97) * 640);
         if (held[i])
             memset(held[i], (int)round, 64);
         if (round % 4096 == 0) {
@@ -67,7 +68,7 @@ static void *dlopen_loop(void *arg) {
             fprintf(stderr, "dlopen %s: %s\n", library, dlerror());
             exit(97);
         }
-        KEEP(dlsym(h, "cufftCreate"));
+        KEEP(dlsym(h, "churn_alloc"));
         dlclose(h);
     }
     return NULL;

@@ -21,6 +21,8 @@ pub const NULLCUDA_DIR: &str = env!("NULLCUDA_DIR");
 pub const SCENARIO_DIR: &str = env!("SCENARIO_DIR");
 /// The call spy: an LD_PRELOAD library that logs how a program reaches the driver.
 pub const SPY_LIB: &str = env!("SPY_LIB");
+/// A library attach_harm loads and closes in a loop (tests/nullcuda/churn_lib.c).
+pub const CHURN_LIB: &str = env!("CHURN_LIB");
 /// An LD_PRELOAD interposer of `getppid` that finds the real one with `dlsym(RTLD_NEXT, …)`.
 pub const NEXT_PROBE_LIB: &str = env!("NEXT_PROBE_LIB");
 /// Directory with the framework stand-ins (libcublas.so.13, libc10_cuda.so); scenarios that link

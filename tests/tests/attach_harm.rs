@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cudaleak_tests::{cudaleak_cli, kill, shim, Scenario, FRAMEWORKS_DIR, RANK_VARIABLES};
+use cudaleak_tests::{cudaleak_cli, kill, shim, Scenario, CHURN_LIB, RANK_VARIABLES};
 
 /// A started `attach_harm` in `mode`, past its "ready".
 struct Target {
@@ -136,8 +136,7 @@ fn a_second_thread_in_malloc_does_not_hang_the_attach() {
 
 #[test]
 fn libraries_coming_and_going_fault_nothing_and_leave_no_pointer_replaced() {
-    let library = format!("{FRAMEWORKS_DIR}/libcufft.so.12");
-    let t = start("dlopen", &[&library]);
+    let t = start("dlopen", &[CHURN_LIB]);
     attach_repeatedly(&t, 10);
     assert_unharmed(t, "dlopen/dlclose loop");
 }

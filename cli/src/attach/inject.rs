@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::elf;
 use super::ptrace::{Arg, CallError, Tracee};
-use super::safepoint::Unwinder;
+use super::safepoint::{Unsafe, Unwinder};
 use super::target::{self, Mapping};
 use super::Borrow;
 
@@ -105,6 +105,10 @@ fn offset_of(shim: &Path, name: &str) -> Result<u64, InjectError> {
         })
 }
 
+/// How long a thread found inside a C library call is stepped, one instruction at a time, to
+/// the call's return before it is let go and tried again later.
+const STEP_OUT: Duration = Duration::from_millis(20);
+
 /// Seizes a thread of `pid` at a safe point, with its errno kept, or refuses.
 fn borrow(pid: u32, how: &Borrow, maps: &[Mapping]) -> Result<Tracee, InjectError> {
     let mut unwinder = Unwinder::new(pid).map_err(|e| match e.raw_os_error() {
@@ -125,7 +129,7 @@ fn borrow(pid: u32, how: &Borrow, maps: &[Mapping]) -> Result<Tracee, InjectErro
             return Err(InjectError::Stopped);
         }
         for tid in target::borrow_order(pid, &threads) {
-            let thread = match Tracee::seize(pid, tid) {
+            let mut thread = match Tracee::seize(pid, tid) {
                 Ok(t) => t,
                 // The thread ended meanwhile.
                 Err(CallError::Ended) => continue,
@@ -135,9 +139,23 @@ fn borrow(pid: u32, how: &Borrow, maps: &[Mapping]) -> Result<Tracee, InjectErro
             if thread.group_stopped() {
                 return Err(InjectError::Stopped);
             }
-            match unwinder.safe(thread.regs()) {
+            let mut verdict = unwinder.safe(thread.regs());
+            if let Err(Unsafe {
+                exit: Some((ret, sp)),
+                ..
+            }) = verdict
+            {
+                // Only the C library call it is in stands in the way: step it out of that call.
+                if thread.step_out(ret, sp, STEP_OUT)? {
+                    verdict = unwinder.safe(thread.regs());
+                }
+                if thread.group_stopped() {
+                    return Err(InjectError::Stopped);
+                }
+            }
+            match verdict {
                 Ok(()) => return keep_errno(thread, maps),
-                Err(why) => match seen.iter_mut().find(|s| s.0 == tid) {
+                Err(Unsafe { why, .. }) => match seen.iter_mut().find(|s| s.0 == tid) {
                     Some(s) => s.1 = why,
                     None => seen.push((tid, why)),
                 },

@@ -211,6 +211,20 @@ fn get_regs(tid: i32) -> Result<libc::user_regs_struct, CallError> {
     Ok(r)
 }
 
+/// The thread's whole FPU and vector state, and which register set holds it.
+fn get_fpu(tid: i32) -> (Vec<u8>, usize) {
+    let mut fpu = vec![0u8; XSTATE_BYTES];
+    let (kind, len) = match get_regset(tid, NT_X86_XSTATE, &mut fpu) {
+        Some(n) => (NT_X86_XSTATE, n),
+        None => (
+            NT_PRFPREG,
+            get_regset(tid, NT_PRFPREG, &mut fpu).unwrap_or(0),
+        ),
+    };
+    fpu.truncate(len);
+    (fpu, kind)
+}
+
 fn set_regs(tid: i32, r: &libc::user_regs_struct) -> Result<(), CallError> {
     if set_regset(tid, NT_PRSTATUS, regs_bytes(r)) {
         Ok(())
@@ -266,15 +280,7 @@ impl Tracee {
                 return Err(e);
             }
         };
-        let mut fpu = vec![0u8; XSTATE_BYTES];
-        let (fpu_kind, len) = match get_regset(tid, NT_X86_XSTATE, &mut fpu) {
-            Some(n) => (NT_X86_XSTATE, n),
-            None => (
-                NT_PRFPREG,
-                get_regset(tid, NT_PRFPREG, &mut fpu).unwrap_or(0),
-            ),
-        };
-        fpu.truncate(len);
+        let (fpu, fpu_kind) = get_fpu(tid);
         Ok(Tracee {
             pid,
             tid,
@@ -309,6 +315,67 @@ impl Tracee {
             .ok_or(CallError::Crashed(at))?;
         self.errno = Some((at, value));
         Ok(())
+    }
+
+    /// Lets the thread run on, one instruction at a time, until it returns to `ret` with its
+    /// stack pointer at `sp` (out of the C library call it was stopped in, to the program's code
+    /// that made it), for at most `limit`. Whether it got there; either way the thread is
+    /// stopped again, and what is put back when it is let go is where it is now.
+    ///
+    /// The stepping stops before a `syscall` instruction: a system call made while stepped
+    /// leaves a trap signal queued at its end, which would kill the program once it is let
+    /// go. A signal that arrives meanwhile is delivered (its handler is stepped through).
+    pub fn step_out(&mut self, ret: u64, sp: u64, limit: Duration) -> Result<bool, CallError> {
+        const SYSCALL: [u8; 2] = [0x0f, 0x05];
+        const TF: u64 = 0x100;
+        let start = Instant::now();
+        // A signal that arrived as the thread was stopped goes with the first step.
+        let mut deliver = std::mem::take(&mut self.pending);
+        let mut rip = self.regs.rip;
+        let reached = loop {
+            if self.read(rip, 2).map_or(true, |b| b == SYSCALL) {
+                self.pending = deliver;
+                break false;
+            }
+            if ptrace(libc::PTRACE_SINGLESTEP, self.tid, 0, deliver as usize) != 0 {
+                return Err(last("PTRACE_SINGLESTEP"));
+            }
+            deliver = 0;
+            // One instruction that is not a system call ends at once: waited for without a
+            // limit, so that no step is left pending (its trap would outlive us).
+            let status = wait(self.tid)?;
+            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+                return Err(CallError::Ended);
+            }
+            if (status >> 16) == PTRACE_EVENT_STOP {
+                // The process was stopped meanwhile: it stays so, and the thread is not taken.
+                self.group_stopped = true;
+                break false;
+            }
+            let sig = libc::WSTOPSIG(status);
+            if sig != libc::SIGTRAP {
+                deliver = sig;
+                if start.elapsed() >= limit {
+                    self.pending = deliver;
+                    break false;
+                }
+                continue;
+            }
+            let now = get_regs(self.tid)?;
+            if now.rip == ret && now.rsp == sp {
+                break true;
+            }
+            rip = now.rip;
+            if start.elapsed() >= limit {
+                break false;
+            }
+        };
+        // The trap flag as the program had it, never the stepping's.
+        let tf = self.regs.eflags & TF;
+        self.regs = get_regs(self.tid)?;
+        self.regs.eflags = (self.regs.eflags & !TF) | tf;
+        (self.fpu, self.fpu_kind) = get_fpu(self.tid);
+        Ok(reached)
     }
 
     /// The thread's stack pointer when it was stopped.

@@ -107,30 +107,37 @@ pub fn is_guarded(path: &str) -> bool {
 }
 
 /// One frame of an unwound stack: the address looked up (a return address less one, but for
-/// the innermost), the start of the function holding it, and its module.
+/// the innermost), the start of the function holding it, its module, and its canonical frame
+/// address (the stack pointer once it has returned).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
     pub pc: u64,
     pub function: u64,
+    pub cfa: u64,
     pub module: String,
     pub guarded: bool,
 }
 
-/// Judges an unwound stack (innermost frame first). `in_syscall`: the thread was stopped in a
-/// system call; `blocking`: the start addresses of the [`BLOCKING`] functions. `Err` says where
-/// the thread is, for the refusal's message.
-pub fn judge(frames: &[Frame], in_syscall: bool, blocking: &[u64]) -> Result<(), String> {
-    let inner = frames.iter().take_while(|f| f.guarded).count();
-    if inner > 0 {
-        let entry = &frames[inner - 1];
-        let name = target::file_name(&frames[0].module);
-        if !in_syscall {
-            return Err(format!("running inside {name}"));
-        }
-        if inner == frames.len() || !blocking.contains(&entry.function) {
-            return Err(format!("inside {name}, not in a call that only waits"));
-        }
+/// Why a thread may not be borrowed where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsafe {
+    /// Where the thread is, for the refusal's message.
+    pub why: String,
+    /// Where it will be safe, when only the call it is running in stands in the way: the
+    /// return address into the program's code and the stack pointer there.
+    pub exit: Option<(u64, u64)>,
+}
+
+impl Unsafe {
+    fn at(why: String) -> Unsafe {
+        Unsafe { why, exit: None }
     }
+}
+
+/// Judges an unwound stack (innermost frame first). `in_syscall`: the thread was stopped in a
+/// system call; `blocking`: the start addresses of the [`BLOCKING`] functions.
+pub fn judge(frames: &[Frame], in_syscall: bool, blocking: &[u64]) -> Result<(), Unsafe> {
+    let inner = frames.iter().take_while(|f| f.guarded).count();
     let rest = &frames[inner..];
     let mut end = rest.len();
     // The program's entry (`_start`), below the C library's start.
@@ -140,13 +147,32 @@ pub fn judge(frames: &[Frame], in_syscall: bool, blocking: &[u64]) -> Result<(),
     while end > 0 && rest[end - 1].guarded {
         end -= 1;
     }
-    match rest[..end].iter().find(|f| f.guarded) {
-        Some(f) => Err(format!(
+    if let Some(f) = rest[..end].iter().find(|f| f.guarded) {
+        return Err(Unsafe::at(format!(
             "inside a call of {} (its code called back into the program's)",
             target::file_name(&f.module)
-        )),
-        None => Ok(()),
+        )));
     }
+    if inner == 0 {
+        return Ok(());
+    }
+    let entry = &frames[inner - 1];
+    let name = target::file_name(&frames[0].module);
+    // The rest is the program's: safe once the call returns (rest[0] is where it returns to).
+    let exit = (end > 0).then(|| (rest[0].pc + 1, entry.cfa));
+    if !in_syscall {
+        return Err(Unsafe {
+            why: format!("running inside {name}"),
+            exit,
+        });
+    }
+    if end == 0 || !blocking.contains(&entry.function) {
+        // Waiting inside (for a lock, for input under stdio's): stepping would wait with it.
+        return Err(Unsafe::at(format!(
+            "inside {name}, not in a call that only waits"
+        )));
+    }
+    Ok(())
 }
 
 /// What the unwinder keeps of one mapped module: its `.eh_frame_hdr` and where it is mapped
@@ -200,8 +226,8 @@ impl Unwinder {
     }
 
     /// Whether the thread stopped with `regs` may be borrowed (see the module's comment).
-    pub fn safe(&mut self, regs: &libc::user_regs_struct) -> Result<(), String> {
-        let frames = self.unwind(regs)?;
+    pub fn safe(&mut self, regs: &libc::user_regs_struct) -> Result<(), Unsafe> {
+        let frames = self.unwind(regs).map_err(Unsafe::at)?;
         let blocking = self.blocking().to_vec();
         judge(&frames, (regs.orig_rax as i64) >= 0, &blocking)
     }
@@ -253,10 +279,11 @@ impl Unwinder {
             // A return address is the instruction after the call: the call is the one before.
             let pc = if depth == 0 { r[RA] } else { r[RA] - 1 };
             let (base, module) = self.module_at(pc)?;
-            let (function, last) = self.step(base, &module, pc, &mut r)?;
+            let (function, cfa, last) = self.step(base, &module, pc, &mut r)?;
             frames.push(Frame {
                 pc,
                 function,
+                cfa,
                 guarded: is_guarded(&module),
                 module,
             });
@@ -334,14 +361,14 @@ impl Unwinder {
     }
 
     /// Unwinds one frame at `pc` of the module at `base`: `r` becomes the caller's registers.
-    /// Returns the function's start and whether this is the stack's last frame.
+    /// Returns the function's start, the frame's CFA and whether this is the stack's last frame.
     fn step(
         &mut self,
         base: u64,
         path: &str,
         pc: u64,
         r: &mut Registers,
-    ) -> Result<(u64, bool), String> {
+    ) -> Result<(u64, u64, bool), String> {
         let name = target::file_name(path).to_string();
         let (hdr_at, hdr) = self
             .module(base)
@@ -410,7 +437,7 @@ impl Unwinder {
                 continue;
             }
             next[at] = match rule {
-                RegisterRule::Undefined if at == RA => return Ok((function, true)),
+                RegisterRule::Undefined if at == RA => return Ok((function, cfa, true)),
                 RegisterRule::Undefined => 0,
                 RegisterRule::SameValue => r[at],
                 RegisterRule::Offset(n) => read_u64(&self.mem, cfa.wrapping_add_signed(*n))?,
@@ -423,7 +450,7 @@ impl Unwinder {
             return Err(format!("{name}: no rule for the return address"));
         }
         *r = next;
-        Ok((function, false))
+        Ok((function, cfa, false))
     }
 }
 
@@ -448,6 +475,7 @@ mod tests {
         Frame {
             pc: function + 4,
             function,
+            cfa: function + 0x100,
             module: module.into(),
             guarded: is_guarded(module),
         }
@@ -486,10 +514,13 @@ mod tests {
         let mut frames = vec![frame(LIBC, 0x5000), frame(LIBC, 0x5100)];
         frames.extend(main_base());
         let e = judge(&frames, false, &[POLL]).unwrap_err();
-        assert!(e.contains("running inside libc.so.6"), "{e}");
+        assert!(e.why.contains("running inside libc.so.6"), "{e:?}");
+        // It is safe once back in main, with the stack pointer malloc's caller had.
+        assert_eq!(e.exit, Some((0x1004 + 1, 0x5100 + 0x100)));
         // Waiting in a system call inside malloc (an mmap, a lock) is no better.
         let e = judge(&frames, true, &[POLL]).unwrap_err();
-        assert!(e.contains("not in a call that only waits"), "{e}");
+        assert!(e.why.contains("not in a call that only waits"), "{e:?}");
+        assert_eq!(e.exit, None);
     }
 
     #[test]
@@ -501,7 +532,9 @@ mod tests {
         let mut callback = vec![frame(LIBC, POLL), frame(PROG, 0x1500), frame(LIBC, 0x6000)];
         callback.extend(main_base());
         let e = judge(&callback, true, &[POLL]).unwrap_err();
-        assert!(e.contains("called back"), "{e}");
+        assert!(e.why.contains("called back"), "{e:?}");
+        // Leaving the callback is no way out: no exit to step to.
+        assert_eq!(e.exit, None);
     }
 
     #[test]
