@@ -219,6 +219,27 @@ pub fn cudaleak_cli() -> PathBuf {
     cli
 }
 
+/// `cudaleak attach --shim SHIM --out OUT OPTIONS PID`, stdin closed, with nothing from the
+/// developer's environment steering it (no `CUDALEAK_*`, rank variable or `LD_PRELOAD`).
+pub fn attach_command(pid: u32, out: &Path, options: &[&str]) -> Command {
+    let mut cmd = Command::new(cudaleak_cli());
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CUDALEAK_") || RANK_VARIABLES.contains(&&*k) || k == "LD_PRELOAD" {
+            cmd.env_remove(&*k);
+        }
+    }
+    cmd.arg("attach")
+        .arg("--shim")
+        .arg(shim())
+        .arg("--out")
+        .arg(out)
+        .args(options)
+        .arg(pid.to_string())
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// What `cudaleak run` printed and returned, and the directory its run directories went to.
 #[derive(Debug)]
 pub struct CliRun {

@@ -8,13 +8,12 @@
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
 use cudaleak_format::{Dump, End};
 use cudaleak_tests::{
-    assert_site, cudaleak_cli, files_in, frameworks_library_path, kill, marker_line,
-    python_marker_line, python_script, pythons, read_dump, shim, Scenario, Spawned, NULLCUDA_DIR,
-    RANK_VARIABLES,
+    assert_site, attach_command, files_in, frameworks_library_path, kill, marker_line,
+    python_marker_line, python_script, pythons, read_dump, Scenario, Spawned, NULLCUDA_DIR,
 };
 
 const SCENARIO: &str = "attach_loop";
@@ -26,22 +25,8 @@ fn attach(pid: u32, out: &Path, options: &[&str]) -> Output {
 
 /// [`attach`] with `env` set for cudaleak.
 fn attach_with(pid: u32, out: &Path, options: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(cudaleak_cli());
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("CUDALEAK_") || RANK_VARIABLES.contains(&&*k) || k == "LD_PRELOAD" {
-            cmd.env_remove(&*k);
-        }
-    }
-    cmd.arg("attach")
-        .arg("--shim")
-        .arg(shim())
-        .arg("--out")
-        .arg(out)
-        .args(options)
-        .arg(pid.to_string())
+    attach_command(pid, out, options)
         .envs(env.iter().copied())
-        .stdin(Stdio::null())
         .output()
         .expect("run cudaleak attach")
 }

@@ -8,10 +8,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cudaleak_tests::{cudaleak_cli, kill, shim, Scenario, CHURN_LIB, RANK_VARIABLES};
+use cudaleak_tests::{attach_command, kill, Scenario, CHURN_LIB};
 
 /// A started `attach_harm` in `mode`, past its "ready".
 struct Target {
@@ -55,22 +55,7 @@ impl Target {
 
 /// `cudaleak attach OPTIONS PID`, failing the test if it takes more than a minute (a hang).
 fn attach(pid: u32, out: &Path, options: &[&str]) -> Output {
-    let mut cmd = Command::new(cudaleak_cli());
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("CUDALEAK_") || RANK_VARIABLES.contains(&&*k) || k == "LD_PRELOAD" {
-            cmd.env_remove(&*k);
-        }
-    }
-    let mut child = cmd
-        .arg("attach")
-        .arg("--shim")
-        .arg(shim())
-        .arg("--out")
-        .arg(out)
-        .args(options)
-        .arg(pid.to_string())
-        .stdin(Stdio::null())
+    let mut child = attach_command(pid, out, options)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -7,10 +7,10 @@
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use cudaleak_tests::{cudaleak_cli, marker_line, shim, Scenario, Spawned, RANK_VARIABLES};
+use cudaleak_tests::{attach_command, marker_line, Scenario, Spawned};
 
 const SCENARIO: &str = "attach_loop";
 /// `nobody` and `nogroup` on Debian and Ubuntu; any unprivileged ids would do.
@@ -20,23 +20,9 @@ fn root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-/// `cudaleak attach OPTIONS PID` with nothing from the developer's environment steering it.
+/// `cudaleak attach OPTIONS PID`.
 fn attach(pid: u32, out: &Path, options: &[&str]) -> Output {
-    let mut cmd = Command::new(cudaleak_cli());
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("CUDALEAK_") || RANK_VARIABLES.contains(&&*k) || k == "LD_PRELOAD" {
-            cmd.env_remove(&*k);
-        }
-    }
-    cmd.arg("attach")
-        .arg("--shim")
-        .arg(shim())
-        .arg("--out")
-        .arg(out)
-        .args(options)
-        .arg(pid.to_string())
-        .stdin(Stdio::null())
+    attach_command(pid, out, options)
         .output()
         .expect("run cudaleak attach")
 }
