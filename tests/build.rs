@@ -146,62 +146,40 @@ fn main() {
         &["-lcudart"],
     );
 
-    // The spy is not a CUDA library: it lives apart so LD_LIBRARY_PATH never finds it.
+    // The spy is not a CUDA library: it lives apart so LD_LIBRARY_PATH never finds it, with the
+    // other libraries only a test names by path. Each is one source of nullcuda/.
     let spy_dir = out.join("spy");
     fs::create_dir_all(&spy_dir).expect("create OUT_DIR/spy");
-    let spy = spy_dir.join("libcallspy.so");
-    let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
-        .iter()
-        .chain(WARNINGS)
-        .map(|s| s.to_string())
-        .collect();
-    args.push(format!("-I{}", include.display()));
-    args.extend([
-        "-o".into(),
-        spy.display().to_string(),
-        src.join("spy.c").display().to_string(),
-        "-ldl".into(),
-        "-lpthread".into(),
-    ]);
-    compile(&cc, &args);
-    // A library attach_harm loads and closes in a loop while attach patches (beside the spy:
-    // nothing else finds it).
-    let churn = spy_dir.join("libchurn.so");
-    let mut args: Vec<String> = [
-        "-g",
-        "-O1",
-        "-fPIC",
-        "-shared",
-        "-Wl,-z,now",
-        "-Wl,-z,relro",
-    ]
-    .iter()
-    .chain(WARNINGS)
-    .map(|s| s.to_string())
-    .collect();
-    args.push(format!("-I{}", include.display()));
-    args.extend([
-        "-o".into(),
-        churn.display().to_string(),
-        src.join("churn_lib.c").display().to_string(),
-        format!("-L{}", lib_dir.display()),
-        "-lcuda".into(),
-    ]);
-    compile(&cc, &args);
-    // An interposer that finds the real function with dlsym(RTLD_NEXT, …), beside the spy.
-    let next_probe = spy_dir.join("libnextprobe.so");
-    let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"]
-        .iter()
-        .chain(WARNINGS)
-        .map(|s| s.to_string())
-        .collect();
-    args.extend([
-        "-o".into(),
-        next_probe.display().to_string(),
-        src.join("next_probe.c").display().to_string(),
-        "-ldl".into(),
-    ]);
-    compile(&cc, &args);
+    let side_library = |name: &str, source: &str, flags: &[&str], libs: &[&str]| {
+        let library = spy_dir.join(name);
+        let mut args: Vec<String> = ["-g", "-O1", "-fPIC", "-shared"]
+            .iter()
+            .chain(flags)
+            .chain(WARNINGS)
+            .map(|s| s.to_string())
+            .collect();
+        args.push(format!("-I{}", include.display()));
+        args.extend([
+            "-o".into(),
+            library.display().to_string(),
+            src.join(source).display().to_string(),
+        ]);
+        args.extend(libs.iter().map(|s| s.to_string()));
+        compile(&cc, &args);
+        library
+    };
+    let hidden = ["-fvisibility=hidden"];
+    let spy = side_library("libcallspy.so", "spy.c", &hidden, &["-ldl", "-lpthread"]);
+    // A library attach_harm loads and closes in a loop while attach patches.
+    let driver_dir = format!("-L{}", lib_dir.display());
+    let churn = side_library(
+        "libchurn.so",
+        "churn_lib.c",
+        &["-Wl,-z,now", "-Wl,-z,relro"],
+        &[&driver_dir, "-lcuda"],
+    );
+    // An interposer that finds the real function with dlsym(RTLD_NEXT, …).
+    let next_probe = side_library("libnextprobe.so", "next_probe.c", &hidden, &["-ldl"]);
 
     let scenarios = manifest.join("scenarios");
     let mut sources: Vec<PathBuf> = fs::read_dir(&scenarios)
