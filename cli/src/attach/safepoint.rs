@@ -559,10 +559,10 @@ mod tests {
             .spawn()
             .expect("run sleep");
         let pid = child.id();
-        // Until it waits in its sleep.
-        for _ in 0..200 {
+        // Until it waits in its sleep (nanosleep or clock_nanosleep), not in the loader's start.
+        for _ in 0..500 {
             let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-            if target::parse_syscall(&call).is_some() {
+            if matches!(target::parse_syscall(&call), Some(35 | 230)) {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
