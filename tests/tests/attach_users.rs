@@ -17,7 +17,33 @@ const SCENARIO: &str = "attach_loop";
 const NOBODY: u32 = 65534;
 
 fn root() -> bool {
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    if !std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
+        return false;
+    }
+    // The program, the null runtime and the shim must be reachable by `nobody` (a checkout
+    // under a home directory of mode 0700 is not).
+    let needed = [
+        cudaleak_tests::scenario_program(SCENARIO),
+        PathBuf::from(cudaleak_tests::NULLCUDA_DIR).join("libcuda.so.1"),
+        cudaleak_tests::shim().to_path_buf(),
+    ];
+    match needed.iter().find(|p| !others_can_reach(p)) {
+        Some(p) => {
+            eprintln!("{}: not reachable by other users", p.display());
+            false
+        }
+        None => true,
+    }
+}
+
+/// Whether every directory above `path` is searchable, and `path` readable, by other users.
+fn others_can_reach(path: &Path) -> bool {
+    let readable = std::fs::metadata(path).is_ok_and(|m| m.mode() & 0o004 != 0);
+    readable
+        && path
+            .ancestors()
+            .skip(1)
+            .all(|d| std::fs::metadata(d).is_ok_and(|m| m.mode() & 0o001 != 0))
 }
 
 /// `cudaleak attach OPTIONS PID`.
@@ -85,7 +111,7 @@ fn target_writable_dir(out: &Path) -> PathBuf {
 #[test]
 fn a_dump_name_linked_by_the_targets_user_to_a_root_only_file_is_never_followed() {
     if !root() {
-        eprintln!("skipped: starting another user's process needs root");
+        eprintln!("skipped: starting another user's process needs root (and files it can reach)");
         return;
     }
     // Root-only files in a root-only directory: one of root's own dumps (of another program,
@@ -231,7 +257,7 @@ fn a_dump_name_linked_by_the_targets_user_to_a_root_only_file_is_never_followed(
 #[test]
 fn another_users_program_that_exits_while_attached_leaves_its_exit_dump_in_a_file_of_roots() {
     if !root() {
-        eprintln!("skipped: starting another user's process needs root");
+        eprintln!("skipped: starting another user's process needs root (and files it can reach)");
         return;
     }
     let (spawned, child) = start_as_nobody(&["90", "15", "5"]);
@@ -269,7 +295,7 @@ fn another_users_program_that_exits_while_attached_leaves_its_exit_dump_in_a_fil
 #[test]
 fn a_run_directory_the_targets_user_could_move_is_refused() {
     if !root() {
-        eprintln!("skipped: starting another user's process needs root");
+        eprintln!("skipped: starting another user's process needs root (and files it can reach)");
         return;
     }
     let (spawned, mut child) = start_as_nobody(&["400", "15", "0"]);
