@@ -455,6 +455,25 @@ impl Scenario {
         self.spawn_with(None, [Stdio::piped(), Stdio::piped(), Stdio::piped()])
     }
 
+    /// [`Scenario::spawn_plain`], then waits for the program's "ready" line: the process, its
+    /// child handle (stdin and stderr piped) and the rest of its stdout.
+    pub fn spawn_ready(
+        self,
+    ) -> (
+        Spawned,
+        std::process::Child,
+        std::io::BufReader<std::process::ChildStdout>,
+    ) {
+        use std::io::BufRead;
+        let mut spawned = self.spawn_plain();
+        let mut child = spawned.child.take().expect("a child");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read ready");
+        assert_eq!(line, "ready\n", "the scenario did not start");
+        (spawned, child, stdout)
+    }
+
     /// Starts the program under the shim with piped stdin, stdout and stderr, for tests that
     /// talk to it (signals, snapshots) while it runs.
     pub fn spawn_shim(self) -> Spawned {

@@ -56,12 +56,7 @@ fn start_python(args: &[&str]) -> (Spawned, Child, std::thread::JoinHandle<Strin
 
 /// Spawns `s` without the shim and waits for its "ready" line.
 fn ready(s: Scenario) -> (Spawned, Child, std::thread::JoinHandle<String>) {
-    let mut spawned = s.spawn_plain();
-    let mut child = spawned.child.take().expect("a child");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read ready");
-    assert_eq!(line, "ready\n", "the scenario did not start");
+    let (spawned, child, mut stdout) = s.spawn_ready();
     let rest = std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = stdout.read_to_string(&mut rest);

@@ -24,12 +24,7 @@ fn start(mode: &str, extra: &[&str]) -> Target {
     let s = extra
         .iter()
         .fold(Scenario::new("attach_harm").arg(mode), |s, a| s.arg(a));
-    let mut spawned = s.spawn_plain();
-    let mut child = spawned.child.take().expect("a child");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read ready");
-    assert_eq!(line, "ready\n", "the scenario did not start");
+    let (spawned, child, stdout) = s.spawn_ready();
     // Let the loop reach its steady state.
     std::thread::sleep(Duration::from_millis(100));
     Target {
@@ -40,6 +35,18 @@ fn start(mode: &str, extra: &[&str]) -> Target {
 }
 
 impl Target {
+    /// Writes one byte to the program's stdin; the line it prints in answer.
+    fn answer(&mut self, byte: u8) -> String {
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        stdin.write_all(&[byte]).expect("write a byte");
+        stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .expect("read the program's line");
+        line
+    }
+
     /// Tells the loops to end; the program's exit status, the rest of its stdout and its stderr.
     fn finish(mut self) -> (std::process::ExitStatus, String, String) {
         kill("USR2", self.pid);
@@ -73,6 +80,14 @@ fn attach(pid: u32, out: &Path, options: &[&str]) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().expect("attach's output")
+}
+
+/// A refusal left nothing under `--out`.
+fn assert_nothing_under(out: &Path) {
+    let left: Vec<_> = std::fs::read_dir(out)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left under --out: {left:?}");
 }
 
 fn stderr_of(o: &Output) -> String {
@@ -133,14 +148,10 @@ fn the_borrowed_thread_finds_its_errno_as_it_left_it() {
     let o = attach(t.pid, out.path(), &["--for", "200ms"]);
     let err = stderr_of(&o);
     assert!(err.contains("detached in"), "{err}");
-    let stdin = t.child.stdin.as_mut().expect("piped stdin");
-    stdin.write_all(b"x").expect("write a byte");
-    stdin.flush().expect("flush");
-    let mut line = String::new();
-    t.stdout
-        .read_line(&mut line)
-        .expect("read the program's line");
-    assert_eq!(line, "read 1 byte; errno after successful read: 0\n");
+    assert_eq!(
+        t.answer(b'x'),
+        "read 1 byte; errno after successful read: 0\n"
+    );
     assert_unharmed(t, "read");
 }
 
@@ -156,12 +167,7 @@ fn a_stopped_program_is_refused_and_runs_on_when_continued() {
         err.contains("it is stopped") && err.contains(&format!("kill -CONT {}", t.pid)),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read_dir(out.path())
-            .map(|d| d.count())
-            .unwrap_or(0),
-        0
-    );
+    assert_nothing_under(out.path());
     kill("CONT", t.pid);
     assert_unharmed(t, "stopped, refused, continued");
 }
@@ -181,19 +187,7 @@ fn no_thread_at_a_safe_point_in_time_is_a_refusal_with_nothing_changed() {
             && err.contains("nothing was changed"),
         "{err}"
     );
-    assert_eq!(
-        std::fs::read_dir(out.path())
-            .map(|d| d.count())
-            .unwrap_or(0),
-        0
-    );
-    let stdin = t.child.stdin.as_mut().expect("piped stdin");
-    stdin.write_all(b"y").expect("write a byte");
-    stdin.flush().expect("flush");
-    let mut line = String::new();
-    t.stdout
-        .read_line(&mut line)
-        .expect("read the program's line");
-    assert_eq!(line, "got y\n");
+    assert_nothing_under(out.path());
+    assert_eq!(t.answer(b'y'), "got y\n");
     assert_unharmed(t, "refused at no safe point");
 }

@@ -4,7 +4,7 @@
 //! dump included, become files of root's; a run directory that user could move is refused. Runs
 //! only as root (CI and the test machines are); elsewhere each test says it skipped.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -59,12 +59,7 @@ fn start_as_nobody(args: &[&str]) -> (Spawned, Child) {
         .iter()
         .fold(Scenario::new(SCENARIO), |s, a| s.arg(a))
         .user(NOBODY, NOBODY);
-    let mut spawned = s.spawn_plain();
-    let mut child = spawned.child.take().expect("a child");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read ready");
-    assert_eq!(line, "ready\n", "the scenario did not start as nobody");
+    let (spawned, child, mut stdout) = s.spawn_ready();
     std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = stdout.read_to_string(&mut rest);
