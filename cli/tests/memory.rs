@@ -85,6 +85,7 @@ fn dump(n: usize) -> Dump {
         floors: None,
         finalizing: None,
         handles: Vec::new(),
+        frameworks: None,
         shim: None,
     }
 }

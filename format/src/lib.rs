@@ -34,8 +34,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// (`stacks[].python`), which the reader splices in once the native frames have names; version 4
 /// adds each stack's floor since the previous snapshot (`floors`) and the moment the Python
 /// interpreter began to shut down (`finalizing`); version 5 adds the library handles (cuBLAS,
-/// cuDNN, cuFFT plans, …) still live, and the blocks each one owns (`handles`).
-pub const SCHEMA_VERSION: u32 = 5;
+/// cuDNN, cuFFT plans, …) still live, and the blocks each one owns (`handles`); version 6 adds
+/// what the frameworks in a Python process (PyTorch, JAX, CuPy) said they hold (`frameworks`).
+pub const SCHEMA_VERSION: u32 = 6;
 /// The oldest version this crate still reads.
 pub const MIN_SCHEMA_VERSION: u32 = 1;
 
@@ -52,7 +53,11 @@ pub fn version_for<S>(
     unnamed: bool,
     floors: bool,
     handles: bool,
+    frameworks: bool,
 ) -> u32 {
+    if frameworks {
+        return 6;
+    }
     if handles {
         return 5;
     }
@@ -103,8 +108,103 @@ pub struct Dump<S = String> {
     /// was written, and destroyed ones whose blocks are still live.
     #[serde(default = "Vec::new", skip_serializing_if = "Vec::is_empty")]
     pub handles: Vec<Handle<S>>,
+    /// Version 6: what the frameworks of a Python process said they hold, as the shim's Python
+    /// bootstrap read them (`cudaleak run`); absent where nothing was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frameworks: Option<Frameworks>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shim: Option<ShimInfo>,
+}
+
+/// What the frameworks of a Python process said they hold (version 6): their own counts, read
+/// by the bootstrap `cudaleak run` puts on `PYTHONPATH`, and at the end the live blocks a
+/// framework's own allocation record named (PyTorch's `_record_memory_history`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Frameworks {
+    /// One entry per framework, backend and device, in the order they were first read.
+    pub counters: Vec<FrameworkCounter>,
+    /// When the bootstrap stopped reading (the script's end, Python's `atexit`): the counters
+    /// are then what the script held as it ended, before the interpreter's teardown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_unix_ms: Option<u64>,
+    /// The framework's own record of the live blocks made since growth was seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<FrameworkRecord>,
+}
+
+/// One framework's count on one device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameworkCounter {
+    /// `torch`, `jax` or `cupy`.
+    pub framework: String,
+    /// The allocator behind the count: `native` or `cudaMallocAsync` (PyTorch), `bfc` or
+    /// `platform` (JAX), `pool` (CuPy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    pub device: i32,
+    /// The bytes its live objects hold at the last read: PyTorch's
+    /// `allocated_bytes.all.current`, JAX's `bytes_in_use`, CuPy's pool `used_bytes()`.
+    pub bytes: u64,
+    /// The fewest bytes read since the previous snapshot (since the first read, for the
+    /// first): what the framework kept through the interval.
+    pub floor_bytes: u64,
+    /// Its live blocks at the last read (PyTorch's `allocation.all.current`), where it counts
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u64>,
+    /// The blocks at the read that gave `floor_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor_blocks: Option<u64>,
+    /// PyTorch's `active_bytes.all.current` (allocated, plus freed blocks a stream still uses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_bytes: Option<u64>,
+    /// What the framework took from the driver for its pool (PyTorch's `reserved_bytes`, JAX's
+    /// `bytes_limit` of a preallocated pool, CuPy's `total_bytes()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
+    /// Reads since the previous snapshot.
+    pub samples: u64,
+    /// Milliseconds since the epoch of the last read.
+    pub unix_ms: u64,
+}
+
+/// The live blocks a framework's own allocation record named, grouped by the Python frames
+/// that allocated them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameworkRecord {
+    pub framework: String,
+    /// When the record was turned on: blocks made before it carry no frames and are not listed.
+    pub since_unix_ms: u64,
+    /// When the live blocks were read.
+    pub unix_ms: u64,
+    /// Largest first.
+    #[serde(default)]
+    pub groups: Vec<FrameworkGroup>,
+    /// Why the record could not be turned on or read, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl FrameworkRecord {
+    /// Records as the shim's `cudaleak_framework_end` takes them: a JSON array.
+    pub fn list_from_json(text: &str) -> Result<Vec<FrameworkRecord>, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+/// Live blocks made at one Python stack.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameworkGroup {
+    pub blocks: u64,
+    pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
+    /// Python frames (`kind: python`, `ip` 0), innermost first.
+    pub frames: Vec<Frame>,
 }
 
 /// A handle of a library that allocates GPU memory for it (a cuBLAS handle, a cuFFT plan, a

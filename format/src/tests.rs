@@ -29,6 +29,39 @@ fn a_streamed_dump_is_byte_for_byte_the_written_one() {
             blocks: vec![dump.live[0].seq],
             destroyed: false,
         });
+        dump.frameworks = Some(Frameworks {
+            counters: vec![FrameworkCounter {
+                framework: "torch".into(),
+                backend: Some("native".into()),
+                device: 0,
+                bytes: 4096,
+                floor_bytes: 512,
+                blocks: Some(8),
+                floor_blocks: Some(1),
+                active_bytes: None,
+                reserved_bytes: Some(2 << 20),
+                samples: 20,
+                unix_ms: 1,
+            }],
+            ended_unix_ms: Some(2),
+            records: vec![FrameworkRecord {
+                framework: "torch".into(),
+                since_unix_ms: 1,
+                unix_ms: 2,
+                groups: vec![FrameworkGroup {
+                    blocks: 7,
+                    bytes: 3584,
+                    device: Some(0),
+                    frames: vec![Frame {
+                        kind: Some(FrameKind::Python),
+                        file: Some("loss \"keep\".py".into()),
+                        line: Some(10),
+                        ..Frame::default()
+                    }],
+                }],
+                note: None,
+            }],
+        });
         for shim in [None, Some(ShimInfo::default())] {
             dump.shim = shim;
             let mut whole = Vec::new();
@@ -44,6 +77,7 @@ fn a_streamed_dump_is_byte_for_byte_the_written_one() {
                 floors: dump.floors.as_deref(),
                 finalizing: dump.finalizing.as_ref(),
                 handles: &dump.handles,
+                frameworks: dump.frameworks.as_ref(),
                 shim: dump.shim.as_ref(),
             };
             let live = dump.live.iter().map(|r| LiveRecord {
@@ -146,6 +180,7 @@ fn sample() -> Dump {
             floors: Vec::new(),
         }),
         handles: Vec::new(),
+        frameworks: None,
         shim: Some(ShimInfo {
             version: "0.1.0".into(),
             stack_walks: 3,
@@ -175,7 +210,7 @@ fn unnamed_sample() -> Dump {
         file: Some("/work/train.py".into()),
         line: Some(8),
     }]];
-    d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false, false);
+    d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false, false, false);
     d
 }
 
@@ -301,7 +336,7 @@ fn checked_in_v1_dump_keeps_parsing() {
 fn python_frames_round_trip_and_make_the_dump_version_2() {
     let mut d = sample();
     assert_eq!(
-        version_for(&d.stacks, &d.modules, d.unnamed, false, false),
+        version_for(&d.stacks, &d.modules, d.unnamed, false, false, false),
         1,
         "no Python frame: version 1"
     );
@@ -314,7 +349,7 @@ fn python_frames_round_trip_and_make_the_dump_version_2() {
         file: Some("/work/train.py".into()),
         line: Some(8),
     });
-    d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false, false);
+    d.cudaleak_dump = version_for(&d.stacks, &d.modules, d.unnamed, false, false, false);
     assert_eq!(d.cudaleak_dump, 2);
     let mut out = Vec::new();
     write(&d, &mut out).unwrap();

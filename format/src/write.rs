@@ -25,6 +25,7 @@ pub struct DumpParts<'a, S = String> {
     pub floors: Option<&'a [StackCounts]>,
     pub finalizing: Option<&'a Finalizing<S>>,
     pub handles: &'a [Handle<S>],
+    pub frameworks: Option<&'a Frameworks>,
     pub shim: Option<&'a ShimInfo>,
 }
 
@@ -79,6 +80,10 @@ where
     if !p.handles.is_empty() {
         w.write_all(b",\"handles\":")?;
         serde_json::to_writer(&mut w, p.handles)?;
+    }
+    if let Some(f) = p.frameworks {
+        w.write_all(b",\"frameworks\":")?;
+        serde_json::to_writer(&mut w, f)?;
     }
     if let Some(shim) = p.shim {
         w.write_all(b",\"shim\":")?;

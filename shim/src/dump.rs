@@ -49,6 +49,7 @@ pub struct Prepared {
     floors: Vec<StackCounts>,
     finalizing: Option<Finalizing>,
     handles: Vec<format::Handle>,
+    frameworks: Option<format::Frameworks>,
     shim: ShimInfo,
     live: Vec<Live>,
     /// For each of `live`: its index into `stacks`.
@@ -151,6 +152,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         }
     });
     let handles = handles(s, &snap.live, &mut stack_index);
+    let frameworks = crate::frameworks::read(moment == Moment::Snapshot);
     let c = snap.totals;
     let summary = Summary {
         allocations: c.allocations,
@@ -170,7 +172,14 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         .iter()
         .any(|s| !s.python.is_empty() || s.frames.iter().any(|f| !f.is_python()));
     Prepared {
-        version: format::version_for(&stacks, &modules, unnamed, true, !handles.is_empty()),
+        version: format::version_for(
+            &stacks,
+            &modules,
+            unnamed,
+            true,
+            !handles.is_empty(),
+            frameworks.is_some(),
+        ),
         process: process(s, exe, moment, snapshot, taken_ms),
         summary,
         unnamed,
@@ -180,6 +189,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
         floors,
         finalizing,
         handles,
+        frameworks,
         shim: ShimInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             stack_walks: stack::WALKS.load(Relaxed),
@@ -205,6 +215,7 @@ impl Prepared {
             floors: Some(&self.floors),
             finalizing: self.finalizing.as_ref(),
             handles: &self.handles,
+            frameworks: self.frameworks.as_ref(),
             shim: Some(&self.shim),
         };
         let live = self.live.iter().zip(&self.stack_of).map(

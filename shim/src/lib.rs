@@ -20,6 +20,7 @@ mod clock;
 mod config;
 mod critical;
 mod dump;
+mod frameworks;
 mod graphs;
 mod guard;
 mod handles;

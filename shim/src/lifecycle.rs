@@ -405,6 +405,7 @@ extern "C" fn after_fork_child() {
         unsafe { s.unlock_all() };
         s.reset_for_child(process::owner());
     }
+    crate::frameworks::reset_for_child();
     guard::forget_thread_id();
     // The worker thread did not survive the fork.
     REQUESTS.store(0, Ordering::Release);
