@@ -341,6 +341,9 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
         ),
         None => say!("detaching at Ctrl-C or when the program exits"),
     }
+    // Read now: the program may be gone when the report is written.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let frameworks = target::frameworks_mapped(&target::parse_maps(&maps));
     let ended = wait(who, a.duration, &stop);
     if ended == Ended::Exited {
         say!("the program exited while attached; its exit dump is the last");
@@ -354,7 +357,30 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
             Err(why) => say!("{why}"),
         }
     }
-    report(a, &run, &cfg)
+    report(a, &run, &cfg, &frameworks)
+}
+
+/// What attach cannot see in a job whose frameworks count their own memory, in words.
+fn unread_counts_note(frameworks: &[&str]) -> Option<String> {
+    let (last, rest) = frameworks.split_last()?;
+    let names = if rest.is_empty() {
+        last.to_string()
+    } else {
+        format!("{} and {last}", rest.join(", "))
+    };
+    let (own, its) = if rest.is_empty() {
+        ("count", "its pool")
+    } else {
+        ("counts", "their pools")
+    };
+    Some(format!(
+        "note: {names}'s own {own} of what {} hold{} could not be read (attach runs no code in the \
+         job's interpreter): a tensor or array kept inside {its} shows here only when {its} take{} \
+         more from the driver; `cudaleak run` reads those counts",
+        if rest.is_empty() { "it" } else { "they" },
+        if rest.is_empty() { "s" } else { "" },
+        if rest.is_empty() { "s" } else { "" },
+    ))
 }
 
 /// How a thread of the program is borrowed for a call: how long to look for a safe point
@@ -451,6 +477,7 @@ fn report(
     a: &AttachArgs,
     run: &rundir::RunDir,
     cfg: &crate::analyze::Config,
+    frameworks: &[&str],
 ) -> Result<u8, Failure> {
     run.collect();
     let dir = run.dir();
@@ -482,6 +509,9 @@ fn report(
     let opts = &a.report;
     let alone =
         !matches!(opts.out.format, Format::Text | Format::Markdown) || opts.out.output.is_some();
+    if let Some(note) = unread_counts_note(frameworks) {
+        say!("{note}");
+    }
     match commands::growth_of(&series, cfg)? {
         Ok(growth) => {
             if alone {
@@ -510,6 +540,25 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_note_names_each_framework_whose_count_was_not_read() {
+        assert_eq!(unread_counts_note(&[]), None);
+        let one = unread_counts_note(&["PyTorch"]).unwrap();
+        assert!(
+            one.starts_with("note: PyTorch's own count of what it holds could not be read"),
+            "{one}"
+        );
+        assert!(
+            one.contains("inside its pool shows here only when its pool takes more"),
+            "{one}"
+        );
+        let two = unread_counts_note(&["PyTorch", "JAX"]).unwrap();
+        assert!(
+            two.starts_with("note: PyTorch and JAX's own counts of what they hold"),
+            "{two}"
+        );
+    }
 
     #[test]
     fn durations_take_a_unit_or_mean_seconds() {

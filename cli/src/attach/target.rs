@@ -70,6 +70,32 @@ pub fn is_libdl(path: &str) -> bool {
     name.starts_with("libdl.so") || (name.starts_with("libdl-2.") && name.ends_with(".so"))
 }
 
+/// The frameworks whose own count of what they hold attach cannot read (it runs no code in the
+/// job's interpreter), named by a library each maps: PyTorch's `libc10_cuda.so`, JAX's jaxlib
+/// (`xla_extension*.so`, `_jax*.so`) or its CUDA plugin, CuPy's `cupy_backends`.
+pub fn frameworks_mapped(maps: &[Mapping]) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    for m in maps {
+        let name = file_name(&m.path);
+        let which = if name == "libc10_cuda.so" {
+            "PyTorch"
+        } else if (m.path.contains("/jaxlib/")
+            && (name.starts_with("xla_extension") || name.starts_with("_jax")))
+            || m.path.contains("/jax_cuda")
+        {
+            "JAX"
+        } else if m.path.contains("/cupy_backends/") {
+            "CuPy"
+        } else {
+            continue;
+        };
+        if !found.contains(&which) {
+            found.push(which);
+        }
+    }
+    found
+}
+
 /// The lowest address at which `path` is mapped from its start (file offset 0).
 pub fn mapped_at(maps: &[Mapping], path: &str) -> Option<u64> {
     maps.iter()
@@ -309,6 +335,21 @@ pub fn in_root(pid: u32, path: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frameworks_are_named_by_the_libraries_they_map_each_once() {
+        let maps = parse_maps(
+            "7f00-7f10 r-xp 00000000 08:01 1 /v/site-packages/torch/lib/libc10_cuda.so\n\
+             7f10-7f20 r--p 00010000 08:01 1 /v/site-packages/torch/lib/libc10_cuda.so\n\
+             7f20-7f30 r-xp 00000000 08:01 2 /v/site-packages/cupy_backends/cuda/api/runtime.cpython-312-x86_64-linux-gnu.so\n\
+             7f30-7f40 r-xp 00000000 08:01 3 /v/site-packages/jaxlib/_jax.so\n\
+             7f40-7f50 r-xp 00000000 08:01 4 /usr/lib/libc10.so\n",
+        );
+        assert_eq!(frameworks_mapped(&maps), ["PyTorch", "CuPy", "JAX"]);
+        assert!(
+            frameworks_mapped(&parse_maps("7f40-7f50 r-xp 0 08:01 4 /usr/bin/app\n")).is_empty()
+        );
+    }
 
     const MAPS: &str = "\
 55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /usr/bin/prog
