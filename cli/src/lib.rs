@@ -9,6 +9,7 @@
 pub mod analyze;
 pub mod args;
 pub mod attach;
+pub mod bootstrap;
 pub mod caches;
 pub mod callsite;
 pub mod commands;

@@ -385,6 +385,14 @@ pub fn run_program(
     let preload = ld_preload(std::env::var_os("LD_PRELOAD"), shim)?;
     let mut output = run_dir.as_os_str().to_os_string();
     output.push("/");
+    // The frameworks' own counts, read in a Python program (CUDALEAK_FRAMEWORKS=0: not).
+    let python = if std::env::var_os("CUDALEAK_FRAMEWORKS").is_some_and(|v| v == "0") {
+        None
+    } else {
+        crate::bootstrap::install(run_dir, std::env::var_os("PYTHONPATH"))
+            .map_err(|why| crate::say!("note: {why}; the frameworks' own counts are not read"))
+            .ok()
+    };
 
     let child_pid = Arc::new(AtomicI32::new(0));
     let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1])
@@ -406,12 +414,16 @@ pub fn run_program(
         }
     });
 
-    let spawned = Command::new(prog)
+    let mut command = Command::new(prog);
+    command
         .args(args)
         .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .env("LD_PRELOAD", &preload)
-        .env("CUDALEAK_OUTPUT", &output)
-        .spawn();
+        .env("CUDALEAK_OUTPUT", &output);
+    if let Some((_, path)) = &python {
+        command.env("PYTHONPATH", path);
+    }
+    let spawned = command.spawn();
     let outcome = match spawned {
         Err(e) => {
             let code = match e.kind() {
@@ -436,6 +448,9 @@ pub fn run_program(
     };
     handle.close();
     let _ = forwarder.join();
+    if let Some((dir, _)) = &python {
+        crate::bootstrap::remove(dir);
+    }
     outcome
 }
 
