@@ -88,6 +88,18 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     }
 }
 
+/// A stack that no dump's stack table holds (a framework's own record of where its blocks were
+/// made), prepared as any stack is: the callsite of `api` at it, and what is shown (frames
+/// hidden and folded, cut to `--frames`). No cache rule applies to it.
+pub fn prepare_frames(frames: Vec<format::Frame>, api: &str, view: &View) -> (Callsite, StackView) {
+    let stack = format::Stack {
+        frames,
+        python: Vec::new(),
+    };
+    let p = prepare(&stack, api, view, &[]);
+    (p.callsite, p.view)
+}
+
 /// Caches `prepare` for one dump per (stack index, how many leading frames the API hides). The
 /// API matters only through that count, so a dump with many distinct API names over one big
 /// stack cannot multiply the work or the memory.

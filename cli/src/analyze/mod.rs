@@ -33,6 +33,7 @@ pub use handles::HandleCount;
 pub use model::*;
 pub use status::*;
 
+pub use group::prepare_frames;
 use group::{by_size, group_events, group_live, merge_callsites, GroupAcc, Stacks};
 use pools::{pools_still_growing, script_end};
 

@@ -5,7 +5,8 @@
 //! once to per-callsite counts (a callsite's stack is kept once per process), so memory stays
 //! bounded by the largest dump plus callsites × dumps counters.
 //!
-//! The rules are here; the statistics the rule for long series rests on are in `stats`.
+//! The rules are here; the statistics the rule for long series rests on are in `stats`, and the
+//! frameworks' own counts (schema 6), which the same rules judge, in `frameworks`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +19,11 @@ use crate::analyze::{
 };
 use crate::callsite::Callsite;
 
+mod frameworks;
 mod stats;
 
+use frameworks::FrameworksAcc;
+pub use frameworks::{framework, Framework, FrameworkGrowth, RecordGroup, FRAMEWORKS};
 pub use stats::Stats;
 use stats::{at_least, late_records, mann_kendall};
 
@@ -78,6 +82,11 @@ pub enum NotSuspect {
     /// It reached new highs less and less often, as a cache that warms up does (the record
     /// test; long series).
     Settled,
+    /// A framework's own count whose growth the suspects allocated each at its own line (not
+    /// held in a pool's segments) account for, at least half of it: they name the lines.
+    ExplainedByCallsites,
+    /// Held by the pool of a framework whose own count is a suspect: that count is this growth.
+    InFrameworkCount,
 }
 
 impl NotSuspect {
@@ -91,7 +100,20 @@ impl NotSuspect {
             NotSuspect::FewBlocks => "kept at most two blocks more",
             NotSuspect::NoTrend => "what it kept did not rise steadily",
             NotSuspect::Settled => "its new highs became rare, as a warming cache's do",
+            NotSuspect::ExplainedByCallsites => {
+                "the suspects above, each object its own allocation, account for it"
+            }
+            NotSuspect::InFrameworkCount => "the framework's count above is this growth",
         }
+    }
+
+    /// The growth is another row's: a framework's count and its pool's driver calls are one
+    /// growth, seen twice.
+    pub fn counted_elsewhere(self) -> bool {
+        matches!(
+            self,
+            NotSuspect::ExplainedByCallsites | NotSuspect::InFrameworkCount
+        )
     }
 }
 
@@ -116,8 +138,12 @@ pub struct GrowthRow {
     pub bytes_per_hour: Option<f64>,
     /// `None` for a suspect.
     pub not_suspect: Option<NotSuspect>,
-    /// The cache or library handle that holds what this callsite allocated.
+    /// The cache or library handle that holds what this callsite allocated; for a framework's
+    /// count, the framework's objects.
     pub held_by: Option<HeldBy>,
+    /// A framework's own count (schema 6), not a driver callsite: which count, and where its
+    /// record saw the blocks made.
+    pub framework: Option<FrameworkGrowth>,
 }
 
 /// What the rule for long series measured (docs/report-format.md, "The growth rule").
@@ -197,6 +223,10 @@ impl GrowthRow {
     pub fn is_suspect(&self) -> bool {
         self.not_suspect.is_none()
     }
+    /// Its growth is another row's (`NotSuspect::counted_elsewhere`): left out of sums.
+    pub fn counted_elsewhere(&self) -> bool {
+        self.not_suspect.is_some_and(NotSuspect::counted_elsewhere)
+    }
 }
 
 /// The series of one process.
@@ -219,6 +249,32 @@ pub struct Series {
     /// while none of their callsites is a suspect: growth smaller than a segment, or than the
     /// room a pool took ahead, does not show in them.
     pub coarse_pools: Vec<HeldBy>,
+    /// Dumps of the process left out of the series, and why.
+    pub left_out: Option<LeftOut>,
+}
+
+impl Series {
+    /// Whether the rules could judge it: two dumps at least once the left-out ones are gone.
+    pub fn judged(&self) -> bool {
+        self.points.len() >= 2
+    }
+}
+
+/// Dumps of a process that its series leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeftOut {
+    pub points: Vec<Point>,
+    pub why: LeftOutWhy,
+    /// The dump schema of the process's newest dump.
+    pub schema: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftOutWhy {
+    /// A Python program's final dump from a shim that recorded no moment of interpreter
+    /// shutdown (schema 3 or older, no `finalizing`, no floors): it was written after teardown
+    /// freed what the script held, so it would read as released.
+    PythonTeardown,
 }
 
 /// A process with a single dump: nothing to compare.
@@ -279,6 +335,12 @@ struct ProcessAcc {
     /// When the Python interpreter began to shut down, and the dump (index into `points`)
     /// that said so.
     finalizing: Option<(u64, usize)>,
+    /// The frameworks' own counts (schema 6).
+    frameworks: FrameworksAcc,
+    /// The newest dump schema seen, and whether the process runs Python (a Python frame, or a
+    /// program named `python…`).
+    schema: u32,
+    python: bool,
 }
 
 struct RowAcc {
@@ -349,6 +411,9 @@ impl<'a> Builder<'a> {
                 rows: Vec::new(),
                 index: HashMap::new(),
                 finalizing: None,
+                frameworks: FrameworksAcc::default(),
+                schema: 0,
+                python: false,
             });
             self.processes.len() - 1
         });
@@ -359,6 +424,14 @@ impl<'a> Builder<'a> {
         }
         let at = acc.points.len();
         acc.points.push(point);
+        acc.schema = acc.schema.max(dump.cudaleak_dump);
+        // Only an older series needs to know (`LeftOutWhy::PythonTeardown`).
+        if acc.schema <= 3 && !acc.python {
+            acc.python = runs_python(dump);
+        }
+        if let Some(f) = &dump.frameworks {
+            acc.frameworks.add(f, at, order);
+        }
         let (callsites, suppressed) =
             live_by_callsite(dump, &self.cfg.view, &self.cfg.rules, &self.cfg.caches);
         let callsites = callsites.into_iter();
@@ -468,6 +541,18 @@ fn too_few_dumps(skipped: &mut [Skipped]) -> TooFewDumps {
     TooFewDumps(m)
 }
 
+/// Whether a dump is of a Python program: a stack with a Python frame, or a program whose file
+/// name starts with `python` (its executable or its `argv[0]`).
+fn runs_python(dump: &format::Dump) -> bool {
+    let named = |s: &str| crate::names::basename(s).starts_with("python");
+    named(&dump.process.exe)
+        || dump.process.argv.first().is_some_and(|a| named(a))
+        || dump
+            .stacks
+            .iter()
+            .any(|s| !s.python.is_empty() || s.frames.iter().any(|f| f.is_python()))
+}
+
 /// Whether the cache rule `held_by` (an index into the configuration's rules) holds its blocks as
 /// a pool's segments (`blocks = segments`).
 fn held_in_segments(cfg: &Config, held_by: Option<usize>) -> bool {
@@ -476,92 +561,220 @@ fn held_in_segments(cfg: &Config, held_by: Option<usize>) -> bool {
         .is_some_and(|c| c.segments)
 }
 
+/// The judged points of one kind of row, and whether they end where the script did.
+struct Judging {
+    points: Vec<Judged>,
+    /// The last point is what was kept up to the script's end: the interpreter's shutdown for
+    /// callsites, the frameworks' last read for their counts.
+    fin: bool,
+}
+
+/// A row to be, before the rule: a callsite or a framework's count.
+struct Candidate<'j> {
+    callsite: Callsite,
+    api: String,
+    stack: StackView,
+    /// The cache rule (index into the configuration's) that holds what a callsite allocated.
+    rule: Option<usize>,
+    held_by: Option<HeldBy>,
+    framework: Option<FrameworkGrowth>,
+    series: Vec<Counts>,
+    floors: Vec<Counts>,
+    judging: &'j Judging,
+    kept: Vec<Counts>,
+    levels: Vec<u64>,
+}
+
+impl Candidate<'_> {
+    /// Its blocks are a pool's segments, or a count that has no blocks: any growth may be a
+    /// leak, and fewer than three more blocks says nothing.
+    fn segments(&self) -> bool {
+        self.held_by.as_ref().is_some_and(|h| h.segments)
+    }
+}
+
+/// The final dumps an older Python series leaves out (`LeftOutWhy::PythonTeardown`): indices
+/// into `acc.points`.
+fn left_out(acc: &ProcessAcc) -> Vec<usize> {
+    let older = acc.schema <= 3 && acc.finalizing.is_none() && !acc.points.iter().any(|p| p.floors);
+    if !(older && acc.python) {
+        return Vec::new();
+    }
+    (0..acc.points.len())
+        .filter(|&i| acc.points[i].end != format::End::Snapshot)
+        .collect()
+}
+
 fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
-    // Series order, and where each added dump went in it.
-    let mut order: Vec<usize> = (0..acc.points.len()).collect();
-    order.sort_by(|&a, &b| {
-        acc.points[a]
-            .order()
-            .cmp(&acc.points[b].order())
-            .then_with(|| acc.points[a].source.cmp(&acc.points[b].source))
-    });
-    let mut position = vec![0; order.len()];
+    let left = left_out(&acc);
+    let by_order = |a: &Point, b: &Point| {
+        a.order()
+            .cmp(&b.order())
+            .then_with(|| a.source.cmp(&b.source))
+    };
+    // Series order, and where each added dump went in it (`usize::MAX`: left out).
+    let mut order: Vec<usize> = (0..acc.points.len())
+        .filter(|i| !left.contains(i))
+        .collect();
+    order.sort_by(|&a, &b| by_order(&acc.points[a], &acc.points[b]));
+    let mut position = vec![usize::MAX; acc.points.len()];
     for (pos, &i) in order.iter().enumerate() {
         position[i] = pos;
     }
     let points: Vec<Point> = order.iter().map(|&i| acc.points[i].clone()).collect();
-    let (first_ms, last_ms) = (points[0].end_unix_ms, points[points.len() - 1].end_unix_ms);
+    let left_out = (!left.is_empty()).then(|| {
+        let mut points: Vec<Point> = left.iter().map(|&i| acc.points[i].clone()).collect();
+        points.sort_by(by_order);
+        LeftOut {
+            points,
+            why: LeftOutWhy::PythonTeardown,
+            schema: acc.schema,
+        }
+    });
+    let (first_ms, last_ms) = match (points.first(), points.last()) {
+        (Some(a), Some(b)) => (a.end_unix_ms, b.end_unix_ms),
+        _ => (0, 0),
+    };
     let span_ms = last_ms.saturating_sub(first_ms);
+    if points.len() < 2 {
+        // Nothing to compare once the left-out dumps are gone: the series says so.
+        return Series {
+            process: acc.process,
+            points,
+            span_ms,
+            rows: Vec::new(),
+            suspects: 0,
+            suspect_growth_bytes: 0,
+            suspects_not_shown: 0,
+            coarse_pools: Vec::new(),
+            left_out,
+        };
+    }
 
     // The points the rule for long series judges: each interval's floor from the second
     // interval on (the first starts with the program), up to the moment the interpreter began
-    // to shut down when a dump says so (what teardown freed is not the run).
-    let fin = acc
-        .finalizing
-        .map(|(ms, at)| (ms, position[at]))
-        .filter(|&(ms, _)| ms >= first_ms);
-    let judged = judged_points(&points, fin.map(|f| f.0));
-    let candidates: Vec<(RowAcc, Vec<Counts>, Vec<Counts>)> = acc
-        .rows
-        .drain(..)
-        .map(|mut r| {
-            let mut series = vec![Counts::default(); points.len()];
-            let mut floors = vec![Counts::default(); points.len()];
-            for &(at, live, floor) in &r.seen {
-                series[position[at]].add(live);
-                floors[position[at]].add(floor);
+    // to shut down when a dump says so (what teardown freed is not the run). The frameworks'
+    // counts stop where their bootstrap stopped reading, at the script's end.
+    let fin = acc.finalizing.map(|f| f.0).filter(|&ms| ms >= first_ms);
+    let callsites = Judging {
+        points: judged_points(&points, fin, false),
+        fin: fin.is_some(),
+    };
+    let ended = acc.frameworks.ended_ms.filter(|&ms| ms >= first_ms);
+    let counts = Judging {
+        points: judged_points(&points, ended, true),
+        fin: ended.is_some(),
+    };
+    let place = |seen: &[(usize, Counts, Counts)]| {
+        let mut series = vec![Counts::default(); points.len()];
+        let mut floors = vec![Counts::default(); points.len()];
+        for &(at, live, floor) in seen {
+            if let Some(&p) = position.get(at).filter(|&&p| p != usize::MAX) {
+                series[p].add(live);
+                floors[p].add(floor);
             }
-            r.seen = Vec::new();
-            (r, series, floors)
-        })
-        .collect();
-    // Kept per judged point, per row; the rows that grew share the significance level.
-    let kept: Vec<(Vec<Counts>, Vec<u64>)> = candidates
-        .iter()
-        .map(|(r, series, floors)| kept_series(&judged, series, floors, r.finalizing, &points))
-        .collect();
-    // The tests run only on callsites that kept more at the end than at the start, by three
-    // blocks or more unless their blocks are a pool's segments: those share the level.
+        }
+        (series, floors)
+    };
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for r in acc.rows.drain(..) {
+        let (series, floors) = place(&r.seen);
+        let (kept, levels) =
+            kept_series(&callsites.points, &series, &floors, r.finalizing, &points);
+        candidates.push(Candidate {
+            callsite: r.callsite,
+            api: r.api,
+            stack: r.stack,
+            rule: r.held_by,
+            held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(HeldBy::of),
+            framework: None,
+            series,
+            floors,
+            judging: &callsites,
+            kept,
+            levels,
+        });
+    }
+    let fw = &acc.frameworks;
+    for c in &fw.counters {
+        let one_device = fw
+            .counters
+            .iter()
+            .filter(|o| o.framework == c.framework)
+            .count()
+            == 1;
+        let p = frameworks::prepare(c, fw.records(), one_device, &cfg.view);
+        let (series, floors) = place(&c.seen);
+        // After the bootstrap's last read the counts stand still: the last dump holds what the
+        // script kept up to its end.
+        let last = points.len() - 1;
+        let at_end = counts.fin.then(|| (series[last], floors[last]));
+        let (kept, levels) = kept_series(&counts.points, &series, &floors, at_end, &points);
+        candidates.push(Candidate {
+            callsite: p.callsite,
+            api: p.api,
+            stack: p.stack,
+            rule: None,
+            held_by: Some(p.held_by),
+            framework: Some(p.framework),
+            series,
+            floors,
+            judging: &counts,
+            kept,
+            levels,
+        });
+    }
+    // The tests run only on rows that kept more at the end than at the start, by three blocks
+    // or more unless their blocks are a pool's segments: those share the level.
     let tested = candidates
         .iter()
-        .zip(&kept)
-        .filter(|((r, _, _), (k, _))| {
-            let segments = held_in_segments(cfg, r.held_by);
-            match (k.first(), k.last()) {
-                (Some(a), Some(b)) if k.len() >= MIN_JUDGED && b.bytes > a.bytes => {
-                    segments
-                        || i128::from(b.allocations) - i128::from(a.allocations)
-                            >= MIN_GROWTH_BLOCKS
-                }
-                _ => false,
+        .filter(|c| match (c.kept.first(), c.kept.last()) {
+            (Some(a), Some(b)) if c.kept.len() >= MIN_JUDGED && b.bytes > a.bytes => {
+                c.segments()
+                    || i128::from(b.allocations) - i128::from(a.allocations) >= MIN_GROWTH_BLOCKS
             }
+            _ => false,
         })
         .count();
     let alpha = FAMILY_ALPHA / tested.max(1) as f64;
 
     let mut coarse: Vec<usize> = candidates
         .iter()
-        .filter_map(|(r, series, _)| r.held_by.filter(|_| series.iter().any(|c| c.bytes > 0)))
+        .filter(|c| c.series.iter().any(|x| x.bytes > 0))
+        .filter_map(|c| c.rule)
         .filter(|&i| held_in_segments(cfg, Some(i)))
         .collect();
     coarse.sort_unstable();
     coarse.dedup();
 
     let mut rows: Vec<GrowthRow> = Vec::new();
-    for ((r, series, floors), (kept, levels)) in candidates.into_iter().zip(kept) {
+    for c in candidates {
+        let segments = c.segments();
+        let Candidate {
+            callsite,
+            api,
+            stack,
+            held_by,
+            framework,
+            series,
+            floors,
+            judging,
+            kept,
+            levels,
+            ..
+        } = c;
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
         let (peak, verdict, evidence) = if kept.len() >= MIN_JUDGED {
-            let per_tensor = !held_in_segments(cfg, r.held_by);
-            let Some((verdict, stats)) = judge_kept(&kept, &levels, per_tensor, alpha) else {
+            let Some((verdict, stats)) = judge_kept(&kept, &levels, !segments, alpha) else {
                 continue; // what it kept never rose above the first judged point
             };
             let e = Evidence {
-                ends_at_finalizing: fin.is_some() && kept.len() == judged.len(),
+                ends_at_finalizing: judging.fin && kept.len() == judging.points.len(),
                 kept,
                 stats,
             };
             // Growth up to the last point judged; what was freed after it is teardown.
-            let last = judged.last().map_or(points.len() - 1, |j| j.point);
+            let last = judging.points.last().map_or(points.len() - 1, |j| j.point);
             (last, verdict, Some(e))
         } else {
             let Some((peak, verdict)) = judge(&bytes) else {
@@ -570,9 +783,9 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             (peak, verdict, None)
         };
         let mut row = GrowthRow {
-            callsite: r.callsite,
-            api: r.api,
-            stack: r.stack,
+            callsite,
+            api,
+            stack,
             series,
             floors,
             evidence,
@@ -581,14 +794,13 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             peak,
             bytes_per_hour: None,
             not_suspect: None,
-            held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(HeldBy::of),
+            held_by,
+            framework,
         };
         let growth = u64::try_from(row.growth_bytes()).unwrap_or(0);
         row.not_suspect = verdict.err().or(if growth < cfg.min_bytes {
             Some(NotSuspect::BelowMinBytes)
-        } else if !row.held_by.as_ref().is_some_and(|h| h.segments)
-            && row.growth_blocks() < MIN_GROWTH_BLOCKS
-        {
+        } else if !segments && row.growth_blocks() < MIN_GROWTH_BLOCKS {
             // One or two tensors held a little longer (a batch in flight, a loss kept for a
             // log line) are not a trend, however few dumps there are.
             Some(NotSuspect::FewBlocks)
@@ -596,7 +808,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             None
         });
         let (from_ms, to_ms) = match &row.evidence {
-            Some(e) => (judged[0].level_ms, judged[e.kept.len() - 1].level_ms),
+            Some(e) => (levels[0], levels[e.kept.len() - 1]),
             None => (first_ms, points[peak].end_unix_ms),
         };
         let span = to_ms.saturating_sub(from_ms);
@@ -607,6 +819,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         };
         rows.push(row);
     }
+    frameworks::not_twice(&mut rows);
     rows.sort_by(|a, b| {
         b.is_suspect()
             .cmp(&a.is_suspect())
@@ -618,13 +831,23 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     let suspect_growth_bytes = rows.iter().filter(|r| r.is_suspect()).fold(0u64, |a, r| {
         a.saturating_add(u64::try_from(r.growth_bytes()).unwrap_or(u64::MAX))
     });
+    // A pool whose framework's own count was read is judged at the count's grain, not the
+    // segments'.
+    let counted: Vec<&str> = acc
+        .frameworks
+        .counters
+        .iter()
+        .filter_map(|c| framework(&c.framework))
+        .map(|f| f.pool)
+        .collect();
     let coarse_pools = coarse
         .into_iter()
         .filter_map(|i| cfg.caches.get(i))
         .filter(|c| {
-            !rows
-                .iter()
-                .any(|r| r.is_suspect() && r.held_by.as_ref().is_some_and(|h| h.id == c.id))
+            !counted.contains(&c.id.as_str())
+                && !rows
+                    .iter()
+                    .any(|r| r.is_suspect() && r.held_by.as_ref().is_some_and(|h| h.id == c.id))
         })
         .map(HeldBy::of)
         .collect();
@@ -643,6 +866,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         suspect_growth_bytes,
         suspects_not_shown: not_shown as u64,
         coarse_pools,
+        left_out,
     }
 }
 
@@ -680,9 +904,10 @@ struct Judged {
 }
 
 /// The judged points of a series: every interval's floor but the first's (which starts with
-/// the program, from nothing), or live blocks at each dump that has no floors; when the
-/// interpreter's shutdown is known (`fin_ms`), nothing after it, and the floor up to it last.
-fn judged_points(points: &[Point], fin_ms: Option<u64>) -> Vec<Judged> {
+/// the program, from nothing), or live blocks at each dump that has no floors (`floors`: every
+/// dump has them, as the frameworks' counts do); when the script's end is known (`fin_ms`),
+/// nothing after it, and the floor up to it last.
+fn judged_points(points: &[Point], fin_ms: Option<u64>, floors: bool) -> Vec<Judged> {
     let mut out = Vec::new();
     let mut before_fin = None;
     for (i, p) in points.iter().enumerate() {
@@ -690,7 +915,7 @@ fn judged_points(points: &[Point], fin_ms: Option<u64>) -> Vec<Judged> {
             break; // teardown
         }
         before_fin = Some(i);
-        if !p.floors {
+        if !(floors || p.floors) {
             out.push(Judged {
                 point: i,
                 source: Source::Live,

@@ -102,11 +102,12 @@ fn growth_class(r: &GrowthRow) -> Class {
 }
 
 /// Bytes gained over each series by stack (first dump → the callsite's peak), every listed
-/// callsite of every process.
+/// callsite of every process; a growth seen twice (a framework's count and its pool's driver
+/// calls) once.
 pub fn growth(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
     let mut out = Vec::new();
     for s in &g.series {
-        for r in &s.rows {
+        for r in s.rows.iter().filter(|r| !r.counted_elsewhere()) {
             out.push(Weighted {
                 frames: root_first(&r.stack, &r.api, root),
                 bytes: u64::try_from(r.growth_bytes()).unwrap_or(0),
@@ -119,11 +120,11 @@ pub fn growth(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
 }
 
 /// Each listed callsite's live bytes at its own peak in the series: the most it held at once,
-/// as far as the dumps tell.
+/// as far as the dumps tell (a growth seen twice, once).
 pub fn peak(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
     let mut out = Vec::new();
     for s in &g.series {
-        for r in &s.rows {
+        for r in s.rows.iter().filter(|r| !r.counted_elsewhere()) {
             let at = r.at_peak();
             out.push(Weighted {
                 frames: root_first(&r.stack, &r.api, root),

@@ -9,13 +9,14 @@ use std::io::{self, Write};
 use super::wording::{
     address_text, bad_free_label, cache_callsites_text, cached_text, coarse_pools_text,
     diff_grew_text, errors_text, exit_line, group_line, group_noun, growth_gate_reason,
-    growth_summary_line, kept_text, no_groups_text, not_shown_text, one_dump_text,
-    pool_growth_text, quiet_line, recording_stopped_text, script_end_line, script_end_text,
-    series_line, series_text, skipped_rest_text, steps_text, summary_line, suspect_rule_text,
-    teardown_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES,
-    NO_GROWTH,
+    growth_summary_line, kept_text, left_out_text, no_groups_text, not_shown_text, one_dump_text,
+    pool_growth_text, quiet_line, record_group_text, record_groups_rest_text,
+    recording_stopped_text, script_end_line, script_end_text, series_line, series_text,
+    skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text, unjudged_text,
+    CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, NO_GROWTH,
+    RECORD_GROUPS_SHOWN,
 };
-use super::{cached_by_rule, signed_human};
+use super::{cached_by_rule, growth_api, own_frame, signed_human};
 use super::{
     cached_totals, folded_text, frame_text_under, human_bytes, placement, plural, process_label,
     suppressed_per_rule, Reporter,
@@ -90,6 +91,32 @@ fn stack(w: &mut dyn Write, s: &StackView, root: Option<&str>) -> io::Result<()>
             "1. … {}",
             plural(s.omitted as u64, "more frame", "more frames")
         )?;
+    }
+    Ok(())
+}
+
+/// Below a framework count's stack: its record's further groups, or why it names no line.
+fn framework_groups(
+    w: &mut dyn Write,
+    f: &crate::growth::FrameworkGrowth,
+    root: Option<&str>,
+) -> io::Result<()> {
+    if let Some(n) = &f.note {
+        writeln!(w)?;
+        writeln!(w, "Note: {}.", escape(n))?;
+    }
+    let rest = f.groups.len().saturating_sub(1 + RECORD_GROUPS_SHOWN);
+    if f.groups.len() > 1 {
+        writeln!(w)?;
+    }
+    for g in f.groups.iter().skip(1).take(RECORD_GROUPS_SHOWN) {
+        let at = own_frame(&g.stack)
+            .or(g.stack.where_frame())
+            .map_or(NO_FRAMES.into(), |f| escape(&frame_text_under(f, root)));
+        writeln!(w, "- {}", record_group_text(g.bytes, g.blocks, &at))?;
+    }
+    if rest > 0 {
+        writeln!(w, "- {}", record_groups_rest_text(rest as u64))?;
     }
     Ok(())
 }
@@ -423,6 +450,19 @@ impl Reporter for Markdown {
             writeln!(w)?;
             writeln!(w, "#### {}", escape(&process_label(&s.process)))?;
             writeln!(w)?;
+            if let Some(l) = &s.left_out {
+                let names: Vec<String> = l
+                    .points
+                    .iter()
+                    .map(|p| format!("`{}`", escape(&p.source.display().to_string())))
+                    .collect();
+                writeln!(w, "Note: {}.", left_out_text(l, &names))?;
+                writeln!(w)?;
+            }
+            if !s.judged() {
+                writeln!(w, "**{}.**", unjudged_text(s))?;
+                continue;
+            }
             let first = s.points[0].live.bytes;
             let last = s.points[s.points.len() - 1].live.bytes;
             let labels = format!(
@@ -461,7 +501,7 @@ impl Reporter for Markdown {
                     r.growth_blocks(),
                     rate_text(r.bytes_per_hour),
                     steps_text(r),
-                    escape(&r.api),
+                    escape(&growth_api(r)),
                     first_frame(&r.stack, root)
                 )?;
             }
@@ -482,7 +522,7 @@ impl Reporter for Markdown {
                     "**{}.** {} via {}; live: {}",
                     i + 1,
                     signed_human(r.growth_bytes()),
-                    escape(&r.api),
+                    escape(&growth_api(r)),
                     series_text(r)
                 )?;
                 if let Some(k) = kept_text(r) {
@@ -491,6 +531,9 @@ impl Reporter for Markdown {
                 }
                 writeln!(w)?;
                 stack(w, &r.stack, root)?;
+                if let Some(f) = &r.framework {
+                    framework_groups(w, f, root)?;
+                }
             }
             writeln!(w)?;
             writeln!(w, "</details>")?;

@@ -124,6 +124,15 @@ pub fn point_label(p: &Point) -> String {
     }
 }
 
+/// A growth row's API as reports name it: a framework's own count with its device
+/// (`torch.cuda.memory_allocated() (device 0)`), a callsite's API as it is.
+pub fn growth_api(r: &crate::growth::GrowthRow) -> Cow<'_, str> {
+    match &r.framework {
+        Some(f) => Cow::Owned(format!("{} (device {})", r.api, f.device)),
+        None => Cow::Borrowed(&r.api),
+    }
+}
+
 /// `+4.00 KiB`, `-512 B`, `±0 B`.
 pub fn signed_human(delta: i128) -> String {
     let mag = u64::try_from(delta.unsigned_abs()).unwrap_or(u64::MAX);

@@ -18,12 +18,12 @@ use super::wording::{
     address_text, bad_free_what, errors_text, group_line, held_by_text, steps_text, FAILED_ADVICE,
     MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
 };
-use super::{clean, rate_text};
+use super::{clean, growth_api, rate_text};
 use super::{frame_text, human_bytes, placement, plural, Reporter, VERSION};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::callsite::Callsite;
-use crate::growth::GrowthFindings;
+use crate::growth::{GrowthFindings, GrowthRow};
 use cudaleak_format::EventType;
 
 pub struct Sarif;
@@ -419,7 +419,7 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                 "warning",
                 format!(
                     "live memory via {} grew by {} over {} dumps, {}, {}: {} → {} (pid {pid}){}",
-                    clean(&r.api),
+                    clean(&growth_api(r)),
                     change_text_paren(r.growth_bytes(), r.growth_blocks()),
                     r.series.len(),
                     rate_text(r.bytes_per_hour),
@@ -433,19 +433,28 @@ fn growth_results(g: &GrowthFindings, root: Option<&str>, emit: &mut dyn FnMut(V
                 ),
                 &[&r.stack],
                 &r.callsite,
-                json!({
-                    "first_bytes": r.first().bytes,
-                    "last_bytes": r.last().bytes,
-                    "growth_bytes": r.growth_bytes(),
-                    "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
-                    "intervals": r.intervals(),
-                    "grew_intervals": r.grew_intervals,
-                    "api": clean(&r.api),
-                    "pid": pid,
-                }),
+                growth_properties(r, pid),
             ));
         }
     }
+}
+
+/// A growth suspect's properties; a framework's count also gives the framework and device.
+fn growth_properties(r: &GrowthRow, pid: u32) -> Value {
+    let mut v = json!({
+        "first_bytes": r.first().bytes,
+        "last_bytes": r.last().bytes,
+        "growth_bytes": r.growth_bytes(),
+        "bytes_per_hour": r.bytes_per_hour.filter(|x| x.is_finite()).map(f64::round),
+        "intervals": r.intervals(),
+        "grew_intervals": r.grew_intervals,
+        "api": clean(&r.api),
+        "pid": pid,
+    });
+    if let Some(f) = &r.framework {
+        v["framework"] = json!({"name": clean(&f.framework), "device": f.device});
+    }
+    v
 }
 
 fn diff_results(d: &DiffFindings, root: Option<&str>, emit: &mut dyn FnMut(Value)) {

@@ -10,16 +10,17 @@ use super::wording::{
     cached_text, coarse_pools_text, diff_side_text, diff_summary_line, dropped_events_text,
     errors_text, exit_line, folded_line, gate_failed_text, group_line, group_noun,
     growth_gate_reason, growth_summary_line, held_by_text, kept_in_emptied_text, kept_text,
-    managed_text, more_frames_text, no_groups_text, not_shown_text, one_dump_text,
-    pool_growth_text, quiet_line, recording_stopped_text, script_end_line, script_end_text,
-    series_line, series_text, skipped_rest_text, steps_text, summary_line, suspect_rule_text,
-    teardown_text, times_text, tolerated_text, trend_label, where_text, CACHED_TITLE,
-    FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, TEARDOWN_TITLE,
+    left_out_text, managed_text, more_frames_text, no_groups_text, not_shown_text, one_dump_text,
+    pool_growth_text, quiet_line, record_group_text, record_groups_rest_text,
+    recording_stopped_text, script_end_line, script_end_text, series_line, series_text,
+    skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text, times_text,
+    tolerated_text, trend_label, unjudged_text, where_text, CACHED_TITLE, FAILED_ADVICE,
+    MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, RECORD_GROUPS_SHOWN, TEARDOWN_TITLE,
 };
 use super::{
     cached_by_rule, cached_totals, change_text, change_text_paren, clean, counts_text,
-    frame_text_short, group_what, human_bytes, human_bytes_exact, placement, plural, point_label,
-    process_label, rate_text, signed_human, suppressed_per_rule, Reporter,
+    frame_text_short, group_what, growth_api, human_bytes, human_bytes_exact, own_frame, placement,
+    plural, point_label, process_label, rate_text, signed_human, suppressed_per_rule, Reporter,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -664,6 +665,23 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
         "{}",
         o.paint(&format!("== {} ==", process_label(&s.process)), Style::Bold)
     )?;
+    if let Some(l) = &s.left_out {
+        let names: Vec<String> = l
+            .points
+            .iter()
+            .map(|p| clean(&p.source.display().to_string()).into_owned())
+            .collect();
+        writeln!(o.w, "note: {}.", left_out_text(l, &names))?;
+    }
+    if !s.judged() {
+        writeln!(
+            o.w,
+            "{}",
+            o.paint(&format!("{}.", unjudged_text(s)), Style::Yellow)
+        )?;
+        writeln!(o.w)?;
+        return Ok(());
+    }
     let labels: Vec<String> = s.points.iter().map(point_label).collect();
     let labels = if labels.len() <= 6 {
         labels.join(", ")
@@ -693,7 +711,7 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
             o.w,
             "{head} {} via {}, {}, {}",
             change_text_paren(r.growth_bytes(), r.growth_blocks()),
-            clean(&r.api),
+            clean(&growth_api(r)),
             rate_text(r.bytes_per_hour),
             steps_text(r)
         )?;
@@ -705,9 +723,24 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
             let held = held_by_text(&h.name, &h.id, h.grows.as_deref());
             writeln!(o.w, "    {held}")?;
         }
-        match pool_frames.filter(|_| r.held_by.as_ref().is_some_and(|h| h.grows.is_some())) {
+        // A framework's count shows where its record saw the blocks made, whole.
+        let pool = r.framework.is_none() && r.held_by.as_ref().is_some_and(|h| h.grows.is_some());
+        match pool_frames.filter(|_| pool) {
             Some(cap) => o.stack_top(&r.stack, "    ", cap)?,
             None => o.stack(&r.stack, "    ")?,
+        }
+        if let Some(f) = &r.framework {
+            for g in f.groups.iter().skip(1).take(RECORD_GROUPS_SHOWN) {
+                let at = own_frame(&g.stack)
+                    .or(g.stack.where_frame())
+                    .map_or(NO_FRAMES.into(), |f| frame_text_short(f, o.root));
+                writeln!(o.w, "    {}", record_group_text(g.bytes, g.blocks, &at))?;
+            }
+            let rest = f.groups.len().saturating_sub(1 + RECORD_GROUPS_SHOWN);
+            if rest > 0 {
+                let more = o.paint(&record_groups_rest_text(rest as u64), Style::Dim);
+                writeln!(o.w, "    {more}")?;
+            }
         }
         writeln!(o.w)?;
     }
@@ -727,15 +760,19 @@ fn growth_series(o: &mut Out<'_>, s: &Series, pool_frames: Option<usize>) -> io:
     if !others.is_empty() {
         writeln!(o.w, "Grew, but not like a leak:")?;
         for r in others {
-            let mut at = o.where_text(&r.stack);
+            // A framework's count without a line of its record is named by its count alone.
+            let mut at = match r.framework.is_some() && r.stack.frames.is_empty() {
+                true => String::new(),
+                false => format!(" at {}", o.where_text(&r.stack)),
+            };
             if let Some(h) = &r.held_by {
                 at.push_str(&format!(" [{}]", h.id));
             }
             writeln!(
                 o.w,
-                "  {} via {} at {at}: {} ({})",
+                "  {} via {}{at}: {} ({})",
                 signed_human(r.growth_bytes()),
-                clean(&r.api),
+                clean(&growth_api(r)),
                 r.not_suspect.map_or("", |n| n.as_str()),
                 steps_text(r)
             )?;

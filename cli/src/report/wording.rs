@@ -15,7 +15,7 @@ use crate::analyze::{basename, PoolGrowth, QuietProcess, ScriptEnd};
 use crate::analyze::{
     sum_groups, Counts, DiffFindings, Findings, Folded, LeakGroup, ProcessFindings, StackView,
 };
-use crate::growth::{GrowthFindings, GrowthRow, HeldBy, Series, RULE_TEXT};
+use crate::growth::{GrowthFindings, GrowthRow, HeldBy, LeftOut, LeftOutWhy, Series, RULE_TEXT};
 
 /// What a process's section says when nothing leaked.
 pub const NO_LEAKS: &str = "No leaks.";
@@ -424,6 +424,13 @@ pub fn growth_summary_line(g: &GrowthFindings) -> String {
     if let Some(a) = &g.at_exit {
         s.push_str(&format!("; {} leaked at exit", counts_text(a.leaked)));
     }
+    let unjudged = g.series.iter().filter(|s| !s.judged()).count() as u64;
+    if unjudged > 0 {
+        s.push_str(&format!(
+            "; {} not be judged",
+            plural(unjudged, "process could", "processes could")
+        ));
+    }
     s
 }
 
@@ -490,14 +497,75 @@ fn bytes_list(points: &[Counts]) -> String {
 }
 
 /// What a row kept at each judged point (long series only), shortened like [`series_text`],
-/// and `(until Python began to shut down)` when the series ends there.
+/// and `(until Python began to shut down)` when the series ends there (a framework's count:
+/// `(until the script ended)`, its last read).
 pub fn kept_text(r: &GrowthRow) -> Option<String> {
     let e = r.evidence.as_ref()?;
     let mut s = bytes_list(&e.kept);
     if e.ends_at_finalizing {
-        s.push_str(" (until Python began to shut down)");
+        s.push_str(match r.framework {
+            Some(_) => " (until the script ended)",
+            None => " (until Python began to shut down)",
+        });
     }
     Some(s)
+}
+
+/// Further groups of a framework's record listed under its row's stack; the rest are counted.
+pub const RECORD_GROUPS_SHOWN: usize = 3;
+
+/// `also 1.50 MiB in 12 blocks made at eval_step at train.py:40`: a further group of live
+/// blocks a framework's record named, at its first frame of the program's own (as the format
+/// lays it out).
+pub fn record_group_text(bytes: u64, blocks: u64, at: &str) -> String {
+    format!(
+        "also {} in {} made at {at}",
+        human_bytes(bytes),
+        plural(blocks, "block", "blocks")
+    )
+}
+
+/// `… 4 more stacks in its record`: the groups of a framework's record not listed.
+pub fn record_groups_rest_text(n: u64) -> String {
+    format!("… {} in its record", plural(n, "more stack", "more stacks"))
+}
+
+/// Why a series leaves some of its process's dumps out, from their names as the format writes
+/// them: `the exit dump (cudaleak.2878.json) is left out: …`.
+pub fn left_out_text(l: &LeftOut, names: &[String]) -> String {
+    let what = match l.points.len() {
+        1 => format!(
+            "the {} dump ({}) is",
+            l.points[0].end.as_str(),
+            names.join(", ")
+        ),
+        _ => format!("the final dumps ({}) are", names.join(", ")),
+    };
+    match l.why {
+        LeftOutWhy::PythonTeardown => format!(
+            "{what} left out: the shim that wrote this Python program's dumps (schema {}) did not \
+             record when the interpreter began to shut down, so a final dump, written after \
+             teardown freed what the script held, may read as released; the series is its \
+             snapshots",
+            l.schema
+        ),
+    }
+}
+
+/// What a series that has fewer than two dumps left says instead of a verdict.
+pub fn unjudged_text(s: &Series) -> String {
+    let left = match s.points.len() {
+        0 => "no snapshot is left".to_string(),
+        n => format!(
+            "only {} left",
+            plural(n as u64, "snapshot is", "snapshots are")
+        ),
+    };
+    format!(
+        "Cannot be judged: with the final dump left out, {left}, and growth needs two dumps; \
+         take snapshots more often (CUDALEAK_SNAPSHOT_INTERVAL=SECONDS) or record it again with \
+         a newer shim (`cudaleak run --growth`)"
+    )
 }
 
 /// Processes with one dump named in a growth report's notes; the rest are counted (a JAX run

@@ -7,10 +7,13 @@ use super::page::{esc, esc_text, Page};
 use super::MAX_PROCESSES;
 use crate::growth::GrowthFindings;
 use crate::report::wording::{
-    coarse_pools_text, held_by_text, one_dump_text, skipped_rest_text, steps_text,
-    suspect_rule_text, NAMED_SKIPPED, NO_GROWTH,
+    coarse_pools_text, held_by_text, left_out_text, one_dump_text, record_group_text,
+    record_groups_rest_text, skipped_rest_text, steps_text, suspect_rule_text, unjudged_text,
+    NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, RECORD_GROUPS_SHOWN,
 };
-use crate::report::{process_label, rate_text, signed_human};
+use crate::report::{
+    frame_text_short, growth_api, own_frame, process_label, rate_text, signed_human,
+};
 
 pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
     p.s.push_str("<section id=\"growth\">\n<h2>Growth over the series</h2>\n");
@@ -21,6 +24,22 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
     );
     for s in g.series.iter().take(MAX_PROCESSES) {
         let _ = writeln!(p.s, "<h3>{}</h3>", esc_text(&process_label(&s.process)));
+        if let Some(l) = &s.left_out {
+            let names: Vec<String> = l
+                .points
+                .iter()
+                .map(|p| format!("<code>{}</code>", esc(&p.source.display().to_string())))
+                .collect();
+            let _ = writeln!(
+                p.s,
+                "<p class=\"note\">note: {}.</p>",
+                left_out_text(l, &names)
+            );
+        }
+        if !s.judged() {
+            let _ = writeln!(p.s, "<p><b>{}.</b></p>", esc_text(&unjudged_text(s)));
+            continue;
+        }
         if s.rows.is_empty() {
             let _ = writeln!(p.s, "<p>{NO_GROWTH}</p>");
         }
@@ -35,7 +54,7 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
                     "<span class=\"fail-text\">Suspect:</span> <b>{}</b> ({:+} blocks) via <code>{}</code>, {}, {}",
                     signed_human(r.growth_bytes()),
                     r.growth_blocks(),
-                    esc(&r.api),
+                    esc(&growth_api(r)),
                     esc_text(&rate_text(r.bytes_per_hour)),
                     esc_text(&steps_text(r))
                 ),
@@ -43,7 +62,7 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
                     "Grew, not a suspect ({}): <b>{}</b> via <code>{}</code>, {}",
                     why.as_str(),
                     signed_human(r.growth_bytes()),
-                    esc(&r.api),
+                    esc(&growth_api(r)),
                     esc_text(&steps_text(r))
                 ),
             };
@@ -54,6 +73,27 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
                 head.push_str(&format!(" — {held}"));
             }
             p.group(&head, &r.stack, r.is_suspect() && shown <= 3);
+            if let Some(f) = r.framework.as_ref().filter(|_| r.is_suspect()) {
+                for g in f.groups.iter().skip(1).take(RECORD_GROUPS_SHOWN) {
+                    let at = own_frame(&g.stack)
+                        .or(g.stack.where_frame())
+                        .map_or(NO_FRAMES.into(), |f| frame_text_short(f, p.root.as_deref()));
+                    let at = format!("<code>{}</code>", esc_text(&at));
+                    let _ = writeln!(
+                        p.s,
+                        "<p class=\"note\">{}</p>",
+                        record_group_text(g.bytes, g.blocks, &at)
+                    );
+                }
+                let rest = f.groups.len().saturating_sub(1 + RECORD_GROUPS_SHOWN);
+                if rest > 0 {
+                    let _ = writeln!(
+                        p.s,
+                        "<p class=\"note\">{}</p>",
+                        record_groups_rest_text(rest as u64)
+                    );
+                }
+            }
         }
         p.not_shown(
             s.rows.len().saturating_sub(shown) + s.suspects_not_shown as usize,

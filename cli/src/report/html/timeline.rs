@@ -50,7 +50,8 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings, gate: Gatekeeper) {
             "suspects fail the gate"
         }
     );
-    for s in g.series.iter().take(MAX_PROCESSES) {
+    // A series that could not be judged has nothing to draw; the growth section says why.
+    for s in g.series.iter().filter(|s| s.judged()).take(MAX_PROCESSES) {
         timeline(p, s);
     }
     p.not_shown(
@@ -84,7 +85,9 @@ fn timeline(p: &mut Page, s: &Series) {
             s.points.len()
         );
     }
-    let rows: Vec<&GrowthRow> = s.rows.iter().take(TIMELINE_CALLSITES).collect();
+    // Bands are driver memory: a framework's own count lies inside its pool's band already.
+    let driver: Vec<&GrowthRow> = s.rows.iter().filter(|r| r.framework.is_none()).collect();
+    let rows: Vec<&GrowthRow> = driver.iter().copied().take(TIMELINE_CALLSITES).collect();
     // Bytes of each drawn band at each drawn dump: the "other" band first (bottom), then the
     // rows from the last to the first, so the first suspect's growth is the top edge.
     let mut bands: Vec<Vec<u64>> = Vec::with_capacity(rows.len() + 1);
@@ -273,11 +276,11 @@ fn timeline(p: &mut Page, s: &Series) {
         p.s,
         "<tr class=\"legend\" data-band=\"0\"><td><span class=\"swatch\" style=\"background:{OTHER_COLOUR}\"></span></td>\
          <td colspan=\"5\">other callsites{}</td></tr>\n</table>",
-        if s.rows.len() > rows.len() {
+        if driver.len() > rows.len() {
             format!(
                 " (including {} that grew, listed below)",
                 plural(
-                    (s.rows.len() - rows.len()) as u64,
+                    (driver.len() - rows.len()) as u64,
                     "more callsite",
                     "more callsites"
                 )

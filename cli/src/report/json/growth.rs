@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::{frames, Frames, Tool, REPORT_VERSION, TOOL};
 use crate::analyze::Counts;
-use crate::growth::{GrowthFindings, RULE_TEXT};
-use crate::report::wording::coarse_pools_text;
+use crate::growth::{FrameworkGrowth, GrowthFindings, Point, RULE_TEXT};
+use crate::report::wording::{coarse_pools_text, left_out_text, unjudged_text};
 
 #[derive(Serialize)]
 struct PointDoc {
@@ -58,6 +58,48 @@ struct GrowthRowDoc<'a> {
     frames: Frames<'a>,
     hidden_frames: usize,
     omitted_frames: usize,
+    /// A framework's own count (not a driver callsite); null for a callsite.
+    framework: Option<FrameworkDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct FrameworkDoc<'a> {
+    name: &'a str,
+    backend: Option<&'a str>,
+    device: i32,
+    /// Why no line is named, and what to do; null when the largest group names one.
+    note: Option<&'a str>,
+    /// The live blocks the framework's own record saw made, per Python stack, largest first.
+    groups: Vec<RecordGroupDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct RecordGroupDoc<'a> {
+    blocks: u64,
+    bytes: u64,
+    frames: Frames<'a>,
+    hidden_frames: usize,
+    omitted_frames: usize,
+}
+
+fn framework_doc(f: &FrameworkGrowth) -> FrameworkDoc<'_> {
+    FrameworkDoc {
+        name: &f.framework,
+        backend: f.backend.as_deref(),
+        device: f.device,
+        note: f.note.as_deref(),
+        groups: f
+            .groups
+            .iter()
+            .map(|g| RecordGroupDoc {
+                blocks: g.blocks,
+                bytes: g.bytes,
+                frames: frames(&g.stack),
+                hidden_frames: g.stack.hidden,
+                omitted_frames: g.stack.omitted,
+            })
+            .collect(),
+    }
 }
 
 #[derive(Serialize)]
@@ -101,7 +143,25 @@ struct SeriesDoc<'a> {
     /// below their granularity does not show (`coarse_pools_note` says so in words).
     coarse_pools: Vec<&'a str>,
     coarse_pools_note: Option<String>,
+    /// Dumps of the process the series leaves out (not in `dumps`), and why in words.
+    left_out: Vec<PointDoc>,
+    left_out_note: Option<String>,
+    /// Whether the rules could judge the series (two dumps at least); else why not, in words.
+    judged: bool,
+    unjudged_note: Option<String>,
     callsites: Vec<GrowthRowDoc<'a>>,
+}
+
+fn point_doc(p: &Point) -> PointDoc {
+    PointDoc {
+        source: p.source.display().to_string(),
+        end: p.end.as_str(),
+        snapshot: p.snapshot,
+        signal: p.signal.clone(),
+        end_unix_ms: p.end_unix_ms,
+        live_bytes: p.live.bytes,
+        live_allocations: p.live.allocations,
+    }
 }
 
 #[derive(Serialize)]
@@ -170,24 +230,28 @@ pub(super) fn document(g: &GrowthFindings) -> GrowthDoc<'_> {
                 forked_from: s.process.forked_from,
                 start_unix_ms: s.process.start_unix_ms,
                 span_ms: s.span_ms,
-                dumps: s
-                    .points
-                    .iter()
-                    .map(|p| PointDoc {
-                        source: p.source.display().to_string(),
-                        end: p.end.as_str(),
-                        snapshot: p.snapshot,
-                        signal: p.signal.clone(),
-                        end_unix_ms: p.end_unix_ms,
-                        live_bytes: p.live.bytes,
-                        live_allocations: p.live.allocations,
-                    })
-                    .collect(),
+                dumps: s.points.iter().map(point_doc).collect(),
                 suspects: s.suspects,
                 suspect_growth_bytes: s.suspect_growth_bytes,
                 suspects_not_shown: s.suspects_not_shown,
                 coarse_pools: s.coarse_pools.iter().map(|h| h.id.as_str()).collect(),
                 coarse_pools_note: coarse_pools_text(&s.coarse_pools),
+                left_out: s
+                    .left_out
+                    .iter()
+                    .flat_map(|l| &l.points)
+                    .map(point_doc)
+                    .collect(),
+                left_out_note: s.left_out.as_ref().map(|l| {
+                    let names: Vec<String> = l
+                        .points
+                        .iter()
+                        .map(|p| p.source.display().to_string())
+                        .collect();
+                    left_out_text(l, &names)
+                }),
+                judged: s.judged(),
+                unjudged_note: (!s.judged()).then(|| unjudged_text(s)),
                 callsites: s
                     .rows
                     .iter()
@@ -227,6 +291,7 @@ pub(super) fn document(g: &GrowthFindings) -> GrowthDoc<'_> {
                         frames: frames(&r.stack),
                         hidden_frames: r.stack.hidden,
                         omitted_frames: r.stack.omitted,
+                        framework: r.framework.as_ref().map(framework_doc),
                     })
                     .collect(),
             })
