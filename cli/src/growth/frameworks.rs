@@ -226,7 +226,7 @@ pub(super) fn prepare(
             |f| f.no_line.to_string(),
         );
         if let Some(why) = record_note {
-            n.push_str(&format!(" ({title}'s record: {why})"));
+            n.push_str(&format!(" ({why})"));
         }
         n
     });

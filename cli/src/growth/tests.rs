@@ -1,6 +1,6 @@
 //! Unit tests of `report --growth`: series, floors, the rule for long series and for short ones,
 //! and the statistics they rest on.
-use super::stats::erfc;
+use super::stats::{at_least, erfc, mann_kendall};
 use super::*;
 use crate::analyze::{Gate, View};
 
