@@ -119,3 +119,53 @@ fn growth_with_one_dump_per_process_exits_2_and_says_why() {
             fx("truncated.json")
         )));
 }
+
+/// `frameworks/` (dump schema 6): PyTorch's own count is the one suspect, at the line its
+/// record names, in every format; its pool's segments are that growth, not a second suspect.
+#[test]
+fn a_framework_s_own_count_is_the_suspect_in_every_format() {
+    let dir = fx("frameworks");
+    report(&["--growth", &dir])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "Suspect 1 of 1: +18.00 MiB (36 more blocks) via torch.cuda.memory_allocated() (device 0), ",
+        ))
+        .stdout(predicate::str::contains(
+            "    #0 train_step at /home/dev/train.py:17\n",
+        ))
+        .stdout(predicate::str::contains(
+            "[pytorch-native]: the framework's count above is this growth",
+        ))
+        .stdout(predicate::str::ends_with(
+            "SUMMARY: 1 growth suspect (+18.00 MiB) in 1 process (11 dumps)\n",
+        ));
+    let out = report(&["--growth", "--format", "json", &dir]).code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let rows = v["processes"][0]["callsites"].as_array().unwrap();
+    assert_eq!(rows[0]["framework"]["name"], "torch");
+    assert_eq!(rows[0]["framework"]["device"], 0);
+    assert_eq!(rows[0]["framework"]["groups"].as_array().unwrap().len(), 5);
+    assert_eq!(rows[0]["held_by"], "torch");
+    assert_eq!(rows[1]["framework"], serde_json::Value::Null);
+    assert_eq!(
+        rows[1]["not_suspect"],
+        "the framework's count above is this growth"
+    );
+    let out = report(&["--growth", "--format", "sarif", &dir]).code(23);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let results = v["runs"][0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["properties"]["framework"]["name"], "torch");
+    let at = &results[0]["locations"][0]["physicalLocation"];
+    assert_eq!(at["region"]["startLine"], 17, "{at}");
+    report(&["--growth", "--format", "markdown", &dir])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "torch.cuda.memory\\_allocated() (device 0)",
+        ));
+    report(&["--growth", "--format", "html", &dir])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "via <code>torch.cuda.memory_allocated() (device 0)</code>",
+        ));
+}

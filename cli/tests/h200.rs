@@ -254,3 +254,47 @@ fn pytorch_s_cublas_workspaces_with_the_cache_off_are_held_not_leaked() {
     let text = serde_json::to_string(&v["leaks"]).unwrap();
     assert!(!text.contains("setWorkspaceForHandle"), "{text}");
 }
+
+/// The H200 series of 2026-12-03 are schema 2: no moment of Python's shutdown, no floors. Their
+/// exit dumps are left out, and the report says so; the verdicts stand on the snapshots.
+#[test]
+fn an_older_python_series_leaves_out_its_exit_dump_and_says_why() {
+    for (name, points) in [("torch_keep-exact", 9), ("torch_keep-default", 12)] {
+        let (code, v) = json(&["--growth"], name);
+        assert_eq!(code, 23, "{name}");
+        let p = &v["processes"][0];
+        assert_eq!(p["dumps"].as_array().unwrap().len(), points, "{name}");
+        let left = p["left_out"].as_array().unwrap();
+        assert_eq!(left.len(), 1, "{name}");
+        assert_eq!(left[0]["end"], "exit");
+        let note = p["left_out_note"].as_str().unwrap();
+        assert!(
+            note.contains("(schema 2) did not record when the interpreter"),
+            "{note}"
+        );
+        assert_eq!(p["judged"], true);
+    }
+    // One snapshot and the exit dump: nothing left to compare, and the report says so.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["cudaleak.3386.snapshot-9.json", "cudaleak.3386.json"] {
+        std::fs::copy(
+            format!("{}/{f}", dir("torch_keep-exact")),
+            tmp.path().join(f),
+        )
+        .unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_cudaleak"))
+        .args(["report", "--growth", "--color", "never"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("No growth suspects"), "{text}");
+    assert!(text.contains("note: the exit dump ("), "{text}");
+    assert!(text.contains("Cannot be judged: "), "{text}");
+    assert!(
+        text.ends_with("in 1 process (1 dump); 1 process could not be judged\n"),
+        "{text}"
+    );
+}
