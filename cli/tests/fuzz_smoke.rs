@@ -26,7 +26,7 @@ impl Rng {
 fn corpus() -> Vec<Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut files = Vec::new();
-    for sub in ["", "growth", "snapshots", "multi"] {
+    for sub in ["", "growth", "snapshots", "multi", "frameworks"] {
         let d = dir.join(sub);
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();

@@ -29,6 +29,8 @@ pub struct Framework {
     pub pool: &'static str,
     /// Why a row of this framework names no line, and what to do.
     pub no_line: &'static str,
+    /// The backend under which every object is its own driver allocation (`--exact-pools`).
+    pub exact: Option<&'static str>,
 }
 
 /// The frameworks `cudaleak run` reads the counts of (the shim takes these ids and no others).
@@ -42,6 +44,7 @@ pub const FRAMEWORKS: [Framework; 3] = [
         no_line: "PyTorch kept no Python stack for these blocks (its record turns on only after \
                   its count rose for 4 windows in a row); `cudaleak run --exact-pools` gives \
                   every tensor its own driver allocation, seen at its line",
+        exact: Some("cudaMallocAsync"),
     },
     Framework {
         id: "jax",
@@ -51,6 +54,7 @@ pub const FRAMEWORKS: [Framework; 3] = [
         pool: "xla-bfc",
         no_line: "JAX keeps no record of where its buffers were made; `cudaleak run \
                   --exact-pools` gives every buffer its own driver allocation, seen at its line",
+        exact: Some("platform"),
     },
     Framework {
         id: "cupy",
@@ -61,6 +65,7 @@ pub const FRAMEWORKS: [Framework; 3] = [
         no_line: "CuPy keeps no record of where its arrays were made; with \
                   cupy.cuda.set_allocator(None) in the program every array is its own driver \
                   allocation, seen at its line",
+        exact: None,
     },
 ];
 
@@ -141,7 +146,11 @@ impl FrameworksAcc {
                 allocations: c.floor_blocks.or(c.blocks).unwrap_or(0),
                 bytes: c.floor_bytes.min(c.bytes),
             };
-            acc.seen.push((at, live, floor));
+            // A count named twice in one dump: its last entry stands.
+            match acc.seen.last_mut() {
+                Some(last) if last.0 == at => *last = (at, live, floor),
+                _ => acc.seen.push((at, live, floor)),
+            }
         }
         if let Some(ms) = f.ended_unix_ms {
             self.ended_ms = Some(self.ended_ms.map_or(ms, |e| e.min(ms)));
@@ -220,11 +229,18 @@ pub(super) fn prepare(
     let stack = groups.first().map(|g| g.stack.clone()).unwrap_or_default();
     let line = stack.frames.iter().any(|f| f.is_own());
     let (title, objects) = fw.map_or((c.framework.as_str(), "objects"), |f| (f.title, f.objects));
+    let exact = fw.is_some_and(|f| f.exact.is_some() && f.exact == c.backend.as_deref());
     let note = (!line).then(|| {
-        let mut n = fw.map_or_else(
-            || format!("{title} keeps no record of where its objects were made"),
-            |f| f.no_line.to_string(),
-        );
+        let mut n = match fw {
+            // Already each object its own driver allocation: the lines are the callsites'.
+            Some(_) if exact => format!(
+                "every one of {title}'s {objects} was its own driver allocation here, and no \
+                 callsite of them grew like a leak: the growth is spread over the callsites \
+                 that grew, listed with it"
+            ),
+            Some(f) => f.no_line.to_string(),
+            None => format!("{title} keeps no record of where its objects were made"),
+        };
         if let Some(why) = record_note {
             n.push_str(&format!(" ({why})"));
         }

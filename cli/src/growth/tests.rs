@@ -450,7 +450,8 @@ fn count(floor: u64, blocks: Option<u64>) -> Option<Read> {
 }
 
 /// The series of a Python process: a snapshot per point one second apart, the last point the
-/// exit dump (written after the bootstrap's end, when `ended`, with `records`).
+/// exit dump (written after the bootstrap's end, when `ended`, with `records`). `framework` is
+/// `torch`, or with its backend `torch:cudaMallocAsync`.
 fn framework_series(
     cfg: &Config,
     framework: &str,
@@ -510,8 +511,8 @@ fn framework_series(
             .iter()
             .map(
                 |&((bytes, blocks), (floor_bytes, floor_blocks))| format::FrameworkCounter {
-                    framework: framework.into(),
-                    backend: None,
+                    framework: framework.split(':').next().unwrap().into(),
+                    backend: framework.split_once(':').map(|(_, b)| b.into()),
                     device: 0,
                     bytes,
                     floor_bytes,
@@ -875,4 +876,27 @@ fn a_newer_or_native_series_keeps_its_exit_dump() {
     let g = fixture_series(&cfg());
     assert!(g.series[0].left_out.is_none());
     assert_eq!(g.series[0].points.len(), 6);
+}
+
+#[test]
+fn under_exact_pools_a_count_without_a_line_points_at_the_callsites_not_at_exact_pools() {
+    // Every tensor its own cudaMallocAsync, but kept one or two at a time at many lines: no
+    // callsite is a suspect, PyTorch's count is, and its record was never on.
+    let c = builtin_caches();
+    let stacks: Vec<Vec<format::Frame>> = (0..12).map(|l| driver_stack(false, 100 + l)).collect();
+    let pts: Vec<Pt> = (0..12u64)
+        .map(|i| Pt {
+            count: count(4096 + i * 8192, Some(1 + i * 2)),
+            live: (0..i as usize).map(|s| (s, 2, 4096)).collect(),
+        })
+        .collect();
+    let g = framework_series(&c, "torch:cudaMallocAsync", &stacks, &pts, true, &[]);
+    let r = framework_rows(&g)[0];
+    assert!(r.is_suspect(), "{:#?}", g.series[0].rows);
+    let note = r.framework.as_ref().unwrap().note.as_deref().unwrap();
+    assert!(
+        note.contains("was its own driver allocation here"),
+        "{note}"
+    );
+    assert!(!note.contains("--exact-pools"), "{note}");
 }
