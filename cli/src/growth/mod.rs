@@ -274,9 +274,9 @@ pub struct LeftOut {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeftOutWhy {
-    /// A Python program's final dump from a shim that recorded no moment of interpreter
+    /// A Python program's exit dump from a shim that recorded no moment of interpreter
     /// shutdown (schema 3 or older, no `finalizing`, no floors): it was written after teardown
-    /// freed what the script held, so it would read as released.
+    /// freed what the script held, so it may read as released.
     PythonTeardown,
 }
 
@@ -596,15 +596,16 @@ impl Candidate<'_> {
     }
 }
 
-/// The final dumps an older Python series leaves out (`LeftOutWhy::PythonTeardown`): indices
+/// The exit dumps an older Python series leaves out (`LeftOutWhy::PythonTeardown`): indices
 /// into `acc.points`.
 fn left_out(acc: &ProcessAcc) -> Vec<usize> {
     let older = acc.schema <= 3 && acc.finalizing.is_none() && !acc.points.iter().any(|p| p.floors);
     if !(older && acc.python) {
         return Vec::new();
     }
+    // A dump written at a fatal signal was not after teardown: it stays.
     (0..acc.points.len())
-        .filter(|&i| acc.points[i].end != format::End::Snapshot)
+        .filter(|&i| acc.points[i].end == format::End::Exit)
         .collect()
 }
 

@@ -864,7 +864,7 @@ fn an_older_python_series_left_with_one_snapshot_cannot_be_judged() {
     let text = String::from_utf8(out).unwrap();
     assert!(!text.contains("No growth suspects"), "{text}");
     assert!(
-        text.contains("Cannot be judged: with the final dump left out, only 1 snapshot is left"),
+        text.contains("Cannot be judged: with the exit dump left out, only 1 snapshot is left"),
         "{text}"
     );
     assert!(text.contains("1 process could not be judged"), "{text}");

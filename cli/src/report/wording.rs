@@ -534,17 +534,13 @@ pub fn record_groups_rest_text(n: u64) -> String {
 /// them: `the exit dump (cudaleak.2878.json) is left out: …`.
 pub fn left_out_text(l: &LeftOut, names: &[String]) -> String {
     let what = match l.points.len() {
-        1 => format!(
-            "the {} dump ({}) is",
-            l.points[0].end.as_str(),
-            names.join(", ")
-        ),
-        _ => format!("the final dumps ({}) are", names.join(", ")),
+        1 => format!("the exit dump ({}) is", names.join(", ")),
+        _ => format!("the exit dumps ({}) are", names.join(", ")),
     };
     match l.why {
         LeftOutWhy::PythonTeardown => format!(
             "{what} left out: the shim that wrote this Python program's dumps (schema {}) did not \
-             record when the interpreter began to shut down, so a final dump, written after \
+             record when the interpreter began to shut down, so an exit dump, written after \
              teardown freed what the script held, may read as released; the series is its \
              snapshots",
             l.schema
@@ -562,7 +558,7 @@ pub fn unjudged_text(s: &Series) -> String {
         ),
     };
     format!(
-        "Cannot be judged: with the final dump left out, {left}, and growth needs two dumps; \
+        "Cannot be judged: with the exit dump left out, {left}, and growth needs two dumps; \
          take snapshots more often (CUDALEAK_SNAPSHOT_INTERVAL=SECONDS) or record it again with \
          a newer shim (`cudaleak run --growth`)"
     )
