@@ -104,28 +104,34 @@ pub fn count(framework: &str, backend: &str, device: i32, values: [u64; 4]) -> R
     Ok(())
 }
 
-/// The bootstrap stopped reading: the counts stay as they are now, and `records` (JSON: an
-/// array of `format::FrameworkRecord`) go into every dump from now on. Only the first call
-/// counts.
+/// The bootstrap stopped reading: the counts stay as they are now. `records` (JSON: an array
+/// of `format::FrameworkRecord`) go into every dump from then on; they may come with the end or
+/// in a second call after it (reading a framework's record can take seconds, and the counts
+/// must stop at the script's end, not after that read). The end counts once, the records too.
 pub fn end(records: Option<&str>) -> Result<(), c_int> {
     let records: Vec<format::FrameworkRecord> = match records {
         Some(text) => format::FrameworkRecord::list_from_json(text).map_err(|_| libc::EINVAL)?,
         None => Vec::new(),
     };
-    if ENDED_MS
+    let first = ENDED_MS
         .compare_exchange(
             0,
             crate::clock::unix_ms().max(1),
             Ordering::AcqRel,
             Ordering::Acquire,
         )
+        .is_ok();
+    if records.is_empty() {
+        return if first { Ok(()) } else { Err(libc::EEXIST) };
+    }
+    let p = Box::into_raw(Box::new(records));
+    if RECORDS
+        .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
+        // SAFETY: `p` was made by Box::into_raw just above and was never shared.
+        drop(unsafe { Box::from_raw(p) });
         return Err(libc::EEXIST);
-    }
-    if !records.is_empty() {
-        let p = Box::into_raw(Box::new(records));
-        RECORDS.store(p, Ordering::Release);
     }
     Ok(())
 }
@@ -240,9 +246,9 @@ pub unsafe extern "C" fn cudaleak_framework_counters(
 
 /// The bootstrap stopped reading (the script's end): the counts stay as last read, and
 /// `records` (null, or JSON text: an array of the framework records docs/dump-format.md
-/// describes) go into every later dump. Returns 0, or -1 with errno set: `ENOTSUP` when this
-/// copy of the shim does not record, `EINVAL` for text it cannot read, `EEXIST` after the
-/// first call.
+/// describes) go into every later dump. A first call may end without records and a second
+/// bring them. Returns 0, or -1 with errno set: `ENOTSUP` when this copy of the shim does not
+/// record, `EINVAL` for text it cannot read, `EEXIST` for an end or records given already.
 ///
 /// # Safety
 /// `records`, when not null, is a NUL-terminated string.
@@ -318,8 +324,11 @@ mod tests {
         let record = r#"[{"framework":"torch","since_unix_ms":1,"unix_ms":2,
             "groups":[{"blocks":2,"bytes":1024,"frames":[{"kind":"python","ip":"0x0",
             "module":null,"offset":null,"function":"main","file":"a.py","line":3}]}]}]"#;
-        end(Some(record)).unwrap();
+        // The end first, the records after it (as the bootstrap hands them), each once.
+        end(None).unwrap();
         assert_eq!(end(None), Err(libc::EEXIST));
+        end(Some(record)).unwrap();
+        assert_eq!(end(Some(record)), Err(libc::EEXIST));
         // Frozen: later reads are ignored, snapshots no longer move the floors.
         count("torch", "native", 0, [9999, 9, u, u]).unwrap();
         let f = read(true).unwrap();
