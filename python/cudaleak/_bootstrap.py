@@ -386,19 +386,20 @@ class _Sampler:
             return
         self.ended = True
         self.read(grow=False)
-        records = []
-        if self.record_since is not None:
-            records.append(self.torch_record())
-        if not records and not self.handed:
+        if self.record_since is None and not self.handed:
             return  # nothing was read: the dumps carry no frameworks at all
-        text = None
-        if records:
-            import json
-
-            text = json.dumps(records).encode("utf-8")
-        e = self.shim.end(text)
+        # The counts end here, at the script's end: reading PyTorch's record below can take
+        # seconds, and snapshots taken meanwhile must not read as the script's own.
+        e = self.shim.end(None)
         if e != 0:
             _debug("the shim refused the end (errno %d)" % e)
+        if self.record_since is None:
+            return
+        import json
+
+        e = self.shim.end(json.dumps([self.torch_record()]).encode("utf-8"))
+        if e != 0:
+            _debug("the shim refused the record (errno %d)" % e)
 
     def after_fork_in_child(self):
         try:

@@ -216,6 +216,7 @@ fn pytorch_s_count_of_kept_tensors_rises_from_snapshot_to_snapshot_and_its_recor
     let py = &pythons()[0];
     let run = Program::script(py, "frameworks_keep.py", &["2"])
         .env("CUDALEAK_SNAPSHOT_INTERVAL", "0.25")
+        .env("FAKE_TORCH_SNAPSHOT_S", "0.6")
         .run();
     let kept = done(&run);
     let (snapshots, exit) = dumps(&run);
@@ -236,6 +237,8 @@ fn pytorch_s_count_of_kept_tensors_rises_from_snapshot_to_snapshot_and_its_recor
     let f = frameworks(&exit);
     let ended = f.ended_unix_ms.expect("ended at exit");
     assert!(ended <= exit.process.end_unix_ms);
+    // The counts ended with the script, before the record's slow read (0.6 s), not after it.
+    assert!(f.records[0].unix_ms >= ended + 500, "ended {ended}, {:?}", f.records[0]);
     assert_eq!(top_frames(&exit), keep_stack());
     // Blocks made before the record was turned on carry no frames and are not listed.
     let g = &f.records[0].groups[0];

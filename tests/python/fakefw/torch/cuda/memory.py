@@ -16,4 +16,9 @@ def _record_memory_history(
 
 
 def _snapshot(device=None):
+    # PyTorch's first snapshot in a process can take seconds; FAKE_TORCH_SNAPSHOT_S plays that.
+    import os
+    import time
+
+    time.sleep(float(os.environ.get("FAKE_TORCH_SNAPSHOT_S", "0")))
     return _allocator.snapshot()
