@@ -238,7 +238,11 @@ fn pytorch_s_count_of_kept_tensors_rises_from_snapshot_to_snapshot_and_its_recor
     let ended = f.ended_unix_ms.expect("ended at exit");
     assert!(ended <= exit.process.end_unix_ms);
     // The counts ended with the script, before the record's slow read (0.6 s), not after it.
-    assert!(f.records[0].unix_ms >= ended + 500, "ended {ended}, {:?}", f.records[0]);
+    assert!(
+        f.records[0].unix_ms >= ended + 500,
+        "ended {ended}, {:?}",
+        f.records[0]
+    );
     assert_eq!(top_frames(&exit), keep_stack());
     // Blocks made before the record was turned on carry no frames and are not listed.
     let g = &f.records[0].groups[0];
