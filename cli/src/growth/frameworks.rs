@@ -128,22 +128,25 @@ impl FrameworksAcc {
                         framework: c.framework.clone(),
                         backend: c.backend.clone(),
                         device: c.device,
-                        blocks_known: false,
+                        blocks_known: true,
                         seen: Vec::new(),
                     });
                     self.counters.len() - 1
                 }
             };
             let acc = &mut self.counters[i];
-            acc.blocks_known |= c.blocks.is_some();
+            // PyTorch's cudaMallocAsync backend answers 0 blocks while it holds bytes: it does
+            // not count them (seen on the H200), so such a count is judged as a pool's.
+            let blocks = c.blocks.filter(|&b| b > 0 || c.bytes == 0);
+            acc.blocks_known &= blocks.is_some();
             let live = Counts {
                 groups: 0,
-                allocations: c.blocks.unwrap_or(0),
+                allocations: blocks.unwrap_or(0),
                 bytes: c.bytes,
             };
             let floor = Counts {
                 groups: 0,
-                allocations: c.floor_blocks.or(c.blocks).unwrap_or(0),
+                allocations: blocks.and(c.floor_blocks).or(blocks).unwrap_or(0),
                 bytes: c.floor_bytes.min(c.bytes),
             };
             // A count named twice in one dump: its last entry stands.

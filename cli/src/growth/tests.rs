@@ -770,6 +770,27 @@ fn a_jax_count_without_blocks_is_judged_as_a_pool_s_and_says_no_line_is_known() 
 }
 
 #[test]
+fn a_count_of_zero_blocks_holding_bytes_is_judged_as_a_pool_s() {
+    // PyTorch's cudaMallocAsync backend answers `allocation.all.current` 0 while it holds
+    // bytes (the H200's exact-mode runs): not three blocks short of a suspect, but uncounted.
+    let c = builtin_caches();
+    let pts: Vec<Pt> = (0..12u64)
+        .map(|i| Pt {
+            count: Some((
+                ((1 << 20) + i * 8192, Some(0)),
+                ((1 << 20) + i * 8192, Some(0)),
+            )),
+            live: vec![],
+        })
+        .collect();
+    let g = framework_series(&c, "torch:cudaMallocAsync", &[], &pts, true, &[]);
+    let r = framework_rows(&g)[0];
+    assert!(r.is_suspect(), "{:?}", r.not_suspect);
+    assert!(r.held_by.as_ref().unwrap().segments);
+    assert_eq!(r.growth_blocks(), 0);
+}
+
+#[test]
 fn without_the_bootstrap_s_end_a_count_that_fell_at_exit_is_judged_on_its_run() {
     // The bootstrap never stopped reading (killed): the exit dump's count, after teardown freed
     // the tensors, is left out like a callsite's teardown.
