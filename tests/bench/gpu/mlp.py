@@ -17,29 +17,13 @@ import time
 import torch
 
 import ab_rounds
+import mlp_model
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 width = int(sys.argv[2]) if len(sys.argv) > 2 else 4096
 ab = len(sys.argv) > 3 and sys.argv[3] == "ab"
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 40
-batch = 512 if width >= 1024 else 64
-torch.manual_seed(0)
-model = torch.nn.Sequential(
-    torch.nn.Linear(1024, width), torch.nn.ReLU(),
-    torch.nn.Linear(width, width), torch.nn.ReLU(),
-    torch.nn.Linear(width, 10),
-).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(batch, 1024, device="cuda")
-y = torch.randint(0, 10, (batch,), device="cuda")
-
-
-def step():
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return loss
+step, _ = mlp_model.training_step(width)
 
 
 def timed(n):

@@ -5,7 +5,7 @@ costs. GPU benchmark (scripts/gpu-frameworks-cost.sh); needs no shim.
 
     python3 record_cost.py [STEPS] [WIDTH] [ROUNDS] [KEPT]
 
-Rounds of STEPS training steps of the MLP of mlp.py, alternating the record off and on, in one
+Rounds of STEPS training steps of the MLP of mlp_model.py, alternating the record off and on, in one
 process (so the drift between runs does not hide a few per cent); prints the median rounds and
 their ratio. Then KEPT tensors are made with the record on and kept, as `losses.append(loss)`
 keeps them, and `_snapshot()` is timed twice (PyTorch's first call in a process pays more)."""
@@ -15,27 +15,13 @@ import time
 
 import torch
 
+import mlp_model
+
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 width = int(sys.argv[2]) if len(sys.argv) > 2 else 256
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 20
 kept_n = int(sys.argv[4]) if len(sys.argv) > 4 else 5000
-batch = 512 if width >= 1024 else 64
-torch.manual_seed(0)
-model = torch.nn.Sequential(
-    torch.nn.Linear(1024, width), torch.nn.ReLU(),
-    torch.nn.Linear(width, width), torch.nn.ReLU(),
-    torch.nn.Linear(width, 10),
-).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(batch, 1024, device="cuda")
-y = torch.randint(0, 10, (batch,), device="cuda")
-
-
-def step():
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+step, loss_only = mlp_model.training_step(width)
 
 
 def record(on):
@@ -68,7 +54,7 @@ print(f"record_ratio {m_on / m_off:.4f}")
 record(True)
 kept = []
 for _ in range(kept_n):
-    kept.append(torch.nn.functional.cross_entropy(model(x), y).detach())
+    kept.append(loss_only().detach())
 for i in (1, 2):
     t = time.perf_counter()
     snap = torch.cuda.memory._snapshot()
