@@ -30,14 +30,12 @@ pub use rules::{judge, judge_kept, FAMILY_ALPHA, MIN_GROWTH_BLOCKS, MIN_JUDGED};
 use rules::{judged_points, kept_series, steps, Judged};
 pub use stats::Stats;
 
-/// The suspect rule, in words, for reports (docs/report-format.md explains it).
-pub const RULE_TEXT: &str = "with 8 or more points to judge, what a callsite kept through each \
-interval (its floor between dumps, up to the moment Python began to shut down) must end at least \
-three blocks higher (a pool's segments: any higher), rise steadily (Mann-Kendall trend test) and \
-keep reaching new highs in the second half of the run as often as in the first (a warming \
-cache's highs thin out), each test at 1 % shared among the callsites tested; with fewer points, \
-live bytes must rise to a peak in the second half, to a new high in the second half of that \
-stretch, fall in at most a quarter of the intervals and rise in at least two";
+/// The suspect rule in short, for reports; docs/report-format.md, "The growth rule", has it in
+/// full. It must say what `judge` and `judge_kept` do: with one interval up to the peak, one
+/// rise is enough (an attach with two dumps).
+pub const RULE_TEXT: &str = "3+ blocks more (a pool: any); with 8+ points, what it kept rose \
+steadily to new highs; with fewer, a late peak, few falls and 2+ rises (1 if 1 interval led to \
+the peak)";
 
 /// One dump of a series, in series order.
 #[derive(Debug, Clone, PartialEq)]

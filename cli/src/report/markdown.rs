@@ -445,7 +445,7 @@ impl Reporter for Markdown {
             writeln!(w, "✅ gate passed")?;
         }
         writeln!(w)?;
-        writeln!(w, "{}.", suspect_rule_text())?;
+        writeln!(w, "{}", suspect_rule_text())?;
         for s in &g.series {
             writeln!(w)?;
             writeln!(w, "#### {}", escape(&process_label(&s.process)))?;

@@ -833,7 +833,7 @@ fn growth_footer(o: &mut Out<'_>, g: &GrowthFindings) -> io::Result<()> {
         &g.rules,
         &g.suppressed,
     )?;
-    writeln!(o.w, "{}.", suspect_rule_text())?;
+    writeln!(o.w, "{}", suspect_rule_text())?;
     if g.tolerated {
         writeln!(
             o.w,

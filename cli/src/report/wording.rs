@@ -182,9 +182,31 @@ pub fn tolerated_text(f: &Findings) -> String {
     )
 }
 
-/// `Suspect rule: …` ([`RULE_TEXT`]).
+/// Where the growth rule is written in full.
+pub const RULE_DOC: &str = "docs/report-format.md, \"The growth rule\"";
+
+/// Columns the rule paragraph is broken at: two lines, not one of 600 characters (issue 44).
+const RULE_WIDTH: usize = 120;
+
+/// `Suspect rule: ….` ([`RULE_TEXT`]) and where it is written in full, broken into lines of
+/// at most [`RULE_WIDTH`] columns at spaces (a format that joins lines sees one paragraph).
 pub fn suspect_rule_text() -> String {
-    format!("Suspect rule: {RULE_TEXT}")
+    let whole = format!("Suspect rule: {RULE_TEXT}. Full rule: {RULE_DOC}.");
+    let mut out = String::with_capacity(whole.len());
+    let mut line = 0;
+    for word in whole.split(' ') {
+        let width = word.chars().count();
+        if line > 0 && line + 1 + width > RULE_WIDTH {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += width;
+    }
+    out
 }
 
 /// `6 dumps over 5m 30s (snapshot 1 → exit); live 1.00 MiB → 4.00 MiB`: a series' span, from
@@ -681,5 +703,25 @@ mod tests {
         );
         assert_eq!(address_text(Some(0x1234)), "0x1234");
         assert_eq!(address_text(None), "");
+    }
+
+    /// Issue 44: the paragraph after every growth report was one line of 600 characters and
+    /// said "rise in at least two" where an attach's two dumps make a suspect of one rise.
+    #[test]
+    fn suspect_rule_paragraph_is_two_short_lines_that_agree_with_the_short_rule() {
+        let text = suspect_rule_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() <= 2, "{text}");
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= RULE_WIDTH),
+            "{text}"
+        );
+        assert!(text.ends_with("Full rule: docs/report-format.md, \"The growth rule\"."));
+        // Two dumps: one interval, one rise, a suspect; the words must allow it.
+        assert_eq!(crate::growth::judge(&[0, 4096]), Some((1, Ok(()))));
+        assert!(text.contains("(1 if 1 interval led to the peak)"), "{text}");
+        // Three dumps with two intervals up to the peak and one rise: not a suspect.
+        assert!(crate::growth::judge(&[0, 0, 4096]).is_some_and(|(_, v)| v.is_err()));
+        assert!(text.contains("2+ rises"), "{text}");
     }
 }

@@ -19,7 +19,7 @@ pub(super) fn section(p: &mut Page, g: &GrowthFindings) {
     p.s.push_str("<section id=\"growth\">\n<h2>Growth over the series</h2>\n");
     let _ = writeln!(
         p.s,
-        "<p class=\"note\">{}.</p>",
+        "<p class=\"note\">{}</p>",
         esc_text(&suspect_rule_text())
     );
     for s in g.series.iter().take(MAX_PROCESSES) {
