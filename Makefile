@@ -4,7 +4,11 @@
 #   make                 build the shim and the CLI (release): target/release/{libcudaleak.so,cudaleak}
 #   make samples         build cuda-samples/ twice: build/samples/static/ and build/samples/shared/
 #   make demo            run two leaking samples under `cudaleak run` and print the report
-#   make test            everything CI runs (.ci/run calls this; needs chromium for the HTML test)
+#   make test            everything CI runs (.ci/run calls this); scripts/check-prereqs.sh first
+#   make prereqs         scripts/check-prereqs.sh: what `make test` needs, each missing tool named
+#                        with the command that installs it (a second, before minutes of building)
+#   make nullcuda        the null-device CUDA runtime and driver at a stable path, target/nullcuda/
+#                        (libcudart.so, libcuda.so.1, include/cuda_runtime.h); prints that path
 #   make gpu-test        scripts/gpu-validate.sh (on a machine with an NVIDIA GPU and nvcc)
 #   make bench           CPU benchmarks (scripts/bench.sh; GPU: scripts/gpu-bench.sh)
 #   make wheel           target/wheels/cudaleak-*.whl: the CLI, the shim and the pytest plugin
@@ -22,7 +26,7 @@ RELEASE := $(CURDIR)/target/release
 # (scripts/debian-python.sh): the Python-frame tests run under each.
 DEBIAN_PYTHONS ?= 3.14 3.15
 
-.PHONY: all build samples demo test gpu-test bench wheel wheel-aarch64 install clean
+.PHONY: all build samples demo prereqs nullcuda test gpu-test bench wheel wheel-aarch64 install clean
 
 all: build
 
@@ -38,6 +42,24 @@ demo: build
 wheel:
 	scripts/wheel.sh
 
+prereqs:
+	@scripts/check-prereqs.sh
+
+# tests/build.rs builds the null runtime under target/release/build/cudaleak-tests-<hash>/out/;
+# this copies it where a user's compile and run lines can name it (README, "Without a GPU").
+# cuda_runtime.h declares what the null runtime implements (tests/nullcuda/include/nullcudart.h),
+# so a C file that includes <cuda_runtime.h> compiles without a CUDA toolkit. Only the path is
+# printed on stdout: `export LD_LIBRARY_PATH=$$(make -s nullcuda)`.
+NULLCUDA := $(CURDIR)/target/nullcuda
+nullcuda:
+	@$(CARGO) build -q --release -p cudaleak-tests --bin nullcuda-dir
+	@rm -rf $(NULLCUDA) && mkdir -p $(NULLCUDA)/include
+	@cp -P "$$($(RELEASE)/nullcuda-dir)"/libcuda* $(NULLCUDA)/
+	@cp tests/nullcuda/include/*.h $(NULLCUDA)/include/
+	@printf '%s\n' '/* make nullcuda: the runtime API as the null device implements it */' \
+		'#include "nullcudart.h"' > $(NULLCUDA)/include/cuda_runtime.h
+	@echo $(NULLCUDA)
+
 AARCH64 := aarch64-unknown-linux-gnu
 wheel-aarch64:
 	scripts/aarch64-smoke.sh "$$(scripts/wheel.sh --target $(AARCH64))"
@@ -51,7 +73,7 @@ wheel-aarch64:
 # proc macros are compiled once. On a cold target (2 cores, 2026-12-04), `CARGO_TARGET_DIR=<empty>
 # cargo clippy --workspace --all-targets [--release] -- -D warnings` then `cargo build --release`:
 # 47 + 71 = 118 s with --release, 51 + 93 = 144 s without.
-test:
+test: prereqs
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	$(CARGO) build --release

@@ -773,6 +773,49 @@ def empty_pools():
             pass
 
 
+# What `cudaleak run` says when a program fails and no driver can be found (NO_DRIVER_NOTE in
+# cli/src/run.rs), in this plugin's words: without it a session without a driver is only many
+# `assert 35 == 0` (cudaErrorInsufficientDriver) and "no GPU memory leaked".
+NO_DRIVER_NOTE = (
+    "note: no CUDA driver (libcuda.so.1) was found on this machine, so CUDA calls fail "
+    "(cudaErrorInsufficientDriver, 35); to run these tests on the null device without a GPU, "
+    "put its directory first on LD_LIBRARY_PATH: see \"Without a GPU: the null device\" in "
+    "cudaleak's README.md"
+)
+DRIVER = "libcuda.so.1"
+DRIVER_DIRS = (
+    "/lib",
+    "/usr/lib",
+    "/lib64",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/wsl/lib",
+)
+
+
+def driver_found():
+    """Whether libcuda.so.1 is loaded in this process or can be found as the loader looks for it
+    (the CLI's `driver_found`: LD_LIBRARY_PATH, the usual directories, /etc/ld.so.cache). A name
+    search, never a dlopen: loading a driver here would change the process under test."""
+    try:
+        with open("/proc/self/maps") as maps:
+            if any(line.rstrip().endswith("/" + DRIVER) for line in maps):
+                return True
+    except OSError:
+        pass
+    listed = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    if any(os.path.exists(os.path.join(d, DRIVER)) for d in listed + list(DRIVER_DIRS)):
+        return True
+    try:
+        with open("/etc/ld.so.cache", "rb") as cache:
+            return DRIVER.encode() + b"\0" in cache.read()
+    except OSError:
+        return False
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not enabled(config):
         return
@@ -794,6 +837,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     run_dir = os.environ.get("CUDALEAK_OUTPUT", "").rstrip("/")
     if run_dir and os.path.isdir(run_dir):
         tr.write_line(f"dumps: {run_dir} (cudaleak report {run_dir}: what the session left at exit)")
+    if exitstatus != 0 and not driver_found():
+        tr.write_line(NO_DRIVER_NOTE)
     if not rows:
         tr.write_line(f"{plural(checked, 'test')} checked: no GPU memory leaked")
         return

@@ -84,11 +84,99 @@ fn output(id: &str) -> String {
             let exit = dir.path().join("cudaleak.2595.json");
             cli(&["report", exit.to_str().unwrap()], &[])
         }
+        // README, "Without a GPU": the C file marked `my_app.c` compiled and run by the block's own
+        // `$ ` lines, in a directory laid out as `make nullcuda` leaves target/nullcuda/.
+        "own-c-program" => {
+            let dir = tempfile::tempdir().unwrap();
+            let null = dir.path().join("target/nullcuda");
+            std::fs::create_dir_all(null.join("include")).unwrap();
+            for lib in ["libcuda.so.1", "libcudart.so.13"] {
+                std::fs::copy(Path::new(NULLCUDA_DIR).join(lib), null.join(lib)).unwrap();
+            }
+            std::os::unix::fs::symlink("libcudart.so.13", null.join("libcudart.so")).unwrap();
+            std::fs::copy(
+                repo().join("tests/nullcuda/include/nullcudart.h"),
+                null.join("include/nullcudart.h"),
+            )
+            .unwrap();
+            let makefile = std::fs::read_to_string(repo().join("Makefile")).unwrap();
+            assert!(
+                makefile
+                    .contains(r#"'#include "nullcudart.h"' > $(NULLCUDA)/include/cuda_runtime.h"#),
+                "make nullcuda no longer writes the cuda_runtime.h this test mirrors"
+            );
+            std::fs::write(
+                null.join("include/cuda_runtime.h"),
+                "#include \"nullcudart.h\"\n",
+            )
+            .unwrap();
+            std::fs::write(dir.path().join("my_app.c"), marked_file("my_app.c")).unwrap();
+            let path = format!(
+                "{}:{}",
+                cudaleak_cli().parent().unwrap().display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let mut report = String::new();
+            for command in commands("own-c-program") {
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c").arg(&command).current_dir(dir.path());
+                for (k, _) in std::env::vars_os() {
+                    let k = k.to_string_lossy();
+                    if k.starts_with("CUDALEAK_") || k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" {
+                        cmd.env_remove(&*k);
+                    }
+                }
+                let out = cmd
+                    .env("PATH", &path)
+                    .env("NO_COLOR", "1")
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.code().is_some_and(|c| c == 0 || c == 23),
+                    "`{command}` failed ({}):\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                report = String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            report
+        }
         other => panic!("no command for the example {other:?}"),
     }
 }
 
-const IDS: [&str; 4] = ["caches-run", "python-leaks", "growth-fixture", "script-end"];
+const IDS: [&str; 5] = [
+    "caches-run",
+    "python-leaks",
+    "growth-fixture",
+    "script-end",
+    "own-c-program",
+];
+
+/// The fenced block after `<!-- file: NAME -->` in README.md: a source file an example builds.
+fn marked_file(name: &str) -> String {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let marker = format!("<!-- file: {name} -->");
+    let after = &text[text
+        .find(&marker)
+        .unwrap_or_else(|| panic!("README.md has no {marker}"))..];
+    let body = after.split_once("```").unwrap().1;
+    let body = body.split_once('\n').unwrap().1;
+    body[..body.find("\n```").unwrap() + 1].to_string()
+}
+
+/// The `$ ` lines of the README block marked `<!-- example: ID -->`, without the `$ `.
+fn commands(id: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let marker = format!("<!-- example: {id} -->");
+    let after = &text[text.find(&marker).unwrap()..];
+    let block = after.split("```").nth(1).unwrap();
+    block
+        .lines()
+        .filter_map(|l| l.strip_prefix("$ "))
+        .map(str::to_string)
+        .collect()
+}
 
 /// (file, id, the block's lines) of every marked example.
 fn examples() -> Vec<(PathBuf, String, Vec<String>)> {

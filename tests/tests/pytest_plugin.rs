@@ -484,6 +484,52 @@ fn the_plugin_fails_exactly_the_tests_that_leak() {
     }
 }
 
+/// Issue 44 item 3: with no driver reachable every CUDA call fails with
+/// cudaErrorInsufficientDriver, the tests fail on their own (`assert 35 == 0`), and the summary
+/// said only "no GPU memory leaked"; it now gives the note docs/pytest.md shows, where `cudaleak
+/// run` gives its own. The suite loads the null runtime by its path; without the null driver on
+/// LD_LIBRARY_PATH the runtime finds none.
+#[test]
+fn without_a_driver_the_summary_says_how_to_run_on_the_null_device() {
+    let Some(v) = venv() else { return };
+    if cudaleak_cli::run::driver_found(Some(FRAMEWORKS_DIR.into())) {
+        eprintln!("this machine has a CUDA driver: the no-driver session cannot be made here");
+        return;
+    }
+    let docs = std::fs::read_to_string(Path::new(MANIFEST_DIR).join("../docs/pytest.md")).unwrap();
+    let note = docs
+        .split("## Without a GPU")
+        .nth(1)
+        .and_then(|rest| rest.split("```text\n").nth(1))
+        .and_then(|block| block.lines().next())
+        .expect("docs/pytest.md shows the note");
+    let argv = [
+        "-m",
+        "pytest",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "--cudaleak",
+        "-k",
+        "test_clean",
+    ];
+    let s = session(&v.bin("python"), &argv, &[&suite()], None, |cmd| {
+        cmd.env("LD_LIBRARY_PATH", FRAMEWORKS_DIR);
+    });
+    assert_eq!(s.failed, set(&["test_clean"]), "{}", s.output);
+    assert!(s.output.contains("assert 35 == 0"), "{}", s.output);
+    assert!(
+        s.output.lines().any(|l| l == note),
+        "the summary lacks {note:?}:\n{}",
+        s.output
+    );
+
+    // With the null driver found, no note.
+    let found = pytest(v, &["--cudaleak", "-k", "test_clean"], None);
+    assert_eq!(found.passed, set(&["test_clean"]), "{}", found.output);
+    assert!(!found.output.contains("no CUDA driver"), "{}", found.output);
+}
+
 #[test]
 fn a_tensor_kept_in_a_caching_pool_fails_its_test_in_both_allocator_modes() {
     let Some(v) = venv() else { return };
