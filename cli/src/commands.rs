@@ -134,7 +134,9 @@ pub(crate) fn write_report(
         ..cfg.view.clone()
     };
     if opts.gen_suppressions {
-        emit(out, |w| report::gen_suppressions::write(findings, w))?;
+        emit(out, |w| {
+            report::gen_suppressions::write(findings, view.source_root.as_deref(), w)
+        })?;
     } else if let Some(g) = &series {
         emit(out, |w| {
             html::page(Some(findings), Some(g), Gatekeeper::Report, &view, w)

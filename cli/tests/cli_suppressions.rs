@@ -99,6 +99,47 @@ fn gen_suppressions_prints_a_leak_line_per_group_that_suppresses_it() {
     ));
 }
 
+/// Issue 44: the comments named `/home/…/prog.cu:18` where the report says `prog.cu:18`.
+#[test]
+fn gen_suppressions_comments_show_files_as_the_report_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let source = root.join("src/prog.cu");
+    let dump = std::fs::read_to_string(common::fixture("error_path.json"))
+        .unwrap()
+        .replace(
+            "\"cuda-samples/leak_error_path.cu\"",
+            &format!("\"{}\"", source.display()),
+        );
+    assert!(dump.contains(&source.display().to_string()));
+    let path = root.join("cudaleak.4711.json");
+    std::fs::write(&path, dump).unwrap();
+    let report_text = bin()
+        .current_dir(&root)
+        .args(["report", "cudaleak.4711.json"])
+        .assert()
+        .code(23)
+        .get_output()
+        .stdout
+        .clone();
+    let report_text = String::from_utf8(report_text).unwrap();
+    assert!(report_text.contains(" at src/prog.cu:18 "), "{report_text}");
+    let out = bin()
+        .current_dir(&root)
+        .args(["report", "--gen-suppressions", "cudaleak.4711.json"])
+        .assert()
+        .code(23)
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("at process_data(float*) at src/prog.cu:18 (leak_error_path)\n"),
+        "{text}"
+    );
+    assert!(!text.contains(&root.display().to_string()), "{text}");
+}
+
 #[test]
 fn bad_suppression_file_is_a_usage_error_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();

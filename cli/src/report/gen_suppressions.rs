@@ -1,6 +1,7 @@
 //! `--gen-suppressions`: instead of a report, a suppression file with one ready `leak:` line per
 //! leak group shown (what Valgrind's `--gen-suppressions=all` gives its users), each under a
-//! comment naming the group.
+//! comment naming the group, its source files shown as the report shows them (relative to the
+//! source root).
 //!
 //! The lines use the syntax `suppressions.rs` reads: the group's first user frame's function
 //! (else its file, else its module's file name), anchored at both ends so it matches that name
@@ -9,7 +10,7 @@
 use std::io::{self, Write};
 
 use super::wording::group_line;
-use super::{clean, frame_text, human_bytes, placement, plural};
+use super::{clean, frame_text_under, human_bytes, placement, plural};
 use crate::analyze::{basename, Findings, LeakGroup};
 
 /// The `leak:` pattern that names a group: its first user frame's function, file or module,
@@ -36,7 +37,9 @@ pub fn pattern(g: &LeakGroup) -> Option<String> {
 
 /// Writes the suppression file: a header, then per distinct pattern the comments of the groups
 /// it covers and its `leak:` line. Groups without a usable name are listed as comments only.
-pub fn write(f: &Findings, out: &mut dyn Write) -> io::Result<()> {
+/// `root`: the report's source root (a directory ending in `/`); files under it are shown
+/// relative to it, as the report shows them.
+pub fn write(f: &Findings, root: Option<&str>, out: &mut dyn Write) -> io::Result<()> {
     let mut entries: Vec<(Option<String>, Vec<String>)> = Vec::new();
     let mut groups = 0u64;
     for p in &f.processes {
@@ -53,7 +56,7 @@ pub fn write(f: &Findings, out: &mut dyn Write) -> io::Result<()> {
                 p.process.pid,
                 g.stack.frames.first().map_or(String::new(), |fr| format!(
                     " at {}",
-                    clean(&frame_text(fr))
+                    clean(&frame_text_under(fr, root))
                 ))
             );
             let pat = pattern(g);
