@@ -35,9 +35,9 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The output each example is taken from.
-fn output(id: &str) -> String {
-    match id {
+/// The output each example is taken from; None when this machine cannot make it (no nvcc).
+fn output(id: &str) -> Option<String> {
+    Some(match id {
         // README, "Caches and library handles": the framework stand-ins under `cudaleak run`.
         "caches-run" => {
             let out = tempfile::tempdir().unwrap();
@@ -86,71 +86,136 @@ fn output(id: &str) -> String {
         }
         // README, "Without a GPU": the C file marked `my_app.c` compiled and run by the block's own
         // `$ ` lines, in a directory laid out as `make nullcuda` leaves target/nullcuda/.
-        "own-c-program" => {
-            let dir = tempfile::tempdir().unwrap();
-            let null = dir.path().join("target/nullcuda");
-            std::fs::create_dir_all(null.join("include")).unwrap();
-            for lib in ["libcuda.so.1", "libcudart.so.13"] {
-                std::fs::copy(Path::new(NULLCUDA_DIR).join(lib), null.join(lib)).unwrap();
-            }
-            std::os::unix::fs::symlink("libcudart.so.13", null.join("libcudart.so")).unwrap();
-            std::fs::copy(
-                repo().join("tests/nullcuda/include/nullcudart.h"),
-                null.join("include/nullcudart.h"),
-            )
-            .unwrap();
-            let makefile = std::fs::read_to_string(repo().join("Makefile")).unwrap();
-            assert!(
-                makefile
-                    .contains(r#"'#include "nullcudart.h"' > $(NULLCUDA)/include/cuda_runtime.h"#),
-                "make nullcuda no longer writes the cuda_runtime.h this test mirrors"
-            );
-            std::fs::write(
-                null.join("include/cuda_runtime.h"),
-                "#include \"nullcudart.h\"\n",
-            )
-            .unwrap();
-            std::fs::write(dir.path().join("my_app.c"), marked_file("my_app.c")).unwrap();
-            let path = format!(
-                "{}:{}",
-                cudaleak_cli().parent().unwrap().display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
-            let mut report = String::new();
-            for command in commands("own-c-program") {
-                let mut cmd = Command::new("sh");
-                cmd.arg("-c").arg(&command).current_dir(dir.path());
-                for (k, _) in std::env::vars_os() {
-                    let k = k.to_string_lossy();
-                    if k.starts_with("CUDALEAK_") || k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" {
-                        cmd.env_remove(&*k);
-                    }
-                }
-                let out = cmd
-                    .env("PATH", &path)
-                    .env("NO_COLOR", "1")
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.code().is_some_and(|c| c == 0 || c == 23),
-                    "`{command}` failed ({}):\n{}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                report = String::from_utf8_lossy(&out.stdout).into_owned();
-            }
-            report
-        }
+        "own-c-program" => run_readme_commands(id, "my_app.c", None),
+        // The same for the .cu file, built by the nvcc the sample tests use (none: skipped).
+        "own-cu-program" => run_readme_commands(id, "my_kernels.cu", Some(nvcc()?)),
         other => panic!("no command for the example {other:?}"),
-    }
+    })
 }
 
-const IDS: [&str; 5] = [
+/// nvcc as tests/tests/nvcc.rs finds it: NVCC, PATH, $CUDA_HOME, /usr/local/cuda, the install
+/// scripts/nvcc.sh leaves in its cache; with CUDALEAK_REQUIRE_SAMPLES=1 (make test) that script
+/// installs one or the test fails.
+fn nvcc() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NVCC") {
+        return Some(PathBuf::from(p));
+    }
+    let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("nvcc")).collect())
+        .unwrap_or_default();
+    if let Some(h) = std::env::var_os("CUDA_HOME") {
+        candidates.push(Path::new(&h).join("bin/nvcc"));
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    let cache = std::env::var_os("CUDALEAK_CUDA_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+            Some(base.join("cudaleak/cuda-13.0.88"))
+        });
+    if let Some(c) = cache.filter(|c| c.join(".complete").is_file()) {
+        candidates.push(c.join("nvidia/cu13/bin/nvcc"));
+    }
+    if let Some(found) = candidates.into_iter().find(|p| p.is_file()) {
+        return Some(found);
+    }
+    if std::env::var_os("CUDALEAK_REQUIRE_SAMPLES").is_none_or(|v| v != "1") {
+        eprintln!("no nvcc: the README's .cu example is not checked (CUDALEAK_REQUIRE_SAMPLES=1 requires it)");
+        return None;
+    }
+    let out = Command::new(repo().join("scripts/nvcc.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("scripts/nvcc.sh runs");
+    assert!(
+        out.status.success(),
+        "CUDALEAK_REQUIRE_SAMPLES=1 but scripts/nvcc.sh found or installed no nvcc"
+    );
+    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// The `$ ` lines of the README block marked ID, run by sh in a fresh directory that holds the
+/// README's file marked SOURCE and target/nullcuda/ as `make nullcuda` leaves it, with the
+/// CLI (and NVCC, as `nvcc`) on PATH: the last command's standard output.
+fn run_readme_commands(id: &str, source: &str, nvcc: Option<PathBuf>) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let null = dir.path().join("target/nullcuda");
+    std::fs::create_dir_all(null.join("include")).unwrap();
+    for lib in ["libcuda.so.1", "libcudart.so.13"] {
+        std::fs::copy(Path::new(NULLCUDA_DIR).join(lib), null.join(lib)).unwrap();
+    }
+    std::os::unix::fs::symlink("libcudart.so.13", null.join("libcudart.so")).unwrap();
+    std::fs::copy(
+        repo().join("tests/nullcuda/include/nullcudart.h"),
+        null.join("include/nullcudart.h"),
+    )
+    .unwrap();
+    let makefile = std::fs::read_to_string(repo().join("Makefile")).unwrap();
+    assert!(
+        makefile.contains(r#"'#include "nullcudart.h"' > $(NULLCUDA)/include/cuda_runtime.h"#),
+        "make nullcuda no longer writes the cuda_runtime.h this test mirrors"
+    );
+    std::fs::write(
+        null.join("include/cuda_runtime.h"),
+        "#include \"nullcudart.h\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join(source), marked_file(source)).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    if let Some(nvcc) = nvcc {
+        // A script, not a link: nvcc finds its toolkit from the path it was started by.
+        let wrapper = bin.join("nvcc");
+        std::fs::write(
+            &wrapper,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", nvcc.display()),
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&wrapper, perms).unwrap();
+    }
+    let path = format!(
+        "{}:{}:{}",
+        bin.display(),
+        cudaleak_cli().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut report = String::new();
+    for command in commands(id) {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(&command).current_dir(dir.path());
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("CUDALEAK_") || k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" {
+                cmd.env_remove(&*k);
+            }
+        }
+        let out = cmd
+            .env("PATH", &path)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c == 0 || c == 23),
+            "`{command}` failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        report = String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    report
+}
+
+const IDS: [&str; 6] = [
     "caches-run",
     "python-leaks",
     "growth-fixture",
     "script-end",
     "own-c-program",
+    "own-cu-program",
 ];
 
 /// The fenced block after `<!-- file: NAME -->` in README.md: a source file an example builds.
@@ -281,7 +346,7 @@ fn every_marked_example_is_what_its_command_prints() {
             "{}: unknown example {id}",
             file.display()
         );
-        let out = output(id);
+        let Some(out) = output(id) else { continue };
         let lines: Vec<&str> = out.lines().collect();
         if !contains_block(&lines, block) {
             stale.push(format!(
