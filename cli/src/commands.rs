@@ -365,7 +365,11 @@ pub fn run(a: &RunArgs) -> u8 {
                 p.how(),
                 p.shell()
             );
-            if !run::driver_found(std::env::var_os("LD_LIBRARY_PATH")) {
+            // A missing libcudart makes the loader fail with 127 before any CUDA call: the
+            // driver note would send the user looking for the wrong library.
+            if p.shell() == run::EXIT_NOT_LOADED {
+                say!("{}", run::LOADER_NOTE);
+            } else if !run::driver_found(std::env::var_os("LD_LIBRARY_PATH")) {
                 say!("{}", run::NO_DRIVER_NOTE);
             }
         }

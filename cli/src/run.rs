@@ -97,10 +97,20 @@ fn is_elf(p: &Path) -> Result<(), String> {
 }
 
 /// The note `run` prints when the program failed and no CUDA driver can be found: a machine
-/// without a GPU runs programs against the null device (see the README).
+/// without a GPU runs programs against the null device (see the README). Not for exit status
+/// 127 ([`LOADER_NOTE`]): the program did not run far enough to miss the driver.
 pub const NO_DRIVER_NOTE: &str = "note: no CUDA driver (libcuda.so.1) was found on this machine, \
      so CUDA calls fail (cudaErrorInsufficientDriver); to run on the null device without a GPU, \
      see \"Without a GPU: the null device\" in README.md";
+
+/// The exit status of a program the loader could not start: not found, not executable, or a
+/// library it needs (`libcudart.so.13`, …) not loaded ("error while loading shared libraries").
+pub const EXIT_NOT_LOADED: u8 = 127;
+
+/// The note `run` prints for [`EXIT_NOT_LOADED`] instead of [`NO_DRIVER_NOTE`]: the loader's
+/// own message, on the program's stderr (inherited), names what is missing.
+pub const LOADER_NOTE: &str = "note: the program could not be started or a library it needs \
+     could not be loaded (exit 127); see the loader's message above";
 
 /// Whether `libcuda.so.1` can be found as the dynamic loader would look for it: in a directory
 /// of `ld_library_path`, in the loader's cache (`/etc/ld.so.cache`), or in a default library

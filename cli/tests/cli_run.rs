@@ -303,6 +303,33 @@ fn run_refuses_a_shim_that_is_not_a_shared_library() {
     assert!(!env.dir.path().join("ran").exists());
 }
 
+/// Issue 44: a program whose `libcudart.so.13` could not be loaded (exit 127) was told that no
+/// CUDA driver was found.
+#[test]
+fn run_blames_the_loader_not_the_driver_when_the_program_exits_127() {
+    let env = run_env();
+    let empty = env.dir.path().join("nolib");
+    std::fs::create_dir(&empty).unwrap();
+    let loader = "echo './prog: error while loading shared libraries: libcudart.so.13: cannot \
+                  open shared object file: No such file or directory' >&2; exit 127";
+    for script in [
+        loader.to_string(),
+        format!("{}; {loader}", copy_dump("clean.json")),
+    ] {
+        env.cmd(&[], &script)
+            .env("LD_LIBRARY_PATH", &empty)
+            .assert()
+            .code(127)
+            .stderr(predicate::str::contains("libcudart.so.13"))
+            .stderr(predicate::str::contains(format!(
+                "cudaleak: {}\n",
+                cudaleak_cli::run::LOADER_NOTE
+            )))
+            .stderr(predicate::str::contains("no CUDA driver").not());
+    }
+    assert!(cudaleak_cli::run::LOADER_NOTE.contains("(exit 127); see the loader's message above"));
+}
+
 #[test]
 fn run_says_how_to_use_the_null_device_when_a_program_fails_without_a_driver() {
     let env = run_env();
