@@ -11,6 +11,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub use crate::analyze::DEFAULT_EXIT_CODE;
 use crate::analyze::{Gate, View};
 
+/// `--shim`'s help, the same for `run`, `env` and `attach`: the order `run::find_shim` searches.
+const SHIM_HELP: &str = "The shim library (default: $CUDALEAK_SHIM, else libcudaleak.so next to \
+    the cudaleak binary, else ../lib/libcudaleak.so relative to it)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cudaleak",
@@ -37,7 +41,8 @@ pub enum Command {
                       SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudaleak are passed on to the program, \
                       and SIGUSR1 (a snapshot) once the program catches it.\n\
                       Exit status: the program's non-zero status (128+N when killed by signal N) wins; \
-                      otherwise the report's (0, 23, or 2 when no dump was written)."
+                      126 when PROGRAM cannot be executed, 127 when it is not found; otherwise the \
+                      report's (0, 23, or 2 when no dump was written)."
     )]
     Run(RunArgs),
     /// Report leaks, bad frees, failed allocations and managed memory from dumps
@@ -68,12 +73,19 @@ pub enum Command {
     Symbolize(SymbolizeArgs),
     /// Record a running CUDA program from now on (loaded into it with ptrace), then report what
     /// grew while attached; the program runs on after detach
-    #[command(after_help = crate::attach::HELP)]
+    #[command(
+        override_usage = "cudaleak attach [OPTIONS] <PID>",
+        after_help = crate::attach::HELP
+    )]
     Attach(AttachArgs),
     /// Print the environment `run` gives a program, for launchers that start it themselves
     /// (the pytest plugin, job schedulers, containers)
     #[command(
-        after_help = "Prints one KEY=VALUE line per variable (--json: one JSON object): LD_PRELOAD with                       the shim added to the current value, CUDALEAK_OUTPUT with --out, the                       frameworks' allocator variables with --exact-pools (as `run --exact-pools`                       sets them, notes on stderr), CUDALEAK_SNAPSHOT_INTERVAL=auto with --growth.                       The shim is found as `run` finds it.\n\
+        after_help = "Prints one KEY=VALUE line per variable (--json: one JSON object): LD_PRELOAD with \
+                      the shim added to the current value, CUDALEAK_OUTPUT with --out, the \
+                      frameworks' allocator variables with --exact-pools (as `run --exact-pools` \
+                      sets them, notes on stderr), CUDALEAK_SNAPSHOT_INTERVAL=auto with --growth. \
+                      The shim is found as `run` finds it.\n\
                       Exit status: 0, or 2 when the shim cannot be found."
     )]
     Env(EnvArgs),
@@ -81,8 +93,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct EnvArgs {
-    /// The shim library to preload (default: $CUDALEAK_SHIM, then next to this binary)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help = SHIM_HELP)]
     pub shim: Option<PathBuf>,
     /// The frameworks' allocator variables `run --exact-pools` sets
     #[arg(long)]
@@ -116,8 +127,7 @@ pub struct SymbolizeArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The shim library to preload (default: $CUDALEAK_SHIM, then next to this binary)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help = SHIM_HELP)]
     pub shim: Option<PathBuf>,
     /// Make frameworks give every tensor/array its own driver allocation: PyTorch
     /// (PYTORCH_CUDA_ALLOC_CONF backend:cudaMallocAsync, other keys kept) and JAX/XLA
@@ -138,12 +148,10 @@ pub struct RunArgs {
     pub report: ReportOptions,
     /// The program to run and its arguments (`--` before them is optional unless PROGRAM
     /// starts with `-`)
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    // Not `allow_hyphen_values`: with it a mistyped option before PROGRAM (`--fromat json`)
+    // became the program, run and not found (127). Once PROGRAM is seen, every argument after
+    // it is the program's (`trailing_var_arg`), options included.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     pub program: Vec<std::ffi::OsString>,
 }
 
@@ -500,6 +508,27 @@ mod tests {
     }
 
     #[test]
+    fn no_help_text_has_a_run_of_spaces_from_a_lost_line_break() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        cli.build();
+        for cmd in cli.get_subcommands() {
+            let name = cmd.get_name();
+            let texts = [cmd.get_about(), cmd.get_long_about(), cmd.get_after_help()]
+                .into_iter()
+                .flatten()
+                .map(|t| (String::from("(command)"), t.to_string()))
+                .chain(cmd.get_arguments().filter_map(|a| {
+                    a.get_help()
+                        .map(|h| (a.get_id().to_string(), h.to_string()))
+                }));
+            for (what, text) in texts {
+                assert!(!text.contains("  "), "{name} {what}: {text:?}");
+            }
+        }
+    }
+
+    #[test]
     fn clap_definitions_are_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
@@ -508,9 +537,7 @@ mod tests {
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
-    /// The shim library to load into the process (default: $CUDALEAK_SHIM, then next to this
-    /// binary)
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help = SHIM_HELP)]
     pub shim: Option<PathBuf>,
     /// Detach after this long (`90`, `30s`, `5m`, `1h`); without it, at Ctrl-C or when the
     /// program exits

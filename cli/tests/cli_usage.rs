@@ -107,3 +107,115 @@ fn a_count_of_zero_says_the_flag_takes_1_or_more() {
             .stderr(predicate::str::contains("18446744073709551615").not());
     }
 }
+
+// Issue 44: a mistyped option before PROGRAM was taken for the program, run, and not found
+// (exit 127 with "cannot run --fromat").
+#[test]
+fn an_unknown_option_before_the_program_is_a_usage_error_not_the_program() {
+    let env = run_env();
+    for typo in [&["--fromat", "json"][..], &["-x"][..]] {
+        let mut c = bin();
+        c.arg("run")
+            .arg("--shim")
+            .arg(&env.shim)
+            .arg("--out")
+            .arg(&env.out)
+            .args(typo)
+            .args(["--", "sh", "-c", "touch ran"])
+            .current_dir(env.dir.path())
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains(format!(
+                "unexpected argument '{}'",
+                typo[0]
+            )))
+            .stderr(predicate::str::contains("cannot run").not());
+    }
+    bin()
+        .args(["run", "--fromat", "json", "--", "./prog"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "a similar argument exists: '--format'",
+        ));
+    assert!(!env.dir.path().join("ran").exists());
+    assert!(env.run_dirs().is_empty(), "{:?}", env.run_dirs());
+}
+
+#[test]
+fn options_after_the_double_dash_or_the_program_are_the_programs() {
+    let env = run_env();
+    // After `--`, even before PROGRAM's own arguments.
+    env.cmd(&[], "echo \"[$0]\"; exit 6")
+        .arg("--fromat")
+        .assert()
+        .code(6)
+        .stdout(predicate::str::contains("[--fromat]"));
+    // A program named with a leading `-` runs after `--`: not found here, so 127.
+    let mut c = bin();
+    c.arg("run")
+        .arg("--shim")
+        .arg(&env.shim)
+        .arg("--out")
+        .arg(&env.out)
+        .args(["--", "-no-such-program"])
+        .assert()
+        .code(127)
+        .stderr(predicate::str::contains("cannot run -no-such-program"));
+}
+
+#[test]
+fn run_help_documents_126_and_127() {
+    bin()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "126 when PROGRAM cannot be executed, 127 when it is not found",
+        ));
+}
+
+#[test]
+fn attach_usage_errors_show_its_options() {
+    bin()
+        .args(["attach"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "Usage: cudaleak attach [OPTIONS] <PID>",
+        ));
+    bin()
+        .args(["attach", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "Usage: cudaleak attach [OPTIONS] <PID>",
+        ));
+}
+
+#[test]
+fn env_help_wraps_without_runs_of_spaces() {
+    bin()
+        .args(["env", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "LD_PRELOAD with the shim added to the current value, CUDALEAK_OUTPUT with --out, the \
+             frameworks' allocator variables",
+        ));
+}
+
+#[test]
+fn every_shim_option_says_where_the_shim_is_looked_for() {
+    for sub in ["run", "env", "attach"] {
+        bin()
+            .args([sub, "--help"])
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains(
+                "The shim library (default: $CUDALEAK_SHIM, else libcudaleak.so next \
+                 to the cudaleak binary, else ../lib/libcudaleak.so relative to it)",
+            ));
+    }
+}
