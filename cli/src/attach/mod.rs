@@ -469,6 +469,22 @@ fn humantime(d: Duration) -> String {
     }
 }
 
+/// The heading of the first section of attach's report (text and Markdown on standard output).
+const LIVE_HEADING: &str = "blocks allocated since attach and still live at the end, per callsite:";
+/// The heading of the second section, the growth report.
+const GROWTH_HEADING: &str = "what grew while attached:";
+
+/// Writes a section heading on the report's own stream (stderr is for progress); a closed pipe
+/// downstream is fine, as for the report itself.
+fn heading(out: &mut impl std::io::Write, text: &str) -> Result<(), Failure> {
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure(format!("cannot write the report: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The live blocks since attach, then the growth report; the growth report's gate is the
 /// status. With fewer than two dumps there is no growth verdict: the live blocks, and 2.
 /// Reads and rewrites only the CLI's own files: the dumps of a program run by another user are
@@ -520,9 +536,10 @@ fn report(
                     dir.display()
                 );
             } else {
-                say!("blocks allocated since attach and still live at the end, per callsite:");
+                // On the report's stream, so that `> file` keeps each heading with its section.
+                heading(&mut std::io::stdout(), LIVE_HEADING)?;
                 commands::write_report(&exit, &dirs, opts, &live_cfg)?;
-                say!("what grew while attached:");
+                heading(&mut std::io::stdout(), GROWTH_HEADING)?;
             }
             commands::write_growth(&growth, Some(&exit), opts, cfg)?;
             Ok(growth.exit_code)
@@ -558,6 +575,27 @@ mod tests {
             two.starts_with("note: PyTorch and JAX's own counts of what they hold"),
             "{two}"
         );
+    }
+
+    #[test]
+    fn section_headings_are_written_on_the_stream_given_and_a_closed_pipe_is_fine() {
+        let mut out = Vec::new();
+        assert!(heading(&mut out, LIVE_HEADING).is_ok());
+        assert!(heading(&mut out, GROWTH_HEADING).is_ok());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{LIVE_HEADING}\n{GROWTH_HEADING}\n")
+        );
+        struct Closed;
+        impl std::io::Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        assert!(heading(&mut Closed, LIVE_HEADING).is_ok());
     }
 
     #[test]
