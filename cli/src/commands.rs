@@ -55,6 +55,17 @@ fn emit(
     }
 }
 
+/// When the report went to a file (`-o FILE`, any format), its verdict and where it is, on
+/// stderr: a run whose report is in a file would otherwise end with nothing on the terminal.
+fn say_written(path: Option<&Path>, summary: &str, gate: Option<&str>) {
+    if let Some(p) = path.filter(|p| !crate::output::is_stdout(p)) {
+        say!(
+            "{}",
+            report::wording::written_line(summary, gate, &p.display().to_string())
+        );
+    }
+}
+
 /// The current directory with a trailing slash: reports show source files under it relative
 /// to it (SARIF through `uriBaseId`).
 fn source_root() -> Option<String> {
@@ -145,6 +156,11 @@ pub(crate) fn write_report(
         let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
         emit(out, |w| reporter.report(findings, &view, w))?;
     }
+    say_written(
+        opts.out.output.as_deref(),
+        &report::wording::summary_line(findings),
+        report::wording::exit_line(findings).as_deref(),
+    );
     Ok(findings.exit_status())
 }
 
@@ -181,12 +197,24 @@ pub(crate) fn write_growth(
     match exit {
         Some(f) if opts.out.format == Format::Html => emit(out, |w| {
             html::page(Some(f), Some(findings), Gatekeeper::Growth, &view, w)
-        }),
+        })?,
         _ => {
             let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
-            emit(out, |w| reporter.growth(findings, &view, w))
+            emit(out, |w| reporter.growth(findings, &view, w))?
         }
     }
+    let gate = (findings.exit_code != 0).then(|| {
+        report::wording::gate_failed_text(
+            &report::wording::growth_gate_reason(findings),
+            findings.exit_code,
+        )
+    });
+    say_written(
+        opts.out.output.as_deref(),
+        &report::wording::growth_summary_line(findings),
+        gate.as_deref(),
+    );
+    Ok(())
 }
 
 /// `cudaleak report --growth`.

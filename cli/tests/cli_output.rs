@@ -59,6 +59,45 @@ fn colour_auto_honours_clicolor_force_and_no_color_wins() {
         .stdout(predicate::str::contains("\x1b[").not());
 }
 
+/// Issue 44: with `-o FILE` nothing reached the terminal; the verdict and the path now do, in
+/// every format, and not when the report is on standard output.
+#[test]
+fn a_report_written_to_a_file_says_its_verdict_and_path_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["text", "json", "markdown", "sarif", "html", "folded"] {
+        let out = dir.path().join(format!("report.{format}"));
+        report(&[
+            "--format",
+            format,
+            "-o",
+            out.to_str().unwrap(),
+            &fx("leak_loop.json"),
+        ])
+        .code(23)
+        .stdout("")
+        .stderr(format!(
+            "cudaleak: SUMMARY: 40.00 KiB leaked in 10 allocations from 1 callsite (1 process); \
+             Gate failed (leaks): exit status 23; report written to {}\n",
+            out.display()
+        ));
+    }
+    let out = dir.path().join("growth.txt");
+    report(&["--growth", "-o", out.to_str().unwrap(), &fx("growth")])
+        .code(23)
+        .stderr(predicate::str::ends_with(format!(
+            "cudaleak: SUMMARY: 2 growth suspects (+72.00 KiB) in 1 process (6 dumps); Gate \
+             failed (growth): exit status 23; report written to {}\n",
+            out.display()
+        )));
+    let out = dir.path().join("clean.txt");
+    report(&["-o", out.to_str().unwrap(), &fx("clean.json")])
+        .code(0)
+        .stderr(predicate::str::contains("(1 process); report written to "));
+    report(&["-o", "-", &fx("leak_loop.json")])
+        .code(23)
+        .stderr(predicate::str::contains("report written").not());
+}
+
 #[test]
 fn output_file_is_replaced_whole_and_a_fifo_there_is_refused_not_opened() {
     let dir = tempfile::tempdir().unwrap();

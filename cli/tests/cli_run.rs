@@ -303,6 +303,26 @@ fn run_refuses_a_shim_that_is_not_a_shared_library() {
     assert!(!env.dir.path().join("ran").exists());
 }
 
+/// Issue 44: `run --format html -o report.html` exited 23 and printed nothing about it.
+#[test]
+fn run_with_the_report_in_a_file_says_its_verdict_and_path_on_stderr() {
+    let env = run_env();
+    let page = env.dir.path().join("report.html");
+    env.cmd(
+        &["--format", "html", "-o", page.to_str().unwrap()],
+        &copy_dump("leak_loop.json"),
+    )
+    .assert()
+    .code(23)
+    .stdout("")
+    .stderr(predicate::str::contains(format!(
+        "cudaleak: SUMMARY: 40.00 KiB leaked in 10 allocations from 1 callsite (1 process); \
+         Gate failed (leaks): exit status 23; report written to {}\n",
+        page.display()
+    )));
+    assert!(std::fs::read_to_string(&page).unwrap().contains("<html"));
+}
+
 /// Issue 44: a program whose `libcudart.so.13` could not be loaded (exit 127) was told that no
 /// CUDA driver was found.
 #[test]

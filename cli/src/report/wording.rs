@@ -322,6 +322,16 @@ pub fn exit_line(f: &Findings) -> Option<String> {
     }
 }
 
+/// `SUMMARY: …; Gate failed (leaks): exit status 23; report written to report.html`: what
+/// stderr says when the report went to a file, so a terminal or a CI log still shows the
+/// verdict (`gate`: the verdict line, when there is one).
+pub fn written_line(summary: &str, gate: Option<&str>, path: &str) -> String {
+    match gate {
+        Some(g) => format!("{summary}; {g}; report written to {path}"),
+        None => format!("{summary}; report written to {path}"),
+    }
+}
+
 /// What the cached-memory sections say about the gate.
 pub fn cached_gate_text(f: &Findings) -> &'static str {
     if f.gate.count_cached {
