@@ -295,6 +295,17 @@ fn a_python_loop_attached_to_names_the_script_line_that_keeps_memory() {
     assert!(report.contains("SUMMARY: 1 growth suspect"), "{report}");
     let suspect = &report[report.find("Suspect 1 of 1").expect("a suspect")..];
     assert!(suspect.contains(&keep), "{keep} missing:\n{report}");
+    // The headings go with what they head, on the report's stream, in order (issue 44).
+    let live = "blocks allocated since attach and still live at the end, per callsite:";
+    let grew = "what grew while attached:";
+    let (at_live, at_grew) = (report.find(live), report.find(grew));
+    assert!(
+        at_live.is_some_and(|l| at_grew.is_some_and(|g| l < g && g < report.len() - suspect.len())),
+        "{report}"
+    );
+    assert!(!stderr.contains(live) && !stderr.contains(grew), "{stderr}");
+    // A job that maps no framework gets no note about counts attach could not read.
+    assert!(!stderr.contains("could not be read"), "{stderr}");
     let (_, d) = final_dump(&run_dir(out.path()));
     let kept = d.live.iter().filter(|r| r.size == 2048).count();
     assert!(kept >= 20, "{kept} kept blocks");
