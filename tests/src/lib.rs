@@ -878,3 +878,31 @@ pub fn summary(
         dropped_events: 0,
     }
 }
+
+/// nvcc where it is installed: `NVCC`, `nvcc` on PATH, `$CUDA_HOME/bin/nvcc`, /usr/local/cuda,
+/// or the install `scripts/nvcc.sh` leaves in its cache (`CUDALEAK_CUDA_CACHE`, else
+/// `~/.cache/cudaleak/cuda-13.0.88`, complete only with its `.complete` mark). Installs nothing.
+pub fn installed_nvcc() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NVCC") {
+        return Some(PathBuf::from(p));
+    }
+    let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("nvcc")).collect())
+        .unwrap_or_default();
+    if let Some(h) = std::env::var_os("CUDA_HOME") {
+        candidates.push(Path::new(&h).join("bin/nvcc"));
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    let cache = std::env::var_os("CUDALEAK_CUDA_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+            Some(base.join("cudaleak/cuda-13.0.88"))
+        });
+    if let Some(c) = cache.filter(|c| c.join(".complete").is_file()) {
+        candidates.push(c.join("nvidia/cu13/bin/nvcc"));
+    }
+    candidates.into_iter().find(|p| p.is_file())
+}
