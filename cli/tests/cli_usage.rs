@@ -114,14 +114,7 @@ fn a_count_of_zero_says_the_flag_takes_1_or_more() {
 fn an_unknown_option_before_the_program_is_a_usage_error_not_the_program() {
     let env = run_env();
     for typo in [&["--fromat", "json"][..], &["-x"][..]] {
-        let mut c = bin();
-        c.arg("run")
-            .arg("--shim")
-            .arg(&env.shim)
-            .arg("--out")
-            .arg(&env.out)
-            .args(typo)
-            .args(["--", "sh", "-c", "touch ran"])
+        env.cmd(typo, "touch ran")
             .current_dir(env.dir.path())
             .assert()
             .code(2)
@@ -153,13 +146,7 @@ fn options_after_the_double_dash_or_the_program_are_the_programs() {
         .code(6)
         .stdout(predicate::str::contains("[--fromat]"));
     // A program named with a leading `-` runs after `--`: not found here, so 127.
-    let mut c = bin();
-    c.arg("run")
-        .arg("--shim")
-        .arg(&env.shim)
-        .arg("--out")
-        .arg(&env.out)
-        .args(["--", "-no-such-program"])
+    env.run_with(&["--", "-no-such-program"])
         .assert()
         .code(127)
         .stderr(predicate::str::contains("cannot run -no-such-program"));

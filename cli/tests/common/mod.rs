@@ -50,14 +50,21 @@ pub fn run_env() -> RunEnv {
 
 impl RunEnv {
     pub fn cmd(&self, extra: &[&str], script: &str) -> Command {
+        let mut c = self.run_with(extra);
+        c.args(["--", "sh", "-c", script]);
+        c
+    }
+
+    /// `run` with the stand-in shim and `--out`, then `args` as they are (options, `--`, a
+    /// program of the caller's).
+    pub fn run_with(&self, args: &[&str]) -> Command {
         let mut c = bin();
         c.arg("run")
             .arg("--shim")
             .arg(&self.shim)
             .arg("--out")
             .arg(&self.out)
-            .args(extra)
-            .args(["--", "sh", "-c", script]);
+            .args(args);
         c
     }
 
