@@ -471,14 +471,17 @@ def _frames(raw):
     return frames[:_MAX_FRAMES]
 
 
-def _groups(snapshot):
+def _groups(snapshot, skip=None):
     """The live blocks of PyTorch's snapshot that carry frames, grouped by device and frames,
-    largest first."""
+    largest first; without those `skip(segment, block)` is true of (the Python API's window:
+    cudaleak/_frameworks.py)."""
     groups = {}
     for segment in snapshot.get("segments", ()):
         device = segment.get("device")
         for block in segment.get("blocks", ()):
             if block.get("state") != "active_allocated":
+                continue
+            if skip is not None and skip(segment, block):
                 continue
             raw = block.get("frames")
             if not raw and block.get("history"):

@@ -506,23 +506,37 @@ pub use cudaleak_format::human_bytes;
 /// Writes a dump the program asked for to `path` (through a temporary file; a dump never
 /// replaces another: see [`write_atomically`]), returning the name used. Refused once the
 /// final dump has begun.
-pub fn write_requested(s: &State, path: &Path) -> io::Result<PathBuf> {
+pub fn write_requested(
+    s: &State,
+    path: &Path,
+    records: Option<Vec<format::FrameworkRecord>>,
+) -> io::Result<PathBuf> {
     let ending = s.dumping.lock();
     if *ending {
         return Err(io::Error::other("the process is ending"));
     }
-    let dump = prepare(s, Moment::Requested, None);
+    let mut dump = prepare(s, Moment::Requested, None);
+    if let Some(records) = records {
+        // This dump's own: what a framework's record named for the caller's window (the
+        // Python API, the pytest plugin), in place of any the bootstrap handed in.
+        let f = dump
+            .frameworks
+            .get_or_insert_with(format::Frameworks::default);
+        f.records = records;
+        dump.version = dump.version.max(format::SCHEMA_VERSION);
+    }
     let written = write_atomically(path, |w| dump.write(w));
     drop(ending);
     written
 }
 
 /// Writes a dump and, at the end of a process that used CUDA memory, prints the one-line
-/// summary. Failure costs one stderr line; the program carries on either way.
-pub fn write(s: &State, moment: Moment) {
+/// summary. Failure costs one stderr line; the program carries on either way. Returns the
+/// snapshot's number when a snapshot was written.
+pub fn write(s: &State, moment: Moment) -> Option<u64> {
     let mut ending = s.dumping.lock();
     if *ending {
-        return; // the final dump is written: the process is ending
+        return None; // the final dump is written: the process is ending
     }
     if moment != Moment::Snapshot {
         *ending = true;
@@ -555,14 +569,15 @@ pub fn write(s: &State, moment: Moment) {
         && dump.events.is_empty()
         && dump.process.recording_stopped.is_none();
     if untouched && s.config.output.is_none() && moment != Moment::Snapshot {
-        return;
+        return None;
     }
     let written = write_atomically(&path, |w| dump.write(w));
+    let numbered = written.as_ref().ok().and(snapshot);
     if untouched {
-        return;
+        return numbered;
     }
     let line = match written {
-        Ok(_) if s.config.quiet || moment == Moment::Snapshot => return,
+        Ok(_) if s.config.quiet || moment == Moment::Snapshot => return numbered,
         Ok(written) => {
             let n = dump.summary.live_allocations;
             format!(
@@ -575,6 +590,7 @@ pub fn write(s: &State, moment: Moment) {
         Err(e) => format!("cudaleak: could not write {}: {e}\n", path.display()),
     };
     stdio::say(&line);
+    numbered
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::path::Path;
 
+use cudaleak_format as format;
+
 use crate::{dump, state};
 
 /// `on == 0` pauses recording, anything else resumes it. Returns 1 if the shim was recording
@@ -66,37 +68,87 @@ pub extern "C" fn cudaleak_peak_bytes() -> u64 {
 /// Writes a dump of the table as it is now to `path` (a NUL-terminated file name; through a
 /// temporary file renamed into place, and to `NAME.1.json` … if the name is taken), without
 /// starting a new interval of the snapshot series. Returns 0, or -1 with errno set: `EINVAL`
-/// for a null or non-UTF-8 path, `ENOTSUP` when this copy of the shim keeps no table (another copy records the process), else the error of
-/// the write.
+/// for a null or non-UTF-8 path, `ENOTSUP` when this copy of the shim keeps no table (another
+/// copy records the process), else the error of the write.
 ///
 /// # Safety
 /// `path`, when not null, is a NUL-terminated string.
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub unsafe extern "C" fn cudaleak_dump(path: *const c_char) -> c_int {
-    if path.is_null() {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: a non-null `path` is NUL-terminated (the function's contract).
-    let Ok(path) = unsafe { CStr::from_ptr(path) }.to_str() else {
-        set_errno(libc::EINVAL);
-        return -1;
+    // SAFETY: the same contract.
+    unsafe { cudaleak_dump_records(path, std::ptr::null()) }
+}
+
+/// [`cudaleak_dump`], with `records` (null, or JSON text: an array of the framework records
+/// docs/dump-format.md describes) as this dump's `frameworks.records`: the live blocks a
+/// framework's own record named in the caller's window (the Python API, the pytest plugin),
+/// which `cudaleak report --since` lists as leaks. Returns 0, or -1 with errno set as
+/// [`cudaleak_dump`] does, and `EINVAL` for records it cannot read.
+///
+/// # Safety
+/// `path`, when not null, and `records`, when not null, are NUL-terminated strings.
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub unsafe extern "C" fn cudaleak_dump_records(
+    path: *const c_char,
+    records: *const c_char,
+) -> c_int {
+    // SAFETY: per the contract, each is null or NUL-terminated.
+    let (path, records) = match (unsafe { utf8(path) }, unsafe { utf8(records) }) {
+        (Ok(Some(path)), Ok(records)) => (path, records),
+        _ => return fail(libc::EINVAL),
     };
     let written = state::shield(|| {
+        let records = match records {
+            Some(text) => {
+                Some(format::FrameworkRecord::list_from_json(text).map_err(|_| libc::EINVAL)?)
+            }
+            None => None,
+        };
         let s = state::get().ok_or(libc::ENOTSUP)?;
-        dump::write_requested(s, Path::new(path)).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        dump::write_requested(s, Path::new(path), records)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
     });
-    match written {
-        Some(Ok(_)) => 0,
-        Some(Err(errno)) => {
-            set_errno(errno);
-            -1
-        }
-        None => {
-            set_errno(libc::EIO);
-            -1
-        }
+    answer(written.map(|w| w.map(|_| 0)))
+}
+
+/// Writes the next dump of the snapshot series now, as the schedule would
+/// (`cudaleak.<pid>.snapshot-<n>.json` in the output directory), starting the next interval
+/// of every floor. Returns its number `n` (1 for the first), or -1 with errno set: `ENOTSUP`
+/// when this copy of the shim keeps no table, `ECANCELED` when it was not written (the final
+/// dump has begun, or the write failed: the shim said why on stderr).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cudaleak_snapshot() -> c_int {
+    let written = state::shield(|| {
+        let s = state::get().ok_or(libc::ENOTSUP)?;
+        dump::write(s, dump::Moment::Snapshot).ok_or(libc::ECANCELED)
+    });
+    answer(written.map(|w| w.map(|n| c_int::try_from(n).unwrap_or(c_int::MAX))))
+}
+
+/// A C string as UTF-8 (`None` for a null pointer), or `EINVAL`.
+///
+/// # Safety
+/// `p`, when not null, is a NUL-terminated string.
+unsafe fn utf8<'a>(p: *const c_char) -> Result<Option<&'a str>, c_int> {
+    if p.is_null() {
+        return Ok(None);
     }
+    // SAFETY: per the contract.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str().map(Some).map_err(|_| libc::EINVAL)
+}
+
+fn answer(r: Option<Result<c_int, c_int>>) -> c_int {
+    match r {
+        Some(Ok(v)) => v,
+        Some(Err(errno)) => fail(errno),
+        None => fail(libc::EIO),
+    }
+}
+
+fn fail(errno: c_int) -> c_int {
+    set_errno(errno);
+    -1
 }
 
 fn set_errno(e: c_int) {

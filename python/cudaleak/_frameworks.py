@@ -1,0 +1,205 @@
+"""What the frameworks in this process say they hold, for a window of the program (a tracked
+block, a notebook cell, a test): shared by the Python API and the pytest plugin. Only frameworks
+the program imported are touched; none is imported here.
+
+PyTorch's caching allocator hides a tensor kept inside a segment that was live before the
+window (the pool had room; the driver sees nothing). PyTorch's own count
+(`torch.cuda.memory_allocated()`) sees it, and its allocator's record of live blocks
+(`_record_memory_history`, state only, Python stacks) names the line. The blocks are handed to
+the shim as a framework record of the window's dump (docs/dump-format.md, "frameworks"), and the
+CLI reports them with the rest: no finding is worded here.
+"""
+
+import json
+import sys
+import time
+
+from . import _bootstrap
+
+# Whether this process turned PyTorch's record on (None: not tried; False: PyTorch refused).
+_recording = None
+
+
+def torch_in_use():
+    """PyTorch, when the program imported it, CUDA is initialised and the native caching
+    allocator serves the tensors; else None. (With `backend:cudaMallocAsync` every tensor is
+    its own driver allocation, which the shim sees.)"""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_initialized():
+            return None
+        if torch.cuda.get_allocator_backend() != "native":
+            return None
+    except Exception:  # noqa: BLE001 - a framework's failure is not the program's
+        return None
+    return torch
+
+
+def allocated(torch):
+    """PyTorch's count of bytes its live tensors hold, over every device."""
+    try:
+        return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def start_record(torch):
+    """Turns PyTorch's record of live blocks on (once per process); whether it is on."""
+    global _recording
+    if _recording is None:
+        try:
+            torch.cuda.memory._record_memory_history(
+                enabled="state", context="alloc", stacks="python"
+            )
+            _recording = True
+        except Exception:  # noqa: BLE001
+            _recording = False
+    return _recording
+
+
+def live_blocks(torch):
+    """PyTorch's snapshot of its segments, or None when it cannot be read."""
+    try:
+        return torch.cuda.memory._snapshot()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _bootstrap_recording():
+    """Whether the bootstrap of `cudaleak run` turned PyTorch's record on (it saw growth)."""
+    boot = sys.modules.get("_cudaleak_bootstrap")
+    sampler = getattr(boot, "_sampler", None)
+    return getattr(sampler, "record_since", None) is not None and not getattr(
+        sampler, "record_note", None
+    )
+
+
+def block_addresses(snapshot):
+    return {
+        b.get("address")
+        for seg in (snapshot or {}).get("segments", ())
+        for b in seg.get("blocks", ())
+        if b.get("state") == "active_allocated"
+    }
+
+
+class TorchWindow:
+    """PyTorch's count at a window's start, to tell at its end what the window kept."""
+
+    def __init__(self, torch, before, seen, since_ms, note):
+        self.before = before
+        self.seen = seen
+        self.since_ms = since_ms
+        self.note = note
+
+    @classmethod
+    def start(cls):
+        """At a window's start: None when PyTorch does not serve tensors from its caching
+        allocator here. Turns PyTorch's record on the first time; when it was on already, the
+        blocks live now are read, so that none of them is blamed on the window."""
+        torch = torch_in_use()
+        if torch is None:
+            return None
+        was_on = _recording is True or _bootstrap_recording()
+        note = None
+        if not start_record(torch):
+            note = (
+                "PyTorch's allocation record could not be turned on, so no line is known; "
+                "`cudaleak run --exact-pools` gives each tensor its own driver allocation"
+            )
+        seen = block_addresses(live_blocks(torch)) if was_on else set()
+        return cls(torch, allocated(torch), seen, int(time.time() * 1000), note)
+
+    def records(self, shim, mark, limit=0):
+        """At the window's end (the pools emptied): the framework records (a list for the
+        shim's dump) of the tensors the window left in segments that were live before it, or
+        None when PyTorch's count did not grow by more than LIMIT."""
+        torch = torch_in_use()
+        if torch is None:
+            return None
+        grown = allocated(torch) - self.before
+        if grown <= limit:
+            return None
+        record = {
+            "framework": "torch",
+            "since_unix_ms": self.since_ms,
+            "unix_ms": int(time.time() * 1000),
+            "groups": [],
+        }
+        if self.note is None:
+            snapshot = live_blocks(torch)
+            if snapshot is None:
+                self.note = "PyTorch's allocation record could not be read"
+            else:
+                new_segments = _driver_blocks_since(shim, mark)
+                record["groups"] = _bootstrap._groups(
+                    snapshot, skip=lambda seg, block: _skip(self.seen, new_segments, seg, block)
+                )
+        if not record["groups"]:
+            # PyTorch counted them, but its record named none (made before it was turned on,
+            # or unreadable): the count alone, with why.
+            record["groups"] = [{"blocks": 0, "bytes": grown, "device": None, "frames": []}]
+            record["note"] = self.note or (
+                "PyTorch kept no Python stack for these blocks; `cudaleak run --exact-pools` "
+                "gives each tensor its own driver allocation, seen with its stack"
+            )
+        elif self.note:
+            record["note"] = self.note
+        return [record]
+
+
+def _skip(seen, new_segments, segment, block):
+    """A block that is not the window's kept tensor: live before it, or inside a segment the
+    driver saw allocated in the window (reported as that segment already)."""
+    if block.get("address") in seen:
+        return True
+    return segment.get("address") in new_segments
+
+
+def _driver_blocks_since(shim, mark):
+    """Addresses of the driver blocks allocated after MARK and still live (the shim's table,
+    through a dump: it has no other way to list them). Empty when there are none."""
+    if shim.live_since(mark)[0] == 0:
+        return set()
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="cudaleak-window-") as d:
+        path = os.path.join(d, "live.json")
+        shim.dump(path)
+        with open(path, encoding="utf-8") as f:
+            live = json.load(f).get("live", [])
+    return {int(r["address"], 16) for r in live if r.get("seq", 0) > mark}
+
+
+def empty_pools():
+    """Gives back what the frameworks' pools hold that no object uses, so that what is still
+    allocated after a window is what its objects keep (each pool's `empty` line in
+    `cudaleak report --list-caches`). Only frameworks already imported are touched."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+                # cuBLAS's workspaces live in the caching allocator, one per handle and stream,
+                # made at a window's first matrix product: PyTorch's count would blame it.
+                clear_workspaces = getattr(
+                    getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None
+                )
+                if clear_workspaces is not None:
+                    clear_workspaces()
+                torch.cuda.empty_cache()
+                host_empty = getattr(torch._C, "_host_emptyCache", None)
+                if host_empty is not None:
+                    host_empty()
+        except Exception:  # noqa: BLE001 - a framework's failure is not the program's
+            pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001
+            pass
