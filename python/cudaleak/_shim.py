@@ -86,6 +86,14 @@ class Shim:
             lib, "cudaleak_dump_records", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p]
         )
         self._snapshot = _fn(lib, "cudaleak_snapshot", ctypes.c_int, [])
+        self._refresh = _fn(lib, "cudaleak_attach_refresh", ctypes.c_int, []) if attached else None
+
+    def refresh(self):
+        """Attached: replaces the pointers of modules loaded since the last pass (a framework
+        imported after the shim was attached), so that what they allocate is seen. Nothing to
+        do for a preloaded shim, which sees every module."""
+        if self._refresh is not None:
+            self._refresh()
 
     def mark(self):
         """The sequence number of the last call recorded: blocks allocated later have larger."""

@@ -156,6 +156,7 @@ class Tracker(contextlib.ContextDecorator):
         self._reset()
         self.cli = _shim.find_cli(self._cli)
         self.shim = _shim.get(self.cli)
+        self.shim.refresh()
         self._work = tempfile.mkdtemp(prefix="cudaleak-track-")
         # PyTorch's own record first: what the block allocates is then named at its line.
         self._torch = _frameworks.TorchWindow.start()

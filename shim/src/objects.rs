@@ -15,6 +15,9 @@ pub struct Object<'a> {
     pub phdrs: &'a [libc::Elf64_Phdr],
     /// The loader's name of the object (empty for the executable), NUL-terminated.
     pub name: *const c_char,
+    /// How many objects the process has loaded so far (glibc's `dlpi_adds`, the same in every
+    /// visit of one walk): a change says something was loaded since.
+    pub loads: u64,
 }
 
 impl Object<'_> {
@@ -53,6 +56,7 @@ pub fn each(mut visit: impl FnMut(&Object) -> bool) {
                 base: info.dlpi_addr as usize,
                 phdrs: std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)),
                 name: info.dlpi_name,
+                loads: info.dlpi_adds,
             };
             c_int::from(visit(&object))
         }

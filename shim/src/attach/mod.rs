@@ -39,6 +39,8 @@ static PHASE: AtomicU8 = AtomicU8::new(IDLE);
 static IMPORT_SLOTS: AtomicU64 = AtomicU64::new(0);
 static TABLE_SLOTS: AtomicU64 = AtomicU64::new(0);
 static ATTACHED_UNIX_MS: AtomicU64 = AtomicU64::new(0);
+/// How many objects the process had loaded at the last pass over them (`patch::loads`).
+static LOADS_SEEN: AtomicU64 = AtomicU64::new(0);
 /// The dump directory of an attach after the first (the state's configuration is the first's).
 static OUTPUT: Mutex<Option<OsString>> = Mutex::new(None);
 
@@ -179,9 +181,7 @@ fn attach(text: &str) -> c_int {
     stack::init_own_range();
     let s = state::init(config);
     lifecycle::install_fork_handlers();
-    let (imports, tables) = patch::install();
-    IMPORT_SLOTS.store(imports as u64, Ordering::Relaxed);
-    TABLE_SLOTS.store(tables as u64, Ordering::Relaxed);
+    let (imports, tables) = install();
     // Snapshots on their schedule from now, and the signal dumps, as the first allocation
     // would have started them.
     lifecycle::allocation_recorded(s);
@@ -208,13 +208,56 @@ fn attach_again(text: &str) -> c_int {
     }
     s.reset_for_child(0);
     ATTACHED_UNIX_MS.store(crate::clock::unix_ms(), Ordering::Relaxed);
-    let (imports, tables) = patch::install();
-    IMPORT_SLOTS.store(imports as u64, Ordering::Relaxed);
-    TABLE_SLOTS.store(tables as u64, Ordering::Relaxed);
+    let (imports, tables) = install();
     state::set_paused(false);
     lifecycle::rearm(s);
     PHASE.store(ATTACHED, Ordering::Release);
     c_int::try_from(imports + tables).unwrap_or(c_int::MAX)
+}
+
+/// One pass of `patch::install`, counted: the pointers it replaced, and the loads it saw.
+fn install() -> (usize, usize) {
+    let loads = patch::loads();
+    let (imports, tables) = patch::install();
+    IMPORT_SLOTS.store(imports as u64, Ordering::Relaxed);
+    TABLE_SLOTS.store(tables as u64, Ordering::Relaxed);
+    LOADS_SEEN.store(loads, Ordering::Relaxed);
+    (imports, tables)
+}
+
+/// Replaces the pointers of the modules loaded since the last pass (a framework imported after
+/// the attach: the Python API calls this as each tracked block begins). Returns how many it
+/// replaced now, 0 when nothing was loaded since, or -1 when not attached. The pointers
+/// already replaced are left as they are (a pass skips a slot that holds ours).
+#[cfg_attr(not(test), unsafe(no_mangle))]
+pub extern "C" fn cudaleak_attach_refresh() -> c_int {
+    std::panic::catch_unwind(|| {
+        if PHASE
+            .compare_exchange(ATTACHED, BUSY, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return -1;
+        }
+        let mut replaced = 0;
+        if patch::loads() != LOADS_SEEN.load(Ordering::Relaxed) {
+            let (before_i, before_t) = (
+                IMPORT_SLOTS.load(Ordering::Relaxed),
+                TABLE_SLOTS.load(Ordering::Relaxed),
+            );
+            let (imports, tables) = install();
+            IMPORT_SLOTS.store(before_i + imports as u64, Ordering::Relaxed);
+            TABLE_SLOTS.store(before_t + tables as u64, Ordering::Relaxed);
+            replaced = imports + tables;
+        }
+        PHASE.store(ATTACHED, Ordering::Release);
+        c_int::try_from(replaced).unwrap_or(c_int::MAX)
+    })
+    .unwrap_or_else(|_| {
+        // Only the pass can panic, after the phase became BUSY: what it replaced stays
+        // replaced and known to detach.
+        PHASE.store(ATTACHED, Ordering::Release);
+        ERR_PANIC
+    })
 }
 
 /// The exit dump of a process that exits while attached. Not an `atexit` handler: one registered

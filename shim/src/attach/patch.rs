@@ -180,6 +180,16 @@ pub fn install() -> (usize, usize) {
     (imports_n, tables_n)
 }
 
+/// How many objects the process has loaded so far (see `objects::Object::loads`).
+pub fn loads() -> u64 {
+    let mut n = 0;
+    crate::objects::each(|o| {
+        n = o.loads;
+        true
+    });
+    n
+}
+
 /// Puts back every pointer that still holds ours (in a module still loaded). A pointer that
 /// cannot be put back now (its page was being loaded over) keeps ours: the library stays
 /// loaded, and its hook passes calls through.
