@@ -91,6 +91,7 @@ pub(crate) fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure
         gate: opts.gate(),
         hide_quiet: false,
         pools_emptied: false,
+        framework_records: false,
     })
 }
 
@@ -280,6 +281,7 @@ pub fn report(a: &ReportArgs) -> u8 {
         }
         let cfg = Config {
             pools_emptied: a.pools_emptied,
+            framework_records: a.since.is_some(),
             ..config(&a.report, a.report.view())?
         };
         if a.growth {

@@ -88,6 +88,7 @@ pub fn render_all(bytes: &[u8]) {
             gate: Gate::default(),
             hide_quiet: true,
             pools_emptied: false,
+            framework_records: false,
         };
         let findings = analyze::finish(vec![analyze::analyze_process(&dump, source, &cfg)], &cfg);
         let d = analyze::diff(&dump, source, &dump, source, &view);

@@ -14,7 +14,7 @@ use crate::callsite::Callsite;
 use super::{
     cut, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
     visible_frames, BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup,
-    ProcessFindings, StackView, TeardownGroup, View,
+    ProcessFindings, RecordNote, StackView, TeardownGroup, View,
 };
 
 /// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
@@ -100,6 +100,22 @@ pub fn prepare_frames(frames: Vec<format::Frame>, api: &str, view: &View) -> (Ca
     (p.callsite, p.view)
 }
 
+/// A framework record's frames (plain strings, as `format::FrameworkGroup` holds them) as the
+/// dump's frames are held, for [`prepare_frames`].
+pub fn record_frames(f: &[cudaleak_format::Frame]) -> Vec<format::Frame> {
+    f.iter()
+        .map(|f| format::Frame {
+            kind: f.kind,
+            ip: f.ip,
+            module: f.module.as_deref().map(format::Name::from),
+            offset: f.offset,
+            function: f.function.as_deref().map(format::Name::from),
+            file: f.file.as_deref().map(format::Name::from),
+            line: f.line,
+        })
+        .collect()
+}
+
 /// Caches `prepare` for one dump per (stack index, how many leading frames the API hides). The
 /// API matters only through that count, so a dump with many distinct API names over one big
 /// stack cannot multiply the work or the memory.
@@ -164,6 +180,52 @@ pub(super) fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
 pub(super) struct GroupAcc {
     pub(super) group: LeakGroup,
     pub(super) stacks: Vec<usize>,
+    /// A framework's record group: its frames, which no stack of the dump holds (suppressions
+    /// are matched on them).
+    pub(super) record: Option<format::Stack>,
+}
+
+/// The groups of the frameworks' own records (`frameworks.records`) as leak groups: each
+/// group's Python frames its stack, its framework its API. Records that name no blocks and
+/// say why give their note instead.
+pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>, Vec<RecordNote>) {
+    let mut groups = Vec::new();
+    let mut notes = Vec::new();
+    let records = dump.frameworks.iter().flat_map(|f| &f.records);
+    for r in records {
+        let framework = cut(&r.framework);
+        if let Some(note) = &r.note {
+            notes.push(RecordNote {
+                framework: framework.clone(),
+                note: cut(note),
+            });
+        }
+        for g in &r.groups {
+            let frames = record_frames(&g.frames);
+            let (callsite, stack) = prepare_frames(frames.clone(), &framework, view);
+            groups.push(GroupAcc {
+                group: LeakGroup {
+                    api: framework.clone(),
+                    kind: Kind::Device,
+                    device: g.device,
+                    bytes: g.bytes,
+                    held: g.bytes,
+                    allocations: g.blocks,
+                    stack,
+                    callsite,
+                    held_by: None,
+                    handles: None,
+                    framework: Some(framework.clone()),
+                },
+                stacks: Vec::new(),
+                record: Some(format::Stack {
+                    frames,
+                    python: Vec::new(),
+                }),
+            });
+        }
+    }
+    (groups, notes)
 }
 
 /// Groups live records by API, kind, device, visible stack and the cache that holds them; the
@@ -226,8 +288,10 @@ pub(super) fn group_live<'a>(
                         callsite,
                         held_by,
                         handles: None,
+                        framework: None,
                     },
                     stacks: Vec::new(),
+                    record: None,
                 });
                 groups.len() - 1
             });

@@ -178,6 +178,7 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
                 library: key.0.clone(),
                 count: site.handles.len() as u64,
             }),
+            framework: None,
         };
         // Memory held per kind: the group is of the kind that holds the most.
         let mut kinds: Vec<(format::Kind, u64)> = Vec::new();
@@ -212,6 +213,7 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
         judged.groups.push(GroupAcc {
             group,
             stacks: stacks_of,
+            record: None,
         });
     }
     judged

@@ -33,8 +33,8 @@ pub use handles::HandleCount;
 pub use model::*;
 pub use status::*;
 
-pub use group::prepare_frames;
-use group::{by_size, group_events, group_live, merge_callsites, GroupAcc, Stacks};
+use group::{by_size, group_events, group_live, group_records, merge_callsites, GroupAcc, Stacks};
+pub use group::{prepare_frames, record_frames};
 use pools::{pools_still_growing, script_end};
 
 /// The first rule (in file order) matching any frame of the stack: function, file or module
@@ -114,6 +114,16 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         .map(|a| a.group.clone())
         .collect();
 
+    // A window's report: what the frameworks' records named is leaked too (after the stats and
+    // managed memory, which are the driver's view).
+    let mut record_notes = Vec::new();
+    if cfg.framework_records {
+        let (mut records, notes) = group_records(dump, &cfg.view);
+        record_notes = notes;
+        groups.append(&mut records);
+        groups.sort_by(|a, b| by_size(&a.group, &b.group));
+    }
+
     let mut suppressed = vec![Counts::default(); cfg.rules.len()];
     let mut below_min_bytes = Counts::default();
     let mut kept: Vec<LeakGroup> = Vec::new();
@@ -135,11 +145,14 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
             cached.push(acc.group);
             continue;
         }
-        let rule = acc
-            .stacks
-            .iter()
-            .filter_map(|&s| dump.stacks.get(s))
-            .find_map(|s| suppressing_rule(&cfg.rules, s));
+        let rule = match &acc.record {
+            Some(frames) => suppressing_rule(&cfg.rules, frames),
+            None => acc
+                .stacks
+                .iter()
+                .filter_map(|&s| dump.stacks.get(s))
+                .find_map(|s| suppressing_rule(&cfg.rules, s)),
+        };
         if let Some(r) = rule {
             suppressed[r].add(group_counts(&acc.group));
         } else if acc.group.bytes < cfg.min_bytes {
@@ -196,6 +209,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         pools_growing,
         script_end,
         attached_to: dump.attached_to(),
+        record_notes,
     }
 }
 

@@ -66,6 +66,10 @@ pub struct LeakGroup {
     /// Library handles never destroyed that this group stands for (their create call is the
     /// stack; the blocks are those the library allocated for them), or `None` for blocks.
     pub handles: Option<HandleCount>,
+    /// The framework (`torch`, `jax`, `cupy`) whose own record named these blocks, kept inside
+    /// its pool where the driver does not see them (a window's report, `--since`); `None` for
+    /// blocks the shim recorded.
+    pub framework: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +179,17 @@ pub struct ProcessFindings {
     pub script_end: Option<ScriptEnd>,
     /// The process `cudaleak attach` came to (`format::Dump::attached_to`).
     pub attached_to: bool,
+    /// Why a framework's own record named no blocks (its `note`), per framework, in a window's
+    /// report (`Config::framework_records`).
+    pub record_notes: Vec<RecordNote>,
+}
+
+/// A framework's record that could not be turned on or read: its `note`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordNote {
+    /// `torch`, `jax` or `cupy`.
+    pub framework: String,
+    pub note: String,
 }
 
 /// What a Python program still held when its interpreter began to shut down: what the script
@@ -345,6 +360,10 @@ pub struct Config {
     /// The program emptied its pools before the dump (`report --pools-emptied`): what a cache
     /// with an `empty` line still holds is kept by the program's objects, and leaked.
     pub pools_emptied: bool,
+    /// The report is of a window (`report --since`): the groups of the frameworks' own records
+    /// (`frameworks.records`, blocks kept inside a pool the driver saw taken before the window)
+    /// are leak groups of it. Off, the records are the growth verdict's alone.
+    pub framework_records: bool,
 }
 
 /// Exit status when leaks (or bad frees) remain after filters: LeakSanitizer's convention.

@@ -8,9 +8,8 @@
 //! frameworks themselves, which live here once ([`FRAMEWORKS`]).
 
 use crate::load::schema as format;
-use format::Name;
 
-use crate::analyze::{prepare_frames, Counts, StackView, View};
+use crate::analyze::{prepare_frames, record_frames, Counts, StackView, View};
 use crate::callsite::Callsite;
 
 use super::{GrowthRow, HeldBy, NotSuspect};
@@ -27,6 +26,8 @@ pub struct Framework {
     pub objects: &'static str,
     /// The cache rule (`caches.rules`) of the pool the framework's objects live in.
     pub pool: &'static str,
+    /// That pool in words, as a report names where a kept object is.
+    pub pool_name: &'static str,
     /// Why a row of this framework names no line, and what to do.
     pub no_line: &'static str,
     /// The backend under which every object is its own driver allocation (`--exact-pools`).
@@ -41,6 +42,7 @@ pub const FRAMEWORKS: [Framework; 3] = [
         api: "torch.cuda.memory_allocated()",
         objects: "tensors",
         pool: "pytorch-native",
+        pool_name: "PyTorch's caching allocator",
         no_line: "PyTorch kept no Python stack for these blocks (its record turns on only after \
                   its count rose for 4 windows in a row); `cudaleak run --exact-pools` gives \
                   every tensor its own driver allocation, seen at its line",
@@ -52,6 +54,7 @@ pub const FRAMEWORKS: [Framework; 3] = [
         api: "jax Device.memory_stats() bytes_in_use",
         objects: "arrays",
         pool: "xla-bfc",
+        pool_name: "JAX's BFC allocator",
         no_line: "JAX keeps no record of where its buffers were made; `cudaleak run \
                   --exact-pools` gives every buffer its own driver allocation, seen at its line",
         exact: Some("platform"),
@@ -62,6 +65,7 @@ pub const FRAMEWORKS: [Framework; 3] = [
         api: "cupy MemoryPool.used_bytes()",
         objects: "arrays",
         pool: "cupy-pool",
+        pool_name: "CuPy's memory pool",
         no_line: "CuPy keeps no record of where its arrays were made; with \
                   cupy.cuda.set_allocator(None) in the program every array is its own driver \
                   allocation, seen at its line",
@@ -177,21 +181,6 @@ pub(super) struct Prepared {
     pub framework: FrameworkGrowth,
 }
 
-/// A record's frames as the CLI holds a dump's.
-fn frames(f: &[cudaleak_format::Frame]) -> Vec<format::Frame> {
-    f.iter()
-        .map(|f| format::Frame {
-            kind: f.kind,
-            ip: f.ip,
-            module: f.module.as_deref().map(Name::from),
-            offset: f.offset,
-            function: f.function.as_deref().map(Name::from),
-            file: f.file.as_deref().map(Name::from),
-            line: f.line,
-        })
-        .collect()
-}
-
 /// The row parts of count `c`: its stack is the largest group its framework's record named on
 /// its device (a group without a device counts where the framework has one device only), its
 /// callsite that stack under the count's name and device, which no driver call can have.
@@ -219,7 +208,7 @@ pub(super) fn prepare(
     let groups: Vec<RecordGroup> = groups
         .into_iter()
         .map(|(bytes, blocks, f)| {
-            let (site, stack) = prepare_frames(frames(f), &key, view);
+            let (site, stack) = prepare_frames(record_frames(f), &key, view);
             callsite.get_or_insert(site);
             RecordGroup {
                 blocks,

@@ -13,6 +13,7 @@ fn cfg() -> Config {
         gate: Gate::default(),
         hide_quiet: false,
         pools_emptied: false,
+        framework_records: false,
     }
 }
 

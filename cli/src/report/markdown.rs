@@ -8,13 +8,13 @@ use std::io::{self, Write};
 
 use super::wording::{
     address_text, bad_free_label, cache_callsites_text, cached_text, coarse_pools_text,
-    diff_grew_text, errors_text, exit_line, group_line, group_noun, growth_gate_reason,
-    growth_summary_line, kept_text, left_out_text, no_groups_text, not_shown_text, one_dump_text,
-    pool_growth_text, quiet_line, record_group_text, record_groups_rest_text,
-    recording_stopped_text, script_end_line, script_end_text, series_line, series_text,
-    skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text, unjudged_text,
-    CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, NO_GROWTH,
-    RECORD_GROUPS_SHOWN,
+    diff_grew_text, errors_text, exit_line, framework_kept_text, group_line, group_noun,
+    growth_gate_reason, growth_summary_line, kept_text, left_out_text, no_groups_text,
+    not_shown_text, one_dump_text, pool_growth_text, quiet_line, record_group_text,
+    record_groups_rest_text, record_note_text, recording_stopped_text, script_end_line,
+    script_end_text, series_line, series_text, skipped_rest_text, steps_text, summary_line,
+    suspect_rule_text, teardown_text, unjudged_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
+    NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, RECORD_GROUPS_SHOWN,
 };
 use super::{cached_by_rule, growth_api, own_frame, signed_human};
 use super::{
@@ -164,6 +164,14 @@ impl Reporter for Markdown {
                 )?;
                 writeln!(w)?;
             }
+            for n in &p.record_notes {
+                writeln!(
+                    w,
+                    "> **Note:** {}.",
+                    escape(&record_note_text(&n.framework, &n.note))
+                )?;
+                writeln!(w)?;
+            }
             if p.leaks.is_empty() {
                 writeln!(w, "{}", no_groups_text(p))?;
             } else {
@@ -191,6 +199,10 @@ impl Reporter for Markdown {
                         group_head(g)
                     )?;
                     writeln!(w)?;
+                    if let Some(id) = &g.framework {
+                        writeln!(w, "Note: {}.", escape(&framework_kept_text(id)))?;
+                        writeln!(w)?;
+                    }
                     stack(w, &g.stack, root)?;
                 }
                 writeln!(w)?;

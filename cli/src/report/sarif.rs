@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 
 use super::change_text_paren;
 use super::wording::{
-    address_text, bad_free_what, errors_text, group_line, held_by_text, steps_text, FAILED_ADVICE,
-    MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
+    address_text, bad_free_what, errors_text, framework_kept_text, group_line, held_by_text,
+    steps_text, FAILED_ADVICE, MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
 };
 use super::{clean, growth_api, rate_text};
 use super::{frame_text, human_bytes, placement, plural, Reporter, VERSION};
@@ -278,6 +278,9 @@ fn leak_properties(g: &LeakGroup, pid: u32) -> Value {
     if let Some(h) = &g.handles {
         v["handles"] = json!({"library": h.library, "count": h.count});
     }
+    if let Some(id) = &g.framework {
+        v["framework"] = json!(clean(id));
+    }
     v
 }
 
@@ -290,13 +293,17 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 "cudaleak/leak",
                 "error",
                 format!(
-                    "{} never freed (pid {pid})",
+                    "{} never freed (pid {pid}){}",
                     group_line(
                         &human_bytes(g.bytes),
                         &group_what(g),
                         &clean(&g.api),
                         &placement(g.kind, g.device)
-                    )
+                    ),
+                    g.framework.as_deref().map_or(String::new(), |id| format!(
+                        "; {}",
+                        framework_kept_text(&clean(id))
+                    ))
                 ),
                 &[&g.stack],
                 &g.callsite,

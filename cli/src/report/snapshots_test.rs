@@ -24,6 +24,7 @@ fn cfg_with(view: View, rules: Vec<Rule>, min_bytes: u64) -> Config {
         gate: Gate::default(),
         hide_quiet: false,
         pools_emptied: false,
+        framework_records: false,
     }
 }
 

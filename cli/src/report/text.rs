@@ -8,14 +8,14 @@ use std::io::{self, Write};
 use super::wording::{
     address_text, bad_free_label, bad_free_what, cache_callsites_text, cached_gate_text,
     cached_text, coarse_pools_text, diff_side_text, diff_summary_line, dropped_events_text,
-    errors_text, exit_line, folded_line, gate_failed_text, group_line, group_noun,
-    growth_gate_reason, growth_summary_line, held_by_text, kept_in_emptied_text, kept_text,
-    left_out_text, managed_text, more_frames_text, no_groups_text, not_shown_text, one_dump_text,
-    pool_growth_text, quiet_line, record_group_text, record_groups_rest_text,
-    recording_stopped_text, script_end_line, script_end_text, series_line, series_text,
-    skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text, times_text,
-    tolerated_text, trend_label, unjudged_text, where_text, CACHED_TITLE, FAILED_ADVICE,
-    MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, RECORD_GROUPS_SHOWN, TEARDOWN_TITLE,
+    errors_text, exit_line, folded_line, framework_kept_text, gate_failed_text, group_line,
+    group_noun, growth_gate_reason, growth_summary_line, held_by_text, kept_in_emptied_text,
+    kept_text, left_out_text, managed_text, more_frames_text, no_groups_text, not_shown_text,
+    one_dump_text, pool_growth_text, quiet_line, record_group_text, record_groups_rest_text,
+    record_note_text, recording_stopped_text, script_end_line, script_end_text, series_line,
+    series_text, skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text,
+    times_text, tolerated_text, trend_label, unjudged_text, where_text, CACHED_TITLE,
+    FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, RECORD_GROUPS_SHOWN, TEARDOWN_TITLE,
 };
 use super::{
     cached_by_rule, cached_totals, change_text, change_text_paren, clean, counts_text,
@@ -158,6 +158,13 @@ fn process_section(
         let w = o.paint("warning:", Style::Yellow);
         writeln!(o.w, "{w} {}", dropped_events_text(p.summary.dropped_events))?;
     }
+    for n in &p.record_notes {
+        writeln!(
+            o.w,
+            "note: {}",
+            record_note_text(&clean(&n.framework), &clean(&n.note))
+        )?;
+    }
     if p.summary.untracked_frees > 0 {
         writeln!(
             o.w,
@@ -178,6 +185,9 @@ fn process_section(
             Style::Red,
         );
         writeln!(o.w, "{head} {}", leak_header(g))?;
+        if let Some(id) = &g.framework {
+            writeln!(o.w, "    note: {}", framework_kept_text(&clean(id)))?;
+        }
         if let Some(r) = g.held_by.and_then(|c| f.caches.get(c)) {
             let empty = r.empty.as_deref().unwrap_or("");
             writeln!(

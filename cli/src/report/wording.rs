@@ -275,6 +275,28 @@ pub fn group_noun(p: &ProcessFindings) -> &'static str {
     }
 }
 
+/// Under a leak group a framework's own record named (a window's report, `--since`): `kept in
+/// PyTorch's caching allocator, out of the driver's sight; PyTorch's own record named these
+/// blocks`. A framework the CLI does not know is named by its id.
+pub fn framework_kept_text(id: &str) -> String {
+    match crate::growth::framework(id) {
+        Some(f) => format!(
+            "kept in {}, out of the driver's sight; {}'s own record named these blocks",
+            f.pool_name, f.title
+        ),
+        None => format!(
+            "kept in {id}'s pool, out of the driver's sight; its own record named these blocks"
+        ),
+    }
+}
+
+/// `PyTorch's own record: NOTE`: why a framework's record could not be turned on or read (or
+/// its frames), in a window's report.
+pub fn record_note_text(id: &str, note: &str) -> String {
+    let title = crate::growth::framework(id).map_or(id, |f| f.title);
+    format!("{title}'s own record: {note}")
+}
+
 /// `SUMMARY: 1.06 MiB leaked in 12 allocations from 3 callsites (1 process)`, then
 /// `; 86.00 MiB held by caches` when caches hold anything. Processes that all still run after
 /// `cudaleak attach` left them: `… still live in …` (their blocks are not known to be leaked).

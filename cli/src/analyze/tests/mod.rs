@@ -22,6 +22,7 @@ fn cfg() -> Config {
         gate: Gate::default(),
         hide_quiet: false,
         pools_emptied: false,
+        framework_records: false,
     }
 }
 

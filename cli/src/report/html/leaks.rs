@@ -9,9 +9,9 @@ use super::MAX_PROCESSES;
 use crate::analyze::{BadFreeGroup, Findings, LeakGroup};
 use crate::report::wording::{
     address_text, bad_free_label, bad_free_what, cached_text, dropped_events_text, errors_text,
-    group_line, group_noun, managed_text, no_groups_text, pool_growth_text, recording_stopped_text,
-    script_end_line, script_end_text, teardown_text, times_text, CACHED_TITLE, FAILED_ADVICE,
-    MANAGED_ADVICE, TEARDOWN_TITLE,
+    framework_kept_text, group_line, group_noun, managed_text, no_groups_text, pool_growth_text,
+    record_note_text, recording_stopped_text, script_end_line, script_end_text, teardown_text,
+    times_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TITLE,
 };
 use crate::report::{
     cached_by_rule, counts_text, group_what, human_bytes, placement, plural, process_label,
@@ -35,6 +35,13 @@ pub(super) fn section(p: &mut Page, f: &Findings) {
                 p.s,
                 "<p class=\"warn-text\">warning: {}</p>",
                 dropped_events_text(pf.summary.dropped_events)
+            );
+        }
+        for n in &pf.record_notes {
+            let _ = writeln!(
+                p.s,
+                "<p class=\"note\"><b>note:</b> {}</p>",
+                esc_text(&record_note_text(&n.framework, &n.note))
             );
         }
         let _ = writeln!(
@@ -256,10 +263,18 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
 }
 
 fn leak_head(g: &LeakGroup) -> String {
-    group_line(
+    let mut head = group_line(
         &format!("<b>{}</b>", human_bytes(g.bytes)),
         &esc_text(&group_what(g)),
         &format!("<code>{}</code>", esc(&g.api)),
         &esc_text(&placement(g.kind, g.device)),
-    )
+    );
+    if let Some(id) = &g.framework {
+        let _ = write!(
+            head,
+            " <span class=\"note\">({})</span>",
+            esc_text(&framework_kept_text(id))
+        );
+    }
+    head
 }

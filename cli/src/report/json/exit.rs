@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::{frames, Frames, Tool, REPORT_VERSION, TOOL};
 use crate::analyze::{signal_name, Counts, Findings, LeakGroup, ProgramStatus};
+use crate::report::wording::{framework_kept_text, record_note_text};
 use crate::report::{cached_totals, error_name, gate_reasons, suppressed_per_rule};
 
 #[derive(Serialize)]
@@ -26,6 +27,19 @@ struct Group<'a> {
     /// stack).
     #[serde(skip_serializing_if = "Option::is_none")]
     handles: Option<Handles<'a>>,
+    /// The framework whose own record named the blocks (a window's report, `--since`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    framework: Option<&'a str>,
+    /// Where the blocks are and who named them, in words (with `framework`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RecordNoteDoc<'a> {
+    framework: &'a str,
+    note: &'a str,
+    text: String,
 }
 
 #[derive(Serialize)]
@@ -53,6 +67,8 @@ fn group<'a>(f: &'a Findings, pid: u32, g: &'a LeakGroup) -> Group<'a> {
             library: &h.library,
             count: h.count,
         }),
+        framework: g.framework.as_deref(),
+        note: g.framework.as_deref().map(framework_kept_text),
     }
 }
 
@@ -165,6 +181,9 @@ struct Process<'a> {
     pools_growing: Vec<PoolGrowing<'a>>,
     /// What the script held when Python began to shut down; null when the dump does not say.
     script_end: Option<ScriptEndDoc<'a>>,
+    /// Why a framework's own record could not be read (a window's report, `--since`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    record_notes: Vec<RecordNoteDoc<'a>>,
 }
 
 #[derive(Serialize)]
@@ -476,6 +495,15 @@ pub(super) fn document(f: &Findings) -> Doc<'_> {
                     })
                     .collect(),
             }),
+            record_notes: p
+                .record_notes
+                .iter()
+                .map(|n| RecordNoteDoc {
+                    framework: &n.framework,
+                    note: &n.note,
+                    text: record_note_text(&n.framework, &n.note),
+                })
+                .collect(),
         });
         doc.leaks.extend(p.leaks.iter().map(|g| group(f, pid, g)));
         doc.managed
