@@ -75,6 +75,12 @@ fn line_of(marker: &str) -> u32 {
     python_marker_line(&api_dir().join("track.py"), marker)
 }
 
+/// A report's frame: FUNCTION at track.py's line marked MARKER (run by its absolute path).
+fn at(function: &str, marker: &str) -> String {
+    let path = api_dir().join("track.py");
+    format!("{function} at {}:{}\n", path.display(), line_of(marker))
+}
+
 #[test]
 fn track_names_the_kept_block_at_its_line_and_no_block_from_before() {
     let out = track();
@@ -102,7 +108,7 @@ fn track_names_the_kept_block_at_its_line_and_no_block_from_before() {
         report.contains("Leak 1 of 1: 4.00 KiB (4096 B) in 1 allocation via cudaMalloc"),
         "{report}"
     );
-    assert!(report.contains(&format!("track.py:{keep}")), "{report}");
+    assert!(report.contains(&at("<module>", "keep")), "{report}");
     // The 1 MiB block from before the shim was attached, the 2 MiB one from before the block,
     // the 8 KiB one freed inside it: none is the block's.
     for not_it in ["1.00 MiB", "2.00 MiB", "8.00 KiB"] {
@@ -138,12 +144,8 @@ fn the_decorator_raises_leak_error_on_the_leaking_call_only() {
         report.contains("Leak 1 of 1: 512 B in 1 allocation via cudaMalloc"),
         "{report}"
     );
-    assert!(
-        report.contains(&format!("keeps at track.py:{}", line_of("keep-call")))
-            || report.contains(&format!("/track.py:{}", line_of("keep-call"))),
-        "{report}"
-    );
-    assert!(report.contains("step at "), "{report}");
+    assert!(report.contains(&at("keeps", "keep-call")), "{report}");
+    assert!(report.contains(&at("step", "step")), "{report}");
 }
 
 #[test]
@@ -155,10 +157,7 @@ fn snapshot_and_diff_show_the_growth_and_no_block_from_before_the_shim() {
         report.contains("Grew 1 of 4: +64.00 KiB, 1 more block via cudaMalloc"),
         "{report}"
     );
-    assert!(
-        report.contains(&format!("track.py:{}", line_of("grow"))),
-        "{report}"
-    );
+    assert!(report.contains(&at("<module>", "grow")), "{report}");
     // The old snapshot: the 2 MiB, 4 KiB and 512 B blocks; the 1 MiB block allocated before the
     // shim was attached is unknown to it.
     assert!(
@@ -386,27 +385,14 @@ fn the_cell_magic_names_the_cells_line_in_a_real_kernel() {
 }
 
 /// docs/python-api.md shows the notebook this test runs: every cell, verbatim, and of each
-/// output it shows, every line without a `…` (a placeholder for what differs per run: pids,
-/// paths) printed by that cell.
+/// output it shows, every line without a `…` printed by a cell.
 #[test]
 fn the_docs_notebook_example_is_the_notebook_the_test_runs() {
-    let docs =
-        std::fs::read_to_string(Path::new(MANIFEST_DIR).join("../docs/python-api.md")).unwrap();
-    let section = docs
-        .split("## In Jupyter and IPython")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("docs/python-api.md has its Jupyter section");
-    let blocks: Vec<(&str, &str)> = section
-        .split("```")
-        .skip(1)
-        .step_by(2)
-        .map(|b| b.split_once('\n').unwrap_or((b, "")))
-        .collect();
+    let blocks = doc_blocks("In Jupyter and IPython");
     let cells = notebook();
     let code: Vec<&str> = blocks
         .iter()
-        .filter(|(lang, _)| *lang == "python")
+        .filter(|(lang, _)| lang == "python")
         .map(|(_, b)| b.trim_end())
         .collect();
     let sources: Vec<&str> = cells.iter().map(|c| c.source.trim_end()).collect();
@@ -414,12 +400,6 @@ fn the_docs_notebook_example_is_the_notebook_the_test_runs() {
         code, sources,
         "docs/python-api.md's notebook cells are leak.ipynb's"
     );
-    let outputs: Vec<&str> = blocks
-        .iter()
-        .filter(|(lang, _)| *lang == "text")
-        .map(|(_, b)| *b)
-        .collect();
-    assert!(!outputs.is_empty(), "the docs show the cells' output");
     let printed: Vec<String> = cells
         .iter()
         .map(|c| {
@@ -427,13 +407,71 @@ fn the_docs_notebook_example_is_the_notebook_the_test_runs() {
             format!("{}{}", c.stdout, error.unwrap_or_default())
         })
         .collect();
-    for output in outputs {
-        for line in output.lines().filter(|l| !l.contains('…')) {
-            assert!(
-                printed.iter().any(|p| p.lines().any(|l| l == line)),
-                "docs/python-api.md shows a line no cell printed: {line:?}\n{}",
-                printed.join("\n----\n")
-            );
-        }
+    let outputs: Vec<&(String, String)> = blocks.iter().filter(|(l, _)| l == "text").collect();
+    assert!(!outputs.is_empty(), "the docs show the cells' output");
+    for (_, output) in outputs {
+        shown_lines_were_printed(output, &printed);
+    }
+}
+
+/// docs/python-api.md's runnable `track()` example, run: what it shows is what it prints, and
+/// the kept block is named at the example's line.
+#[test]
+fn the_docs_track_example_prints_what_the_docs_show() {
+    let blocks = doc_blocks("`track()`: a block");
+    let (example, shown) = match &blocks[..] {
+        [(l1, example), (l2, shown), ..] if l1 == "python" && l2 == "text" => (example, shown),
+        _ => panic!("the section opens with the example, then its output: {blocks:?}"),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("example.py");
+    std::fs::write(&script, example).unwrap();
+    let out = python(Path::new("python3"), &[&script], dir.path());
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    shown_lines_were_printed(shown, std::slice::from_ref(&printed));
+    let line = 1 + example
+        .lines()
+        .position(|l| l.contains("kept.append(malloc(4096))"))
+        .expect("the example keeps a 4096-byte block");
+    assert!(
+        printed.contains(&format!("<module> at example.py:{line}\n")),
+        "the kept block at example.py:{line}\n{printed}"
+    );
+    assert!(
+        !printed.contains("1.00 MiB") && !printed.contains("8.00 KiB"),
+        "{printed}"
+    );
+}
+
+/// The fenced blocks of docs/python-api.md's section HEADING: (language, text).
+fn doc_blocks(heading: &str) -> Vec<(String, String)> {
+    let docs =
+        std::fs::read_to_string(Path::new(MANIFEST_DIR).join("../docs/python-api.md")).unwrap();
+    let section = docs
+        .split(&format!("\n## {heading}\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap_or_else(|| panic!("docs/python-api.md has a section {heading:?}"))
+        .to_string();
+    section
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .map(|b| {
+            let (lang, text) = b.split_once('\n').unwrap_or((b, ""));
+            (lang.to_string(), text.to_string())
+        })
+        .collect()
+}
+
+/// Every line of SHOWN without a `…` (a placeholder for what differs per run) is a line of one
+/// of PRINTED.
+fn shown_lines_were_printed(shown: &str, printed: &[String]) {
+    for line in shown.lines().filter(|l| !l.contains('…')) {
+        assert!(
+            printed.iter().any(|p| p.lines().any(|l| l == line)),
+            "docs/python-api.md shows a line that was not printed: {line:?}\n{}",
+            printed.join("\n----\n")
+        );
     }
 }

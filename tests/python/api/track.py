@@ -61,7 +61,7 @@ out["clean"] = {"leaks": len(clean.leaks), "report": clean.report()}
 @cudaleak.track(limit=0, snapshot_every=None)
 def step(leak):
     if leak:
-        keeps(512)
+        keeps(512)  # @step
     else:
         rt.cudaFree(malloc(512))
 
