@@ -167,8 +167,10 @@ pub struct ReportArgs {
     #[arg(long, conflicts_with_all = ["growth", "gen_suppressions", "stats", "paths"])]
     pub list_caches: bool,
     /// Only what was allocated after sequence number SEQ (the shim's `cudaleak_mark()` at the
-    /// start of a window, e.g. one test): live blocks, failed calls and bad frees of the window
-    #[arg(long, value_name = "SEQ", conflicts_with = "growth")]
+    /// start of a window, e.g. one test): live blocks, failed calls and bad frees of the window,
+    /// and the blocks a framework's own record named in it; with --growth, the series is judged
+    /// on the blocks allocated after SEQ only
+    #[arg(long, value_name = "SEQ")]
     pub since: Option<u64>,
     /// The program emptied its memory pools before the dump (torch.cuda.empty_cache(),
     /// CuPy's free_all_blocks(); `report --list-caches` shows each pool's `empty` line): blocks

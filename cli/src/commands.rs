@@ -172,11 +172,24 @@ pub(crate) fn growth_of(
     files: &[PathBuf],
     cfg: &Config,
 ) -> Result<Result<GrowthFindings, String>, Failure> {
+    growth_since(files, cfg, None)
+}
+
+/// [`growth_of`], judged only on what was allocated after sequence number `since` (`report
+/// --growth --since`).
+fn growth_since(
+    files: &[PathBuf],
+    cfg: &Config,
+    since: Option<u64>,
+) -> Result<Result<GrowthFindings, String>, Failure> {
     let mut builder = growth::Builder::new(cfg);
     for f in files {
-        let dump = load::read(f)?;
+        let mut dump = load::read(f)?;
         if cfg.hide_quiet && dump.is_quiet() {
             continue;
+        }
+        if let Some(seq) = since {
+            growth::keep_after(&mut dump, seq);
         }
         builder.add(&dump, f);
     }
@@ -221,10 +234,15 @@ pub(crate) fn write_growth(
 /// `cudaleak report --growth`.
 fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
     let files = load::expand_series(&a.paths)?;
-    let findings = growth_of(&files, cfg)?.map_err(Failure)?;
-    // The HTML page shows the exit report beside the series (the exit status stays --growth's).
+    let findings = growth_since(&files, cfg, a.since)?.map_err(Failure)?;
+    // The HTML page shows the exit report beside the series (the exit status stays --growth's),
+    // of the same window.
     let exit = match a.report.out.format {
-        Format::Html => Some(analyze_paths(&load::expand_again(&a.paths, false)?, cfg)?),
+        Format::Html => Some(analyze_window(
+            &load::expand_again(&a.paths, false)?,
+            cfg,
+            a.since,
+        )?),
         _ => None,
     };
     write_growth(&findings, exit.as_ref(), &a.report, cfg)?;

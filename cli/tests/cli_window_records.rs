@@ -244,3 +244,103 @@ fn without_since_the_records_change_nothing() {
     // With --since the same dump shows them.
     window(&[]).stdout(predicate::str::contains("via torch"));
 }
+
+/// The window's series: three snapshots, then the requested dump.
+const SERIES: &str = "window";
+
+fn growth_json(args: &[&str]) -> serde_json::Value {
+    let out = report(&[&["--growth", "--format", "json"], args, &[&fx(SERIES)]].concat())
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// (first function of the program's own, suspect) per row.
+fn rows(doc: &serde_json::Value) -> Vec<(String, bool)> {
+    doc["processes"][0]["callsites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let f = r["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|f| f["function"].as_str())
+                .unwrap_or("?");
+            (f.to_string(), r["suspect"].as_bool().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn growth_since_never_blames_blocks_made_before_the_mark() {
+    // Without --since, warm_up's blocks (all made before the window) grew too.
+    let all = growth_json(&[]);
+    assert_eq!(
+        rows(&all),
+        [("step".to_string(), true), ("warm_up".to_string(), true)]
+    );
+    let window = growth_json(&["--since", MARK]);
+    assert_eq!(rows(&window), [("step".to_string(), true)]);
+    let step = &window["processes"][0]["callsites"][0];
+    let live: Vec<u64> = step["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["allocations"].as_u64().unwrap())
+        .collect();
+    assert_eq!(live, [0, 0, 2, 5], "only the blocks made after the mark");
+    assert_eq!(window["suspect_growth_bytes"], 5 * 4096);
+    assert_eq!(window["gate"]["exit_code"], 23);
+
+    report(&["--growth", "--since", MARK, &fx(SERIES)])
+        .code(23)
+        .stdout(predicate::str::contains("warm_up").not())
+        .stdout(predicate::str::contains(
+            "SUMMARY: 1 growth suspect (+20.00 KiB) in 1 process (4 dumps)",
+        ));
+    report(&["--growth", "--since", MARK, "--exit-code", "7", &fx(SERIES)]).code(7);
+    let supp = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(supp.path(), "leak:^ext_alloc\n").unwrap();
+    report(&[
+        "--growth",
+        "--since",
+        MARK,
+        "--suppressions",
+        supp.path().to_str().unwrap(),
+        &fx(SERIES),
+    ])
+    .code(0);
+    // A mark after every block: nothing of the window grew.
+    report(&["--growth", "--since", "100", &fx(SERIES)]).code(0);
+}
+
+#[test]
+fn a_requested_dump_is_the_last_of_its_series() {
+    let doc = growth_json(&["--since", MARK]);
+    let dumps = doc["processes"][0]["dumps"].as_array().unwrap();
+    let order: Vec<(String, Option<u64>)> = dumps
+        .iter()
+        .map(|d| {
+            let source = d["source"].as_str().unwrap();
+            let name = source.rsplit('/').next().unwrap().to_string();
+            (name, d["snapshot"].as_u64())
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("cudaleak.6006.snapshot-1.json".to_string(), Some(1)),
+            ("cudaleak.6006.snapshot-2.json".to_string(), Some(2)),
+            ("cudaleak.6006.snapshot-3.json".to_string(), Some(3)),
+            ("cudaleak.6006.json".to_string(), None),
+        ]
+    );
+    assert!(dumps.iter().all(|d| d["end"] == "snapshot"));
+    report(&["--growth", &fx(SERIES)]).stdout(predicate::str::contains(
+        "4 dumps over 3.0 s (snapshot 1, snapshot 2, snapshot 3, snapshot); live 2.01 MiB in 3 \
+         allocations → 2.05 MiB in 14 allocations\n",
+    ));
+}

@@ -37,6 +37,45 @@ pub const RULE_TEXT: &str = "3+ blocks more (a pool: any); with 8+ points, what 
 steadily to new highs; with fewer, a late peak, few falls and 2+ rises (1 if 1 interval led to \
 the peak)";
 
+/// A dump of a series reduced to what was allocated after sequence number `seq` (`report
+/// --growth --since`), so that nothing made before the window is judged:
+/// * its live records, failed calls, bad frees and handles as `report --since` keeps them;
+/// * its floors (kept per stack, not per block) only for stacks with a block after `seq`, less
+///   the blocks of that stack made before `seq` and still live (they were held through the
+///   whole interval), and at most what the stack holds after `seq`;
+/// * not the moment Python began to shut down (what each stack held then carries no sequence
+///   numbers), and not the frameworks' counts (a count is of every object, made before the
+///   window or in it).
+pub fn keep_after(dump: &mut format::Dump, seq: u64) {
+    // Per stack: (blocks, bytes) made up to `seq` and after it, still live.
+    let mut per_stack: HashMap<usize, (Counts, Counts)> = HashMap::new();
+    for r in &dump.live {
+        let (before, after) = per_stack.entry(r.stack).or_default();
+        let c = if r.seq > seq { after } else { before };
+        c.allocations += 1;
+        c.bytes = c.bytes.saturating_add(r.held());
+    }
+    if let Some(floors) = dump.floors.as_mut() {
+        floors.retain_mut(|f| {
+            let Some((before, after)) = per_stack.get(&f.stack) else {
+                return false;
+            };
+            if after.allocations == 0 {
+                return false;
+            }
+            f.allocations = f
+                .allocations
+                .saturating_sub(before.allocations)
+                .min(after.allocations);
+            f.bytes = f.bytes.saturating_sub(before.bytes).min(after.bytes);
+            true
+        });
+    }
+    dump.finalizing = None;
+    dump.frameworks = None;
+    crate::analyze::keep_after(dump, seq);
+}
+
 /// One dump of a series, in series order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
@@ -51,14 +90,40 @@ pub struct Point {
 }
 
 impl Point {
-    /// Snapshots in number order first, then final dumps; time breaks ties.
-    fn order(&self) -> (bool, u64, u64) {
+    /// Which of two dumps is the newer (the process's header, the frameworks' records): final
+    /// dumps last, else the later, then the higher snapshot number.
+    fn newer(&self) -> (bool, u64, u64) {
         (
             self.end != format::End::Snapshot,
-            self.snapshot.unwrap_or(0),
             self.end_unix_ms,
+            self.snapshot.unwrap_or(0),
         )
     }
+}
+
+/// The series order of `points`: snapshots in number order, then final dumps; time breaks
+/// ties. A requested dump (`cudaleak_dump()`: a snapshot without a number) goes after the
+/// numbered snapshots taken before it, by its time: as the last dump of a window it stands as
+/// the series' last, whatever its file is called.
+fn series_keys(points: &[Point]) -> Vec<(bool, u64, bool, u64)> {
+    let numbered = |p: &&Point| p.end == format::End::Snapshot && p.snapshot.is_some();
+    points
+        .iter()
+        .map(|p| match (p.end, p.snapshot) {
+            (format::End::Snapshot, Some(n)) => (false, n, false, p.end_unix_ms),
+            (format::End::Snapshot, None) => {
+                let after = points
+                    .iter()
+                    .filter(numbered)
+                    .filter(|q| q.end_unix_ms <= p.end_unix_ms)
+                    .filter_map(|q| q.snapshot)
+                    .max()
+                    .unwrap_or(0);
+                (false, after, true, p.end_unix_ms)
+            }
+            _ => (true, 0, false, p.end_unix_ms),
+        })
+        .collect()
 }
 
 /// Why a callsite that grew overall is not a suspect.
@@ -402,7 +467,7 @@ impl<'a> Builder<'a> {
             },
             floors: dump.floors.is_some(),
         };
-        let order = point.order();
+        let order = point.newer();
         let key = (p.pid, p.start_unix_ms);
         let slot = *self.index.entry(key).or_insert_with(|| {
             self.processes.push(ProcessAcc {
@@ -609,24 +674,26 @@ fn left_out(acc: &ProcessAcc) -> Vec<usize> {
 
 fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     let left = left_out(&acc);
-    let by_order = |a: &Point, b: &Point| {
-        a.order()
-            .cmp(&b.order())
-            .then_with(|| a.source.cmp(&b.source))
+    let keys = series_keys(&acc.points);
+    let by_order = |a: usize, b: usize| {
+        keys[a]
+            .cmp(&keys[b])
+            .then_with(|| acc.points[a].source.cmp(&acc.points[b].source))
     };
     // Series order, and where each added dump went in it (`usize::MAX`: left out).
     let mut order: Vec<usize> = (0..acc.points.len())
         .filter(|i| !left.contains(i))
         .collect();
-    order.sort_by(|&a, &b| by_order(&acc.points[a], &acc.points[b]));
+    order.sort_by(|&a, &b| by_order(a, b));
     let mut position = vec![usize::MAX; acc.points.len()];
     for (pos, &i) in order.iter().enumerate() {
         position[i] = pos;
     }
     let points: Vec<Point> = order.iter().map(|&i| acc.points[i].clone()).collect();
     let left_out = (!left.is_empty()).then(|| {
-        let mut points: Vec<Point> = left.iter().map(|&i| acc.points[i].clone()).collect();
-        points.sort_by(by_order);
+        let mut left = left.clone();
+        left.sort_by(|&a, &b| by_order(a, b));
+        let points: Vec<Point> = left.iter().map(|&i| acc.points[i].clone()).collect();
         LeftOut {
             points,
             why: LeftOutWhy::PythonTeardown,

@@ -922,3 +922,98 @@ fn under_exact_pools_a_count_without_a_line_points_at_the_callsites_not_at_exact
     );
     assert!(!note.contains("--exact-pools"), "{note}");
 }
+
+fn point(end: format::End, snapshot: Option<u64>, ms: u64, name: &str) -> Point {
+    Point {
+        source: PathBuf::from(name),
+        end,
+        snapshot,
+        signal: None,
+        end_unix_ms: ms,
+        live: Counts::default(),
+        floors: false,
+    }
+}
+
+#[test]
+fn a_requested_dump_goes_after_the_snapshots_taken_before_it() {
+    use format::End::{Exit, Snapshot};
+    // `cudaleak_dump()` writes a snapshot without a number; here between snapshots 2 and 3,
+    // and one at the end of the window named as the process's last dump.
+    let points = [
+        point(Snapshot, None, 4_000, "cudaleak.1.json"),
+        point(Snapshot, Some(3), 3_000, "cudaleak.1.snapshot-3.json"),
+        point(Snapshot, None, 2_500, "window-a.json"),
+        point(Snapshot, Some(1), 1_000, "cudaleak.1.snapshot-1.json"),
+        point(Snapshot, Some(2), 2_000, "cudaleak.1.snapshot-2.json"),
+    ];
+    let keys = series_keys(&points);
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by_key(|&i| keys[i]);
+    let names: Vec<&str> = order
+        .iter()
+        .map(|&i| points[i].source.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "cudaleak.1.snapshot-1.json",
+            "cudaleak.1.snapshot-2.json",
+            "window-a.json",
+            "cudaleak.1.snapshot-3.json",
+            "cudaleak.1.json",
+        ]
+    );
+    // A final dump still ends the series, whatever the time.
+    let points = [
+        point(Exit, None, 1_000, "cudaleak.1.json"),
+        point(Snapshot, None, 2_000, "window.json"),
+    ];
+    let keys = series_keys(&points);
+    assert!(keys[1] < keys[0]);
+}
+
+#[test]
+fn keep_after_judges_floors_only_on_blocks_made_after_the_mark() {
+    let mut d = crate::fixture("clean.json");
+    d.stacks = vec![format::Stack::default(); 3];
+    let rec = |stack: usize, seq: u64| format::LiveRecord {
+        address: format::Hex(0x7f00_0000_0000 + seq * 0x10_0000),
+        size: 100,
+        bytes_held: None,
+        api: "cudaMalloc".into(),
+        kind: format::Kind::Device,
+        device: Some(0),
+        thread: 1,
+        seq,
+        time_ms: seq,
+        stack,
+    };
+    // Stack 0: two blocks before the mark (10), three after; stack 1: before only; stack 2:
+    // after only.
+    d.live = vec![
+        rec(0, 1),
+        rec(0, 2),
+        rec(0, 11),
+        rec(0, 12),
+        rec(0, 13),
+        rec(1, 3),
+        rec(2, 14),
+    ];
+    let floor = |stack: usize, allocations: u64| format::StackCounts {
+        stack,
+        allocations,
+        bytes: allocations * 100,
+    };
+    d.floors = Some(vec![floor(0, 3), floor(1, 0), floor(2, 0)]);
+    d.finalizing = None;
+    d.frameworks = Some(format::Frameworks::default());
+    keep_after(&mut d, 10);
+    assert_eq!(d.live.len(), 4);
+    assert_eq!(d.summary.live_allocations, 4);
+    assert_eq!(d.summary.live_bytes, 400);
+    // Stack 0 kept 3 through the interval, 2 of them made before the mark: 1 of the window's.
+    // Stack 1 has nothing after the mark: no floor. Stack 2's floor stays 0.
+    assert_eq!(d.floors, Some(vec![floor(0, 1), floor(2, 0)]));
+    assert_eq!(d.frameworks, None);
+}
