@@ -38,6 +38,7 @@ fn python(python: &Path, args: &[&Path], cwd: &Path) -> Output {
         .env("CUDALEAK_CLI", cudaleak_cli())
         .env("CUDALEAK_SHIM", shim())
         .env("NO_COLOR", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null());
     let out = cmd.output().expect("python runs");
     assert!(
@@ -166,7 +167,7 @@ fn snapshot_and_diff_show_the_growth_and_no_block_from_before_the_shim() {
     );
 }
 
-/// A virtual environment with ipykernel and nbclient from PyPI, made once per run.
+/// A virtual environment with ipykernel, nbclient and pytest from PyPI, made once per run.
 struct Venv {
     _dir: tempfile::TempDir,
     python: PathBuf,
@@ -184,8 +185,8 @@ fn venv() -> &'static Venv {
         ok(
             Command::new(root.join("bin/pip"))
                 .args(["install", "--quiet", "--disable-pip-version-check"])
-                .args(["ipykernel", "nbclient"]),
-            "pip install ipykernel nbclient (PyPI)",
+                .args(["ipykernel", "nbclient", "pytest"]),
+            "pip install ipykernel nbclient pytest (PyPI)",
         );
         Venv {
             python: root.join("bin/python"),
@@ -474,4 +475,30 @@ fn shown_lines_were_printed(shown: &str, printed: &[String]) {
             printed.join("\n----\n")
         );
     }
+}
+
+/// python/tests/: pytest unit tests of the package's pure-Python parts (Leak.line), run with an
+/// empty configuration of their own (none of the checkout's) and no bytecode left behind.
+#[test]
+fn the_packages_unit_tests_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let ini = dir.path().join("pytest.ini");
+    std::fs::write(&ini, "[pytest]\n").unwrap();
+    let tests = Path::new(MANIFEST_DIR).join("../python/tests");
+    let out = python(
+        &venv().python,
+        &[
+            Path::new("-m"),
+            Path::new("pytest"),
+            Path::new("-q"),
+            Path::new("-p"),
+            Path::new("no:cacheprovider"),
+            Path::new("-c"),
+            &ini,
+            &tests,
+        ],
+        dir.path(),
+    );
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(o.contains("4 passed"), "{o}");
 }
