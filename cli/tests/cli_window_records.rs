@@ -180,9 +180,15 @@ fn every_format_shows_record_groups() {
         .ends_with("; kept in PyTorch's caching allocator, out of the driver's sight; PyTorch's own record named these blocks"));
     window(&["--format", "html"])
         .code(23)
-        .stdout(predicate::str::contains("<code>torch</code> (device 0) <span class=\"note\">(kept in PyTorch&#39;s caching allocator").or(
-            predicate::str::contains("<code>torch</code> (device 0) <span class=\"note\">(kept in PyTorch&#x27;s caching allocator"),
-        ).or(predicate::str::contains("<code>torch</code> (device 0) <span class=\"note\">(kept in PyTorch's caching allocator")));
+        .stdout(predicate::str::contains(
+            "<code>torch</code> (device 0) <span class=\"note\">(kept in PyTorch's caching \
+             allocator, out of the driver's sight; PyTorch's own record named these blocks)</span>",
+        ));
+    window(&["--format", "folded"])
+        .code(23)
+        .stdout(predicate::str::contains(
+            "<module> at /home/dev/train.py:33;log_loss at /home/dev/train.py:24;torch 512\n",
+        ));
 }
 
 #[test]
