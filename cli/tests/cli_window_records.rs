@@ -197,7 +197,7 @@ fn a_record_s_note_is_shown() {
     report(&["--since", MARK, &fx("window_note.json")])
         .code(23)
         .stdout(predicate::str::contains(format!(
-            "(snapshot, still running) ==\nnote: PyTorch's own record: {note}\n"
+            "(requested dump, still running) ==\nnote: PyTorch's own record: {note}\n"
         )))
         .stdout(predicate::str::contains("via torch").not());
     let doc = json(&["--since", MARK], "window_note.json");
@@ -346,7 +346,7 @@ fn a_requested_dump_is_the_last_of_its_series() {
     );
     assert!(dumps.iter().all(|d| d["end"] == "snapshot"));
     report(&["--growth", &fx(SERIES)]).stdout(predicate::str::contains(
-        "4 dumps over 3.0 s (snapshot 1, snapshot 2, snapshot 3, snapshot); live 2.01 MiB in 3 \
+        "4 dumps over 3.0 s (snapshot 1, snapshot 2, snapshot 3, requested dump); live 2.01 MiB in 3 \
          allocations → 2.05 MiB in 14 allocations\n",
     ));
 }

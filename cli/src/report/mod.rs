@@ -111,12 +111,13 @@ pub fn rate_text(bytes_per_hour: Option<f64>) -> String {
     }
 }
 
-/// A dump's place in a series: `snapshot 3`, `exit`, `SIGTERM`.
+/// A dump's place in a series: `snapshot 3`, `requested dump`, `exit`, `SIGTERM`.
 pub fn point_label(p: &Point) -> String {
     match p.end {
+        // A snapshot without a number is one the program asked for (`cudaleak_dump()`).
         format::End::Snapshot => match p.snapshot {
             Some(n) => format!("snapshot {n}"),
-            None => "snapshot".into(),
+            None => "requested dump".into(),
         },
         format::End::Exit => "exit".into(),
         format::End::Signal => clean(p.signal.as_deref().unwrap_or("signal")).into_owned(),
@@ -322,7 +323,7 @@ pub fn ending(p: &format::Process) -> String {
         },
         format::End::Snapshot => match p.snapshot {
             Some(n) => format!("snapshot {n}, still running"),
-            None => "snapshot, still running".into(),
+            None => "requested dump, still running".into(),
         },
         format::End::Detach => "detached, still running".into(),
     }
