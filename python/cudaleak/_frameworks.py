@@ -45,6 +45,12 @@ def allocated(torch):
         return 0
 
 
+def count():
+    """PyTorch's count of allocated bytes, or None when it does not serve tensors here."""
+    torch = torch_in_use()
+    return None if torch is None else allocated(torch)
+
+
 def start_record(torch):
     """Turns PyTorch's record of live blocks on (once per process); whether it is on."""
     global _recording
@@ -88,17 +94,20 @@ def block_addresses(snapshot):
 class TorchWindow:
     """PyTorch's count at a window's start, to tell at its end what the window kept."""
 
-    def __init__(self, torch, before, seen, since_ms, note):
+    def __init__(self, before, seen, since_ms, note):
         self.before = before
         self.seen = seen
         self.since_ms = since_ms
         self.note = note
+        #: The addresses of the blocks the last `records` named.
+        self.addresses = set()
 
     @classmethod
-    def start(cls):
+    def start(cls, read_live=None):
         """At a window's start: None when PyTorch does not serve tensors from its caching
-        allocator here. Turns PyTorch's record on the first time; when it was on already, the
-        blocks live now are read, so that none of them is blamed on the window."""
+        allocator here. Turns PyTorch's record on the first time. READ_LIVE: whether to read the
+        blocks live now, so that none of them is blamed on the window (None: when the record
+        was on before, so they may carry frames; blocks made before it have none)."""
         torch = torch_in_use()
         if torch is None:
             return None
@@ -109,17 +118,24 @@ class TorchWindow:
                 "PyTorch's allocation record could not be turned on, so no line is known; "
                 "`cudaleak run --exact-pools` gives each tensor its own driver allocation"
             )
-        seen = block_addresses(live_blocks(torch)) if was_on else set()
-        return cls(torch, allocated(torch), seen, int(time.time() * 1000), note)
+        if read_live is None:
+            read_live = was_on
+        seen = block_addresses(live_blocks(torch)) if read_live else set()
+        return cls(allocated(torch), seen, int(time.time() * 1000), note)
 
-    def records(self, shim, mark, limit=0):
+    def grown(self):
+        """How much PyTorch's count rose since the start (0 when it cannot be read now)."""
+        torch = torch_in_use()
+        return 0 if torch is None else allocated(torch) - self.before
+
+    def records(self, shim, mark, limit=0, owned=None):
         """At the window's end (the pools emptied): the framework records (a list for the
         shim's dump) of the tensors the window left in segments that were live before it, or
-        None when PyTorch's count did not grow by more than LIMIT."""
-        torch = torch_in_use()
-        if torch is None:
-            return None
-        grown = allocated(torch) - self.before
+        None when PyTorch's count did not grow by more than LIMIT. OWNED(block, frames), when
+        given, says which blocks are the window's (the pytest plugin: made below the test's
+        own function)."""
+        self.addresses = set()
+        grown = self.grown()
         if grown <= limit:
             return None
         record = {
@@ -128,19 +144,35 @@ class TorchWindow:
             "unix_ms": int(time.time() * 1000),
             "groups": [],
         }
+        explained = 0  # bytes in new driver blocks: reported as those
         if self.note is None:
-            snapshot = live_blocks(torch)
+            snapshot = live_blocks(torch_in_use())
             if snapshot is None:
                 self.note = "PyTorch's allocation record could not be read"
             else:
-                new_segments = _driver_blocks_since(shim, mark)
-                record["groups"] = _bootstrap._groups(
-                    snapshot, skip=lambda seg, block: _skip(self.seen, new_segments, seg, block)
-                )
+                new_blocks = _driver_blocks_since(shim, mark)
+
+                def skip(segment, block):
+                    nonlocal explained
+                    address = block.get("address")
+                    if address in self.seen:
+                        return True
+                    if _inside(address, new_blocks):
+                        explained += int(block.get("size", 0))
+                        return True
+                    if owned is not None and not owned(block, _frames_of(block)):
+                        return True
+                    self.addresses.add(address)
+                    return False
+
+                record["groups"] = _bootstrap._groups(snapshot, skip=skip)
         if not record["groups"]:
+            rest = grown - explained
+            if rest <= limit:
+                return None  # what grew is in the new segments the driver saw
             # PyTorch counted them, but its record named none (made before it was turned on,
             # or unreadable): the count alone, with why.
-            record["groups"] = [{"blocks": 0, "bytes": grown, "device": None, "frames": []}]
+            record["groups"] = [{"blocks": 0, "bytes": rest, "device": None, "frames": []}]
             record["note"] = self.note or (
                 "PyTorch kept no Python stack for these blocks; `cudaleak run --exact-pools` "
                 "gives each tensor its own driver allocation, seen with its stack"
@@ -150,19 +182,26 @@ class TorchWindow:
         return [record]
 
 
-def _skip(seen, new_segments, segment, block):
-    """A block that is not the window's kept tensor: live before it, or inside a segment the
-    driver saw allocated in the window (reported as that segment already)."""
-    if block.get("address") in seen:
-        return True
-    return segment.get("address") in new_segments
+def _frames_of(block):
+    """A block's frames as the dump writes them (`function`, `file`, `line`)."""
+    raw = block.get("frames")
+    if not raw and block.get("history"):
+        raw = block["history"][-1].get("frames")  # PyTorch 2.0
+    return _bootstrap._frames(raw or ())
+
+
+def _inside(address, ranges):
+    """Whether ADDRESS lies in one of RANGES (driver blocks allocated in the window: a new
+    segment of the pool, reported as that block already)."""
+    return isinstance(address, int) and any(lo <= address < hi for lo, hi in ranges)
 
 
 def _driver_blocks_since(shim, mark):
-    """Addresses of the driver blocks allocated after MARK and still live (the shim's table,
-    through a dump: it has no other way to list them). Empty when there are none."""
+    """The address ranges of the driver blocks allocated after MARK and still live (the
+    shim's table, through a dump: it has no other way to list them). Empty when there are
+    none."""
     if shim.live_since(mark)[0] == 0:
-        return set()
+        return []
     import os
     import tempfile
 
@@ -171,7 +210,12 @@ def _driver_blocks_since(shim, mark):
         shim.dump(path)
         with open(path, encoding="utf-8") as f:
             live = json.load(f).get("live", [])
-    return {int(r["address"], 16) for r in live if r.get("seq", 0) > mark}
+    ranges = []
+    for r in live:
+        if r.get("seq", 0) > mark:
+            lo = int(r["address"], 16)
+            ranges.append((lo, lo + max(int(r.get("size", 0)), 1)))
+    return ranges
 
 
 def empty_pools():

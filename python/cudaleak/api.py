@@ -160,7 +160,6 @@ class Tracker(contextlib.ContextDecorator):
         self._work = tempfile.mkdtemp(prefix="cudaleak-track-")
         # PyTorch's own record first: what the block allocates is then named at its line.
         self._torch = _frameworks.TorchWindow.start()
-        gc.collect()
         self.mark = self.shim.mark()
         self.started = time.time()
         if self.snapshot_every:

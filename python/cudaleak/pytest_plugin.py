@@ -3,13 +3,15 @@
 `pytest --cudaleak` (or `cudaleak = true` in the ini file) runs the session with the cudaleak
 shim preloaded: when it is not, pytest is started again under it before any test module or
 conftest is imported, so before CUDA is touched (the same program, interpreter options and
-arguments; a session that `pytest.main()` started is refused: it cannot be made again). Around
-each test's call the plugin asks the shim which blocks were allocated during the call and are
-still live when it returns (after `gc.collect()` and emptying the frameworks' pools); when there
-are any it writes a dump and lets `cudaleak report --since MARK --pools-emptied` judge them, with
-the CLI's rules: blocks held by caches and library handles are not the test's leak
-(`--cudaleak-fail-on strict` counts them), `leak:` lines of `--cudaleak-suppressions` apply. A
-test that leaks fails with the callsites, its Python lines first.
+arguments; a session that `pytest.main()` started cannot be made again: the shim is attached in
+that process instead, as `cudaleak.track()` does). Around each test's call the plugin asks the
+shim which blocks were allocated during the call and are still live when it returns (after
+`gc.collect()` and emptying the frameworks' pools), and PyTorch whether its count grew (a tensor
+kept inside a segment that was live before: its own record names the line); when either did, it
+writes a dump and lets `cudaleak report --since MARK --pools-emptied` judge it, with the CLI's
+rules: blocks held by caches and library handles are not the test's leak (`--cudaleak-fail-on
+strict` counts them), `leak:` lines of `--cudaleak-suppressions` apply. A test that leaks fails
+with the CLI's own report of its window.
 
 Markers (as pytest-memray's, for GPU memory):
 
@@ -20,21 +22,20 @@ Markers (as pytest-memray's, for GPU memory):
 docs/pytest.md describes the plugin; README.md shows how to install it.
 """
 
-import ctypes
 import gc
 import io
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 
 import pluggy
 import pytest
+
+from . import _frameworks, _shim
 
 # Set in the environment of the pytest started again under the shim, so a shim that failed to
 # load is an error, not a loop.
@@ -73,11 +74,15 @@ def parse_size(text):
 
 
 def human(n):
-    """Bytes as the CLI writes them: `4.00 MiB`."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
+    """Bytes as the CLI writes them (format/src/size.rs, `human_bytes`): `4.00 MiB`, one unit
+    up where two decimals would read 1024.00."""
+    if n < 1024:
+        return f"{n} B"
+    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    while len(units) > 1 and value >= 1023.995:
+        value /= 1024
+        units.pop(0)
+    return f"{value:.2f} {units[0]}"
 
 
 def pytest_addoption(parser):
@@ -147,67 +152,20 @@ def exact_pools(config):
 
 
 def find_cli(config):
-    given = option(config, "cudaleak_bin") or os.environ.get("CUDALEAK_CLI")
-    if given:
-        return given
-    beside = os.path.join(sysconfig.get_path("scripts"), "cudaleak")
-    if os.path.isfile(beside):
-        return beside
-    found = shutil.which("cudaleak")
-    if not found:
+    try:
+        return _shim.find_cli(option(config, "cudaleak_bin"))
+    except _shim.CudaleakError:
         raise pytest.UsageError(
             "cudaleak: the cudaleak command is not installed here (pip install cudaleak), "
             "not on PATH, and neither --cudaleak-bin nor CUDALEAK_CLI names it"
-        )
-    return found
-
-
-class Shim:
-    """The shim's control functions, from the process (it is preloaded)."""
-
-    def __init__(self):
-        lib = ctypes.CDLL(None)
-        self.mark = lib.cudaleak_mark
-        self.mark.restype = ctypes.c_uint64
-        self.mark.argtypes = []
-        self._live_since = lib.cudaleak_live_since
-        self._live_since.restype = ctypes.c_int
-        self._live_since.argtypes = [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]
-        self.restart_peak = lib.cudaleak_restart_peak
-        self.restart_peak.restype = None
-        self.restart_peak.argtypes = []
-        self.peak_bytes = lib.cudaleak_peak_bytes
-        self.peak_bytes.restype = ctypes.c_uint64
-        self.peak_bytes.argtypes = []
-        self._dump = lib.cudaleak_dump
-        self._dump.restype = ctypes.c_int
-        self._dump.argtypes = [ctypes.c_char_p]
-
-    @staticmethod
-    def loaded():
-        try:
-            ctypes.CDLL(None).cudaleak_mark
-        except AttributeError:
-            return False
-        return True
-
-    def live_since(self, mark):
-        out = (ctypes.c_uint64 * 2)()
-        if self._live_since(mark, out) != 0:
-            return 0, 0
-        return out[0], out[1]
-
-    def dump(self, path):
-        if self._dump(os.fsencode(path)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"cudaleak: could not write a dump to {path}")
+        ) from None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     """Starts pytest again under the shim when it is not preloaded: before any conftest or
     test module is imported, so before the session touches CUDA."""
-    if not enabled(early_config) or Shim.loaded():
+    if not enabled(early_config) or _shim.preloaded():
         return
     if os.environ.get(REEXEC_VAR):
         raise pytest.UsageError(
@@ -217,9 +175,11 @@ def pytest_load_initial_conftests(early_config, parser, args):
     env_options = ["--run-in", option(early_config, "cudaleak_out") or "cudaleak-out"]
     if exact_pools(early_config):
         env_options.append("--exact-pools")
-    called_at = started_from_python()
-    if called_at is not None:
-        raise pytest.UsageError(cannot_start_again(early_config, called_at, env_options))
+    if started_from_python() is not None:
+        # pytest.main() from a program of its own: the session cannot be made again, so the
+        # shim is loaded into this process and attached (pytest_configure), as
+        # `cudaleak.track()` does: each test's blocks are seen, whatever came before is not.
+        return
     cmd = [find_cli(early_config), "env", "--json", *env_options]
     got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if got.returncode != 0:
@@ -263,29 +223,6 @@ def started_from_python():
     if frame is None:
         return "?"
     return f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno}"
-
-
-def cannot_start_again(config, called_at, env_options):
-    """The refusal of a session that `pytest.main(...)` started: what would be lost, and the
-    commands that preload the shim from the start instead."""
-    objects = [p for p in config.invocation_params.plugins or () if not isinstance(p, str)]
-    given = ""
-    if objects:
-        names = ", ".join(getattr(p, "__name__", None) or type(p).__qualname__ for p in objects)
-        given = f" with the plugin object{'s' if len(objects) > 1 else ''} {names}"
-    started = command_line(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
-    env = command_line(["cudaleak", "env", *env_options])
-    return (
-        f"cudaleak: pytest was started by pytest.main() at {called_at}{given}, not by pytest's "
-        "command line, so it cannot be started again under the shim: `python -m pytest` would "
-        "lose what the program gives pytest, and the program started again would run its own "
-        f"code twice. Preload the shim from the start instead: `env $({env}) {started}`, or "
-        f"`cudaleak run -- {started}` (which also reports what the program left at exit)"
-    )
-
-
-def command_line(argv):
-    return " ".join(shlex.quote(a) for a in argv)
 
 
 def program():
@@ -364,7 +301,7 @@ def pytest_configure(config):
     )
     if not enabled(config):
         return
-    if not Shim.loaded():
+    if not _shim.preloaded() and started_from_python() is None:
         raise pytest.UsageError(
             "cudaleak: the shim is not preloaded in this process (run pytest with --cudaleak "
             "on its command line, or under the environment `cudaleak env` prints)"
@@ -375,18 +312,22 @@ def pytest_configure(config):
 class Checker:
     def __init__(self, config):
         self.config = config
-        self.shim = Shim()
         self.cli = find_cli(config)
+        try:
+            # Preloaded, or (a session pytest.main() started) loaded and attached now.
+            self.shim = _shim.get(self.cli)
+        except _shim.CudaleakError as e:
+            raise pytest.UsageError(str(e)) from None
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         # The run directory `cudaleak env --run-in` made before pytest started again (xdist's
-        # workers inherit it); a session someone preloaded by hand has none: its test dumps go
-        # to a temporary directory, removed at the end.
+        # workers inherit it); a session without one (preloaded by hand, or attached) writes
+        # its test dumps into a temporary directory, removed at the end.
         run_dir = os.environ.get("CUDALEAK_OUTPUT", "").rstrip("/")
-        self.keep = bool(run_dir) and os.path.isdir(run_dir)
+        self.keep = bool(run_dir) and os.path.isdir(run_dir) and not self.shim.attached
         self.dir = run_dir if self.keep else tempfile.mkdtemp(prefix="cudaleak-pytest-")
         self.dumps = 0
-        self.tensors = TorchTensors()
-        self.rows = []  # (nodeid, leaked bytes, top callsite, peak) of the tests that failed
+        # Blocks of PyTorch's an earlier test was failed for: not blamed again.
+        self.reported = set()
 
     def pytest_unconfigure(self, config):
         if not self.keep:
@@ -399,17 +340,17 @@ class Checker:
         warmups = int(leaks.kwargs.get("warmups", 0)) if leaks else 0
         leak_limit = parse_size(marker_arg(leaks, "0 B"))
         memory_limit = parse_size(marker_arg(memory, None)) if memory else None
-        seen_before = set()
-        count_before = self.tensors.count()
+        self.shim.refresh()  # an attached shim: the modules imported since the last test
+        count_before = _frameworks.count()
         for _ in range(warmups):
             item.runtest()
-        if warmups and self.tensors.count() != count_before:
-            # What the warm-up runs made and kept is theirs, not a leak of the judged run. Read
-            # only when they changed PyTorch's count: the first read of the allocator's record
-            # in a process takes seconds (4.2 s on an H100, docs/validation.md).
-            seen_before = self.tensors.live_addresses()
-        empty_pools()
-        tensors_before = self.tensors.start()
+        _frameworks.empty_pools()
+        # PyTorch's record is turned on at the first test; what warm-up runs made and kept is
+        # theirs, not the judged run's: read only when they changed PyTorch's count (the
+        # record's first read in a process can be slow).
+        window = _frameworks.TorchWindow.start(
+            read_live=bool(warmups) and _frameworks.count() != count_before
+        )
         mark = self.shim.mark()
         self.shim.restart_peak()
         before = self.shim.peak_bytes()  # the window starts at what is live now
@@ -424,48 +365,39 @@ class Checker:
                 f"what was live when it started; the limit is {human(memory_limit)} "
                 f"(cuda_limit_memory)"
             )
-        leaked, text, top, pools = self.judge(item, mark, leak_limit)
+        leaked, text, top = self.judge(item, mark, leak_limit, window)
         if text:
             problems.append(text)
-        if tensors_before is not None and "pytorch-native" not in pools:
-            # The driver saw no new segment of PyTorch's pool kept: a tensor kept in a segment
-            # that was live before the test shows only in PyTorch's own count.
-            kept, text, kept_top = self.tensors.judge(
-                item, tensors_before, leak_limit, seen_before
-            )
-            if text:
-                problems.append(text)
-                leaked += kept
-                top = top or kept_top
         item.user_properties.append(
             ("cudaleak", {"leaked": leaked, "top": top, "peak": peak, "failed": bool(problems)})
         )
         if problems:
             item.stash[PROBLEMS] = "\n\n".join(problems)
 
-    def judge(self, item, mark, limit):
-        """(leaked bytes, failure text or None, top callsite, the pools of the leaks) of the
-        blocks the test left at the driver."""
-        blocks, nbytes = self.shim.live_since(mark)
-        if blocks == 0:
-            return 0, None, None, set()
+    def judge(self, item, mark, limit, window):
+        """(leaked bytes, failure text or None, top callsite) of what the test left: blocks
+        at the driver, and tensors PyTorch's own record names in segments that were live
+        before (the driver cannot see those). The CLI judges and words both."""
+        if not self.left_something(mark, window, limit):
+            return 0, None, None
         gc.collect()
-        empty_pools()
-        blocks, nbytes = self.shim.live_since(mark)
-        if blocks == 0:
-            return 0, None, None, set()
+        _frameworks.empty_pools()
+        records = None
+        if window is not None:
+            records = window.records(self.shim, mark, limit, owned=self.owned_by(item))
+        if self.shim.live_since(mark)[0] == 0 and not records:
+            return 0, None, None
         self.dumps += 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)[:80]
         path = os.path.join(self.dir, f"test.{self.worker}.{self.dumps}.{name}.json")
-        self.shim.dump(path)
-        cmd = [
-            self.cli,
+        self.shim.dump(path, records)
+        args = [
             "report",
-            "--format",
-            "json",
             "--since",
             str(mark),
             "--pools-emptied",
+            "--color",
+            "never",
             "--fail-on",
             self.config.getoption("cudaleak_fail_on"),
             "--max-leaked-bytes",
@@ -475,35 +407,46 @@ class Checker:
         ]
         suppressions = self.config.getoption("cudaleak_suppressions")
         if suppressions:
-            cmd += ["--suppressions", suppressions]
-        cmd.append(path)
-        got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if got.returncode not in (0, GATE_FAILED):
-            failed = f"cudaleak: {' '.join(cmd)} failed ({got.returncode}):\n{got.stderr}"
-            return 0, failed, None, set()
-        doc = json.loads(got.stdout)
+            args += ["--suppressions", suppressions]
+        try:
+            _, out = _shim.run_cli(self.cli, [*args, "--format", "json", path], ok=(0, GATE_FAILED))
+        except _shim.CudaleakError as e:
+            return 0, str(e), None
+        doc = json.loads(out)
         leaks = doc.get("leaks", [])
-        leaked = sum(g["bytes"] for g in leaks)
-        root = str(self.config.rootpath)
-        top = callsite(leaks[0], item.originalname, root) if leaks else None
-        if got.returncode != GATE_FAILED:
-            return leaked, None, top, set()
-        pools = {g["cache"] for g in leaks if g.get("cache")}
-        lines = [
-            f"cudaleak: the test left {human(leaked)} ({leaked} B) of GPU memory allocated "
-            f"in {plural(sum(g['allocations'] for g in leaks), 'block')}"
-            + (f" (the limit is {human(limit)})" if limit else "")
-            + ":"
-        ]
-        for i, g in enumerate(leaks, 1):
-            lines.append("")
-            lines.extend(describe(i, len(leaks), g, root))
+        leaked = doc.get("summary", {}).get("leaked_bytes", 0)
+        top = callsite(leaks[0], item.originalname) if leaks else None
+        if not doc.get("gate", {}).get("failed"):
+            return leaked, None, top
+        if window is not None:
+            self.reported.update(window.addresses)
+        # The failure is the CLI's own report of the test's window, word for word.
+        status, text = _shim.run_cli(self.cli, [*args, path], ok=(0, GATE_FAILED))
+        text = f"cudaleak: the test left GPU memory allocated:\n\n{text.rstrip()}"
         if self.keep:
-            lines.append("")
-            lines.append(
-                f"the dump: {path} (cudaleak report --since {mark} --pools-emptied {path})"
-            )
-        return leaked, "\n".join(lines), top, pools
+            text += f"\n\nthe dump: {path} (cudaleak report --since {mark} --pools-emptied {path})"
+        return leaked, text, top
+
+    def left_something(self, mark, window, limit):
+        """Whether the test may have left anything: blocks at the driver, or PyTorch's count
+        above where it started (cheap reads; the judging reads only then)."""
+        return self.shim.live_since(mark)[0] > 0 or (
+            window is not None and window.grown() > limit
+        )
+
+    def owned_by(self, item):
+        """Whether a block PyTorch's record names is the test's: made below its own function
+        (not a fixture's, nor an earlier test's kept block already reported)."""
+        test = item.originalname
+        path = str(getattr(item, "path", "") or item.fspath)
+        reported = self.reported
+
+        def owned(block, frames):
+            if block.get("address") in reported:
+                return False
+            return any(f.get("function") == test and f.get("file") == path for f in frames)
+
+        return owned
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -530,247 +473,20 @@ def plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def frame_text(f, root):
-    if "folded_frames" in f:
-        return f"({plural(f['folded_frames'], 'frame')} of {', '.join(f.get('modules', []))})"
-    where = f.get("file")
-    if where and root and where.startswith(root.rstrip("/") + "/"):
-        where = where[len(root.rstrip("/")) + 1 :]
-    if where and f.get("line"):
-        where = f"{where}:{f['line']}"
-    name = f.get("function") or "??"
-    if where:
-        return f"{name} at {where}"
-    return f"{name} in {f.get('module') or '??'}"
-
-
-def is_python(f):
-    return f.get("kind") == "python"
-
-
-def callsite(g, test, root):
-    """The test's own line of a leak group: the frame of the test function, else the first
-    Python frame, else the first frame."""
-    frames = [f for f in g.get("frames", []) if "folded_frames" not in f]
-    python = [f for f in frames if is_python(f)]
+def callsite(g, test):
+    """A leak group's line for the session's summary (`test_x at tests/test_a.py:12`): the
+    test function's own frame, else the innermost Python frame, else the innermost frame with
+    a file."""
+    frames = [f for f in g.get("frames", []) if f.get("file") and f.get("line")]
+    python = [f for f in frames if f.get("kind") == "python"]
     own = [f for f in python if f.get("function") == test]
     best = (own or python or frames or [None])[0]
-    return frame_text(best, root) if best else g.get("api", "?")
-
-
-def describe(i, n, g, root):
-    head = (
-        f"Leak {i} of {n}: {human(g['bytes'])} in {plural(g['allocations'], 'allocation')} "
-        f"via {g['api']}"
-    )
-    if g.get("cache"):
-        head += f" (still held by the {g['cache']} pool after it was emptied: kept by the test)"
-    out = [head]
-    # Innermost first, as `cudaleak report` writes them: the runs of native and framework
-    # frames folded, the program's Python lines whole.
-    for f in g.get("frames", []):
-        out.append("    " + frame_text(f, root))
-    return out
-
-
-class TorchTensors:
-    """PyTorch's own count of its tensors, for the leak the driver cannot see: a tensor kept in a
-    segment of the caching allocator that was live before the test (the pool had room for it).
-    `torch.cuda.memory_allocated()` counts it; the allocator's record of live blocks
-    (`torch.cuda.memory._record_memory_history`, its state only, Python stacks at allocation)
-    names the test's line. Only for the native allocator: with `backend:cudaMallocAsync`
-    (`--cudaleak-exact-pools`) every tensor is its own driver allocation and the shim sees it."""
-
-    def __init__(self):
-        self.recording = None  # None: not tried yet; False: PyTorch refused
-        self.reported = set()  # addresses of the blocks an earlier test was failed for
-
-    @staticmethod
-    def torch():
-        """PyTorch, when the test session imported it, CUDA is initialised and the native
-        caching allocator serves the tensors; else None."""
-        torch = sys.modules.get("torch")
-        if torch is None:
-            return None
-        try:
-            if not torch.cuda.is_initialized():
-                return None
-            if torch.cuda.get_allocator_backend() != "native":
-                return None
-        except Exception:  # noqa: BLE001 - a framework's failure is not the test's
-            return None
-        return torch
-
-    def start(self):
-        """PyTorch's count of allocated bytes as a test starts (None: nothing to count), after
-        turning on the allocator's record of live blocks the first time."""
-        torch = self.torch()
-        if torch is None:
-            return None
-        if self.recording is None:
-            try:
-                torch.cuda.memory._record_memory_history(
-                    enabled="state", context="alloc", stacks="python"
-                )
-                self.recording = True
-            except Exception:  # noqa: BLE001
-                self.recording = False
-        return self.allocated(torch)
-
-    def count(self):
-        """PyTorch's count of allocated bytes, or None when there is nothing to count."""
-        torch = self.torch()
-        return None if torch is None else self.allocated(torch)
-
-    @staticmethod
-    def allocated(torch):
-        try:
-            return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
-        except Exception:  # noqa: BLE001
-            return 0
-
-    def live_blocks(self):
-        """The allocator's live blocks as (address, bytes, frames), frames innermost first."""
-        torch = self.torch()
-        if torch is None or not self.recording:
-            return []
-        try:
-            segments = torch.cuda.memory._snapshot()["segments"]
-        except Exception:  # noqa: BLE001
-            return []
-        out = []
-        for seg in segments:
-            for b in seg.get("blocks", []):
-                if b.get("state") != "active_allocated":
-                    continue
-                frames = list(b.get("frames") or [])
-                # PyTorch writes the innermost frame first; should one write them the other
-                # way, the interpreter's entry would come first.
-                if frames and is_entry(frames[0]) and not is_entry(frames[-1]):
-                    frames.reverse()
-                out.append((b.get("address"), b.get("size", 0), frames))
-        return out
-
-    def live_addresses(self):
-        return {address for address, _, _ in self.live_blocks()}
-
-    def judge(self, item, before, limit, seen_before):
-        """(kept bytes, failure text or None, top callsite) of the tensors the test left in
-        PyTorch's pool, by PyTorch's own count."""
-        torch = self.torch()
-        if torch is None:
-            return 0, None, None
-        grown = self.allocated(torch) - before
-        if grown <= limit:
-            return 0, None, None
-        gc.collect()
-        empty_pools()
-        grown = self.allocated(torch) - before
-        if grown <= limit:
-            return 0, None, None
-        test, path = item.originalname, str(getattr(item, "path", "") or item.fspath)
-        root = str(item.config.rootpath)
-        groups = {}  # the frames from the test's own down -> [bytes, blocks]
-        for address, size, frames in self.live_blocks():
-            if address in seen_before or address in self.reported:
-                continue
-            own = next(
-                (
-                    i
-                    for i, f in enumerate(frames)
-                    if f.get("name") == test and f.get("filename") == path
-                ),
-                None,
-            )
-            if own is None:
-                continue
-            self.reported.add(address)
-            key = tuple(
-                (f.get("filename"), f.get("line"), f.get("name")) for f in frames[: own + 1]
-            )
-            g = groups.setdefault(key, [0, 0])
-            g[0] += size
-            g[1] += 1
-        lines = [
-            f"cudaleak: the test left {human(grown)} ({grown} B) of PyTorch tensors allocated, "
-            f"inside segments of PyTorch's caching allocator that were live before it "
-            f"(torch.cuda.memory_allocated() grew by {grown} B)"
-        ]
-        if not groups:
-            lines[0] += "."
-            lines.append(
-                "No line is known: PyTorch kept no Python stack for these blocks. "
-                "--cudaleak-exact-pools gives each tensor its own driver allocation, "
-                "seen with its stack."
-            )
-            return grown, "\n".join(lines), None
-        lines[0] += ":"
-        lines.append("")
-        ordered = sorted(groups.items(), key=lambda kv: -kv[1][0])
-        for i, (key, (nbytes, blocks)) in enumerate(ordered, 1):
-            lines.append(
-                f"Leak {i} of {len(ordered)}: {human(nbytes)} in {plural(blocks, 'allocation')} "
-                f"via torch (caching allocator, native backend)"
-            )
-            lines.extend("    " + text for text in torch_frames(key, root))
-        first = ordered[0][0][-1]
-        top = frame_text({"function": first[2], "file": first[0], "line": first[1]}, root)
-        return grown, "\n".join(lines), top
-
-
-def is_entry(frame):
-    """A frame of the interpreter's or pytest's entry, never the innermost of an allocation."""
-    name = frame.get("filename") or ""
-    return "/_pytest/" in name or "/pluggy/" in name or name.endswith("runpy.py")
-
-
-def torch_frames(key, root):
-    """An allocation's Python frames, innermost first, from the test's own line down to the
-    allocation: the runs inside PyTorch's package folded as `cudaleak report` folds them."""
-    out = []
-    folded = 0
-    for filename, line, name in key:
-        if "/torch/" in (filename or ""):
-            folded += 1
-            continue
-        if folded:
-            out.append(frame_text({"folded_frames": folded, "modules": ["torch"]}, root))
-            folded = 0
-        out.append(frame_text({"function": name, "file": filename, "line": line}, root))
-    if folded:
-        out.append(frame_text({"folded_frames": folded, "modules": ["torch"]}, root))
-    return out
-
-
-def empty_pools():
-    """Gives back what the frameworks' pools hold that no object uses, so that what is still
-    allocated after a test is what its objects keep (each pool's `empty` line in
-    `cudaleak report --list-caches`). Only frameworks already imported are touched."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            if torch.cuda.is_initialized():
-                torch.cuda.synchronize()
-                # cuBLAS's workspaces live in the caching allocator, one per handle and stream,
-                # made at a test's first matrix product: PyTorch's count would blame that test.
-                clear_workspaces = getattr(
-                    getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None
-                )
-                if clear_workspaces is not None:
-                    clear_workspaces()
-                torch.cuda.empty_cache()
-                host_empty = getattr(torch._C, "_host_emptyCache", None)
-                if host_empty is not None:
-                    host_empty()
-        except Exception:  # noqa: BLE001 - a framework's failure is not the test's
-            pass
-    cupy = sys.modules.get("cupy")
-    if cupy is not None:
-        try:
-            cupy.get_default_memory_pool().free_all_blocks()
-            cupy.get_default_pinned_memory_pool().free_all_blocks()
-        except Exception:  # noqa: BLE001
-            pass
+    if best is None:
+        return g.get("api", "?")
+    where = best["file"]
+    if os.path.isabs(where):
+        where = os.path.relpath(where)
+    return f"{best.get('function') or '??'} at {where}:{best['line']}"
 
 
 # What `cudaleak run` says when a program fails and no driver can be found (NO_DRIVER_NOTE in

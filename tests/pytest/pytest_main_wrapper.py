@@ -1,7 +1,8 @@
 """Run by tests/tests/pytest_plugin.rs as `python pytest_main_wrapper.py --cudaleak
-test_wrapper_fixture.py`: a program that starts pytest itself with a plugin object of its own,
-which the plugin cannot start again under the shim (`python -m pytest` would run without the
-object, and the test that needs its fixture would fail). It must refuse and say what to do."""
+test_wrapper_fixture.py test_wrapper_leak.py`: a program that starts pytest itself with a plugin
+object of its own, which the plugin cannot start again under the shim (`python -m pytest` would
+run without the object, and the test that needs its fixture would fail). The plugin attaches the
+shim in this process instead and judges each test."""
 import sys
 
 import pytest

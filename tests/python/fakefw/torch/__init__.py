@@ -4,6 +4,7 @@ are Python objects counted while they live. It never touches a device.
 
 `torch.empty(nbytes, device=0)` makes a tensor and initialises "CUDA" on first use, as PyTorch
 does lazily. `torch.cuda` has is_initialized(), device_count() (FAKE_TORCH_DEVICES, 2),
+memory_allocated(d), synchronize(), empty_cache() (which does nothing),
 get_allocator_backend() (`cudaMallocAsync` when PYTORCH_CUDA_ALLOC_CONF says
 `backend:cudaMallocAsync`, else `native`) and memory_stats(d); `torch._C._cuda_memoryStats(d)`
 is the nested dict it flattens (absent with FAKE_TORCH_NO_C=1). `torch.cuda.memory` has

@@ -42,3 +42,15 @@ def memory_stats(device=None):
 
     flatten("", _allocator.nested_stats(0 if device is None else int(device)))
     return out
+
+
+def memory_allocated(device=None):
+    return _allocator._allocated[0 if device is None else int(device)] if is_initialized() else 0
+
+
+def synchronize(device=None):
+    pass
+
+
+def empty_cache():
+    pass

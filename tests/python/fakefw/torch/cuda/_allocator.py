@@ -6,6 +6,8 @@ import traceback
 
 DEVICES = int(os.environ.get("FAKE_TORCH_DEVICES", "2"))
 SEGMENT = 2 << 20
+# Where the fake's blocks are said to be (one address per tensor, never reused).
+BASE = 0x7F00_0000_0000
 
 initialized = False
 recording = False
@@ -69,15 +71,18 @@ def record_history(on):
 
 
 def snapshot():
-    """Live tensors as active blocks, with a freed (inactive) block per device that carries
+    """Live tensors as active blocks (each at an address of its own), with a freed (inactive) block per device that carries
     frames too: a reader must keep only the active ones."""
     segments = {d: [] for d in range(DEVICES)}
-    for device, nbytes, frames in list(_live.values()):
+    for key, (device, nbytes, frames) in list(_live.items()):
         block = {"size": nbytes, "requested_size": nbytes, "state": "active_allocated"}
+        block["address"] = BASE + key * 512
         block["frames"] = frames
         segments[device].append(block)
     here = [{"filename": __file__, "line": 1, "name": "freed"}]
     for d in segments:
         segments[d].append({"size": 1 << 20, "state": "inactive", "frames": here})
-    segments = [{"device": d, "blocks": b} for d, b in segments.items()]
+    segments = [
+        {"device": d, "address": BASE + (d << 40), "blocks": b} for d, b in segments.items()
+    ]
     return {"segments": segments, "device_traces": []}
