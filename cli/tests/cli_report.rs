@@ -189,3 +189,32 @@ fn source_files_under_the_current_directory_are_shown_relative_to_it() {
             root.display()
         )));
 }
+
+/// Frees of addresses the shim never saw are noted, but not for a process the shim was attached
+/// to (by `cudaleak attach`, or in process by the Python API): it knows only what came after,
+/// and frees of older blocks are expected there (every notebook cell would carry the note).
+#[test]
+fn untracked_frees_are_noted_except_in_an_attached_process() {
+    let mut dump: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("leak_loop.json")).unwrap()).unwrap();
+    dump["summary"]["untracked_frees"] = 3.into();
+    let dir = tempfile::tempdir().unwrap();
+    let preloaded = dir.path().join("preloaded.json");
+    std::fs::write(&preloaded, dump.to_string()).unwrap();
+    dump["cudaleak_dump"] = 5.into();
+    dump["shim"] = serde_json::json!({
+        "version": "0.1.0",
+        "stack_walks": 10,
+        "stack_reuses": 0,
+        "attach": {"route": "pointers", "unix_ms": 1, "import_slots": 2, "table_slots": 3}
+    });
+    let attached = dir.path().join("attached.json");
+    std::fs::write(&attached, dump.to_string()).unwrap();
+    let note = "note: 3 frees of addresses the shim never saw allocated";
+    report(&[preloaded.to_str().unwrap()])
+        .code(23)
+        .stdout(predicate::str::contains(note));
+    report(&[attached.to_str().unwrap()])
+        .code(23)
+        .stdout(predicate::str::contains("Leak 1 of 1").and(predicate::str::contains(note).not()));
+}

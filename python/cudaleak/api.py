@@ -106,8 +106,9 @@ def _library(path):
 
 class Growth:
     """The growth verdict over the snapshots taken while a block ran (`cudaleak report --growth
-    --since`): `suspects` as the CLI's JSON lists them (docs/report-format.md, "Growth
-    output"), `snapshots` how many dumps it judged."""
+    --since`): `suspects`, the callsites whose live bytes grew like a leak, as the CLI's JSON
+    lists them (docs/report-format.md, "Growth output": `api`, `growth_bytes`, `frames` …);
+    `snapshots`, how many dumps it judged; `doc`, the whole JSON."""
 
     def __init__(self, doc, snapshots, tracker):
         self.doc = doc
@@ -116,7 +117,12 @@ class Growth:
 
     @property
     def suspects(self):
-        return self.doc.get("suspects", [])
+        return [
+            c
+            for p in self.doc.get("processes", [])
+            for c in p.get("callsites", [])
+            if c.get("suspect")
+        ]
 
     def report(self, format="text", **options):
         """The CLI's growth report in FORMAT."""
@@ -158,6 +164,9 @@ class Tracker(contextlib.ContextDecorator):
         self.shim = _shim.get(self.cli)
         self.shim.refresh()
         self._work = tempfile.mkdtemp(prefix="cudaleak-track-")
+        # The pools emptied at both ends, so that the start is counted as the end is: cuBLAS's
+        # workspaces, which the end gives back, would otherwise be counted at the start only.
+        _frameworks.empty_pools()
         # PyTorch's own record first: what the block allocates is then named at its line.
         self._torch = _frameworks.TorchWindow.start()
         self.mark = self.shim.mark()
@@ -174,6 +183,10 @@ class Tracker(contextlib.ContextDecorator):
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            if self.shim.attached:
+                # Ours alone (the shim this package attached writes into a directory of its
+                # own): they go with the block, not into the session's directory for good.
+                self._snapshots = [_move(p, self._work) for p in self._snapshots]
         self.ended = time.time()
         gc.collect()
         _frameworks.empty_pools()
@@ -303,6 +316,15 @@ def _options(options):
         elif value not in (None, False):
             out += [flag, str(value)]
     return out
+
+
+def _move(path, folder):
+    dst = os.path.join(folder, os.path.basename(path))
+    try:
+        os.replace(path, dst)
+    except OSError:
+        return path
+    return dst
 
 
 def _link(src, dst):

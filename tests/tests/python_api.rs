@@ -24,6 +24,16 @@ fn api_dir() -> PathBuf {
 /// PYTHON ARGS on the null device with the package importable and this build's CLI and shim,
 /// nothing of the developer's cudaleak environment (no preload, no CUDALEAK_* of theirs).
 fn python(python: &Path, args: &[&Path], cwd: &Path) -> Output {
+    python_with(python, args, cwd, |_| {})
+}
+
+/// [`python`], with ADJUST given the command last.
+fn python_with(
+    python: &Path,
+    args: &[&Path],
+    cwd: &Path,
+    adjust: impl FnOnce(&mut Command),
+) -> Output {
     let mut cmd = Command::new(python);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
@@ -40,6 +50,7 @@ fn python(python: &Path, args: &[&Path], cwd: &Path) -> Output {
         .env("NO_COLOR", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null());
+    adjust(&mut cmd);
     let out = cmd.output().expect("python runs");
     assert!(
         out.status.success(),
@@ -501,4 +512,98 @@ fn the_packages_unit_tests_pass() {
     );
     let o = String::from_utf8_lossy(&out.stdout);
     assert!(o.contains("4 passed"), "{o}");
+}
+
+/// What tests/python/api/window.py's blocks answered (the fake PyTorch on PYTHONPATH).
+fn window() -> &'static Value {
+    static OUT: OnceLock<Value> = OnceLock::new();
+    OUT.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let script = api_dir().join("window.py");
+        let fakefw = Path::new(MANIFEST_DIR).join("python/fakefw");
+        let path = format!(
+            "{}:{}",
+            Path::new(MANIFEST_DIR).join("../python").display(),
+            fakefw.display()
+        );
+        let out = python_with(Path::new("python3"), &[&script], dir.path(), |cmd| {
+            cmd.env("PYTHONPATH", &path);
+        });
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "window.py printed no JSON ({e}):\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    })
+}
+
+fn window_line(marker: &str) -> String {
+    let path = api_dir().join("window.py");
+    format!("{}:{}", path.display(), python_marker_line(&path, marker))
+}
+
+/// The runtime was loaded after the shim was attached (by the first block): the next block's
+/// `cudaleak_attach_refresh()` replaced its pointers, so its kept block is seen.
+#[test]
+fn a_runtime_loaded_after_the_attach_is_seen_from_the_next_block() {
+    let late = &window()["late"];
+    assert_eq!(
+        late,
+        &serde_json::json!([[4096, window_line("malloc")]]),
+        "{late:#}"
+    );
+}
+
+/// The snapshots a block takes (one every 50 ms here) give the growth verdict: a block keeping
+/// a block every step has one suspect at its line; one freeing all it makes has none; a block
+/// without snapshots has no verdict.
+#[test]
+fn growth_over_a_blocks_snapshots_names_the_growing_line_and_only_it() {
+    let w = window();
+    let grows = &w["grows"];
+    assert!(grows["snapshots"].as_u64().unwrap() >= 8, "{grows:#}");
+    let suspects = grows["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 1, "{grows:#}");
+    assert_eq!(suspects[0][0], "cudaMalloc");
+    let grows_line = python_marker_line(&api_dir().join("window.py"), "grows");
+    assert!(
+        suspects[0][1]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["function"] == "<module>" && f["line"] == grows_line),
+        "{grows:#}"
+    );
+    let report = grows["report"].as_str().unwrap();
+    assert!(report.contains("Suspect 1 of 1: +"), "{report}");
+    assert!(report.contains("requested dump); live"), "{report}");
+    assert_eq!(w["steady"]["suspects"], 0, "{:#}", w["steady"]);
+    assert!(w["steady"]["snapshots"].as_u64().unwrap() >= 8);
+    assert_eq!(w["short"], Value::Null);
+}
+
+/// A tensor kept inside the caching allocator's segment (the driver sees nothing): named by
+/// PyTorch's own record, handed to the shim with the block's dump, reported by the CLI at its
+/// line; the tensor from before the blocks and the one freed inside are not the block's.
+#[test]
+fn a_tensor_kept_in_pytorchs_pool_is_named_at_its_line() {
+    let w = window();
+    let leaks = &w["torch"]["leaks"];
+    assert_eq!(
+        leaks,
+        &serde_json::json!([[5120, 10, "torch", "torch", window_line("tensor")]]),
+        "{:#}",
+        w["torch"]
+    );
+    let report = w["torch"]["report"].as_str().unwrap();
+    assert!(
+        report.contains(
+            "Leak 1 of 1: 5.00 KiB (5120 B) in 10 allocations via torch (device 0)\n    note: \
+             kept in PyTorch's caching allocator, out of the driver's sight"
+        ),
+        "{report}"
+    );
+    assert_eq!(w["torch_clean"], 0);
 }
