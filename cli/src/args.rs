@@ -229,7 +229,8 @@ pub struct ReportOptions {
     /// `cache:PATTERN` lines name caches of your own
     #[arg(long, value_name = "FILE")]
     pub suppressions: Option<PathBuf>,
-    /// Ignore leak groups smaller than N bytes (suffixes K, M, G, KiB, MiB, GiB are binary)
+    /// Ignore leak groups smaller than N bytes (suffixes K, M, G, T, KB, MB, GB, TB, KiB, MiB,
+    /// GiB, TiB: all binary)
     #[arg(long, value_name = "N", value_parser = parse_size)]
     pub min_bytes: Option<u64>,
     /// Tolerate up to N leaked bytes in total before failing the gate
@@ -428,39 +429,10 @@ fn at_least_one(flag: &'static str) -> impl Fn(&str) -> Result<u64, String> + Cl
     }
 }
 
-/// Parses `4096`, `4K`, `4KiB`, `1.5M`, `2G` (binary multiples; case-insensitive).
+/// A size argument (`--min-bytes`, `--max-leaked-bytes`): the grammar `format` decides for every
+/// reader of sizes (the pytest plugin's markers and the Python API pass theirs to it).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-            "unknown size unit {other:?} (use a plain number of bytes or K, M, G, KiB, MiB, GiB)"
-        ))
-        }
-    };
-    if num.is_empty() {
-        return Err(format!("{s:?} is not a size"));
-    }
-    if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(mult)
-            .ok_or_else(|| format!("{s:?} is too large"));
-    }
-    match num.parse::<f64>() {
-        Ok(f) if f.is_finite() && f >= 0.0 && f * (mult as f64) < u64::MAX as f64 => {
-            Ok((f * mult as f64).round() as u64)
-        }
-        _ => Err(format!("{s:?} is not a size")),
-    }
+    cudaleak_format::parse_size(s)
 }
 
 #[cfg(test)]
@@ -476,7 +448,10 @@ mod tests {
         assert_eq!(parse_size("2G"), Ok(2 << 30));
         assert_eq!(parse_size("0"), Ok(0));
         assert!(parse_size("MB").is_err());
-        assert!(parse_size("4MB").is_err());
+        // As pytest-memray reads them (the plugin's markers): binary, like KiB.
+        assert_eq!(parse_size("4MB"), Ok(4 << 20));
+        assert_eq!(parse_size("1 KB"), Ok(1024));
+        assert!(parse_size("4 MiBs").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("1..2K").is_err());

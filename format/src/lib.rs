@@ -22,7 +22,7 @@ mod size;
 mod write;
 pub use name::{interning, Name};
 pub use read::{from_reader, from_slice, read_file, ReadError};
-pub use size::{human_bytes, human_bytes_exact};
+pub use size::{human_bytes, human_bytes_exact, parse_size};
 pub use write::{write, write_streamed, DumpParts};
 
 use serde::de::{self, Visitor};

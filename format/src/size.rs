@@ -1,7 +1,8 @@
 //! Byte counts in words, as the shim's exit line and every report write them: one formatter, so
-//! `4.00 MiB` on the program's stderr is `4.00 MiB` in the report.
+//! `4.00 MiB` on the program's stderr is `4.00 MiB` in the report; and the one grammar of sizes
+//! a user writes (the CLI's options, the pytest plugin's markers, the Python API's limits).
 //!
-//! Pure formatting; never panics.
+//! Never panics.
 
 /// `512 B`, `74.10 KiB`, `4.00 MiB`: two decimals in the largest binary unit that keeps the
 /// number at least 1 (and below 1024 once rounded).
@@ -27,6 +28,44 @@ pub fn human_bytes_exact(n: u64) -> String {
         human_bytes(n)
     } else {
         format!("{} ({n} B)", human_bytes(n))
+    }
+}
+
+/// Parses a size a user wrote: a number (`4096`, `1.5`), optionally a unit, with or without a
+/// space: `B`; `K`, `KB`, `KiB`; `M`, `MB`, `MiB`; `G`, `GB`, `GiB`; `T`, `TB`, `TiB`; any case.
+/// Every unit is binary (`MB` as pytest-memray reads it, the same as `MiB`); a fraction is
+/// rounded to the nearest byte. The error says what was wrong.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use a plain number of bytes or K, M, G, T, KB, MB, GB, TB, KiB, MiB, GiB, TiB: all binary)"
+            ))
+        }
+    };
+    if num.is_empty() {
+        return Err(format!("{s:?} is not a size"));
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("{s:?} is too large"));
+    }
+    match num.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 && f * (mult as f64) < u64::MAX as f64 => {
+            Ok((f * mult as f64).round() as u64)
+        }
+        _ => Err(format!("{s:?} is not a size")),
     }
 }
 

@@ -35,54 +35,24 @@ import tempfile
 import pluggy
 import pytest
 
-from . import _frameworks, _shim
+from . import _frameworks, _shim, _sizes
 
 # Set in the environment of the pytest started again under the shim, so a shim that failed to
 # load is an error, not a loop.
 REEXEC_VAR = "CUDALEAK_PYTEST_REEXEC"
 # The CLI's exit status when the gate fails (`cudaleak report --exit-code`).
 GATE_FAILED = 23
-UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1 << 10,
-    "kib": 1 << 10,
-    "m": 1 << 20,
-    "mb": 1 << 20,
-    "mib": 1 << 20,
-    "g": 1 << 30,
-    "gb": 1 << 30,
-    "gib": 1 << 30,
-    "t": 1 << 40,
-    "tb": 1 << 40,
-    "tib": 1 << 40,
-}
 
 
 def parse_size(text):
-    """`"1 MB"` -> 1048576: B, KB, MB, GB, TB are multiples of 1024 (as pytest-memray reads
-    them; KiB, MiB, GiB, TiB say the same)."""
-    if isinstance(text, int) and text >= 0:
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in UNITS:
-        raise pytest.UsageError(
-            f"cudaleak: {text!r} is not a size (a number and B, KB, MB, GB or TB)"
-        )
-    return int(float(m.group(1)) * UNITS[m.group(2).lower()])
+    """A marker's size (`"1 MB"`), as the CLI reads sizes (cudaleak/_sizes.py)."""
+    try:
+        return _sizes.parse_size(text)
+    except ValueError as e:
+        raise pytest.UsageError(f"cudaleak: {e}") from None
 
 
-def human(n):
-    """Bytes as the CLI writes them (format/src/size.rs, `human_bytes`): `4.00 MiB`, one unit
-    up where two decimals would read 1024.00."""
-    if n < 1024:
-        return f"{n} B"
-    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    while len(units) > 1 and value >= 1023.995:
-        value /= 1024
-        units.pop(0)
-    return f"{value:.2f} {units[0]}"
+human = _sizes.human
 
 
 def pytest_addoption(parser):
