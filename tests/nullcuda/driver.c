@@ -431,6 +431,15 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     return alloc_block(dptr, bytesize, BLOCK_DEVICE);
 }
 
+/* Not a real driver function: the form of cuMemAlloc a driver newer than every runtime and shim
+ * might add (another argument list), handed out for cudaVersion 99000 and above, so a test can
+ * ask the shim what it does with a form its table does not know. */
+EXPORT CUresult cuMemAlloc_v3(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    if (flags != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
+    return alloc_block(dptr, bytesize, BLOCK_DEVICE);
+}
+
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                                    unsigned int ElementSizeBytes) {
     if (!is_initialized())
@@ -946,6 +955,7 @@ static const struct proc procs[] = {
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
     P("cuMemAlloc", 2000, cuMemAlloc),
     P("cuMemAlloc", 3020, cuMemAlloc_v2),
+    P("cuMemAlloc", 99000, cuMemAlloc_v3),
     P("cuMemFree", 2000, cuMemFree),
     P("cuMemFree", 3020, cuMemFree_v2),
     P("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),

@@ -228,3 +228,37 @@ fn v1_cu_mem_alloc_is_left_alone_and_its_free_is_untracked() {
         }],
     );
 }
+
+#[test]
+fn a_form_the_table_does_not_know_passes_through_and_is_said_once() {
+    let run = Scenario::new("unknown_form").run_shim();
+    // The driver's own function was handed out (no v2 hook stood in for another argument
+    // list), and it worked.
+    run.assert_exit(0)
+        .assert_stdout("handed out the driver's own cuMemAlloc_v3: 1\n");
+    let said: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("a form this cudaleak does not know"))
+        .collect();
+    assert_eq!(
+        said,
+        ["cudaleak: warning: the CUDA runtime asked the driver for cuMemAlloc (CUDA 99.0) and was \
+          given cuMemAlloc_v3, a form this cudaleak does not know: its calls are passed through \
+          and NOT recorded; a newer cudaleak knows it"],
+        "stderr:\n{}",
+        run.stderr
+    );
+    let dump = run.dump();
+    assert_live(
+        &dump,
+        "unknown_form",
+        &[Expect {
+            size: 4000,
+            api: "cuMemAlloc_v2",
+            kind: Kind::Device,
+            function: "alloc_known",
+            marker: "known",
+        }],
+    );
+}

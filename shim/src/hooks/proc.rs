@@ -5,11 +5,11 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::driver::{wrapper, H, HOOKS};
 use super::{keeping_errno, CuResult, CUDA_SUCCESS};
-use crate::{process, real};
+use crate::{process, real, stdio};
 
 const NOT_EXPORTED: *mut c_void = ptr::dangling_mut::<c_void>();
 /// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
@@ -53,7 +53,10 @@ fn exported_pointer(i: usize) -> *mut c_void {
 /// Which hook a successful `cuGetProcAddress(symbol, cudaVersion, flags) = p` is for:
 /// the function whose exported pointer `p` is — first among those of that base name, then
 /// among all (since CUDA 12 the base name `cuGraphInstantiate` is `cuGraphInstantiateWithFlags`)
-/// — else the base-name + version + flags rule.
+/// — else the base-name + version + flags rule, unless the driver exports `p` under a name no
+/// hook has (a form newer than this table, say `cuMemAlloc_v3`: its arguments are unknown, so
+/// no hook may stand in for it): then none, said once on stderr. (A form older than every hook,
+/// like the 32-bit `cuMemAlloc` of cudaVersion 2000, matches no rule and passes silently.)
 fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Option<usize> {
     let candidates = || HOOKS.iter().enumerate().filter(|(_, h)| h.base == name);
     if let Some((i, _)) = candidates().find(|(i, _)| exported_pointer(*i) == p) {
@@ -63,10 +66,61 @@ fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Opt
         return Some(i);
     }
     let ptsz = flags & PER_THREAD_STREAM != 0;
-    candidates()
+    let (i, _) = candidates()
         .filter(|(_, h)| version >= h.since && h.ptsz == ptsz)
-        .max_by_key(|(_, h)| h.since)
-        .map(|(i, _)| i)
+        .max_by_key(|(_, h)| h.since)?;
+    if let Some(form) = unknown_form(name, p) {
+        warn_unknown_form(i, name, version, form);
+        return None;
+    }
+    Some(i)
+}
+
+/// The name the driver exports `p` under, when it is a form of `base` that no hook has: `base`
+/// itself or `base` with a `_vN`/`_ptsz`/`_ptds` suffix the table does not list.
+fn unknown_form(base: &[u8], p: *mut c_void) -> Option<&'static CStr> {
+    // SAFETY: dladdr only reads the loader's tables; info is a valid out-parameter.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_sname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_sname points into the string table of a loaded module (the driver), which
+    // stays mapped: libcuda.so.1 is never unloaded while the runtime holds its functions.
+    let found: &'static CStr = unsafe { CStr::from_ptr(info.dli_sname) };
+    let bytes = found.to_bytes();
+    if HOOKS.iter().any(|h| h.slot.name.to_bytes() == bytes) {
+        return None;
+    }
+    let suffix = bytes.strip_prefix(base)?;
+    let suffix = suffix
+        .strip_suffix(b"_ptsz")
+        .or_else(|| suffix.strip_suffix(b"_ptds"))
+        .unwrap_or(suffix);
+    let versioned = suffix
+        .strip_prefix(b"_v")
+        .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit));
+    (suffix.is_empty() || versioned).then_some(found)
+}
+
+/// One bit per hook: whether its base name's unknown form was said already.
+static SAID_UNKNOWN: [AtomicU64; HOOKS.len().div_ceil(64)] =
+    [const { AtomicU64::new(0) }; HOOKS.len().div_ceil(64)];
+
+#[cold]
+fn warn_unknown_form(hook: usize, base: &[u8], version: c_int, form: &CStr) {
+    let bit = 1u64 << (hook % 64);
+    if SAID_UNKNOWN[hook / 64].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+        return;
+    }
+    stdio::say(&format!(
+        "cudaleak: warning: the CUDA runtime asked the driver for {} (CUDA {}.{}) and was given \
+         {}, a form this cudaleak does not know: its calls are passed through and NOT recorded; \
+         a newer cudaleak knows it\n",
+        String::from_utf8_lossy(base),
+        version / 1000,
+        version % 1000 / 10,
+        form.to_string_lossy(),
+    ));
 }
 
 /// After the real `cuGetProcAddress` succeeded: hand out our wrapper where we have one.
