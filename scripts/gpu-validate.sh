@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # scripts/gpu-validate.sh — `make gpu-test`: every sample on a real NVIDIA GPU, both flavours.
 #
-#   scripts/gpu-validate.sh [--bin-dir DIR]        (or CUDALEAK_BIN_DIR=DIR)
+#   scripts/gpu-validate.sh [--bin-dir DIR] [--samples DIR]      (or CUDALEAK_BIN_DIR=DIR)
+#
+# --samples DIR runs samples built elsewhere (DIR/static/, DIR/shared/, DIR/nvcc-version: what
+# scripts/gpu-matrix.sh builds with each CUDA release) instead of building them here, and skips
+# the Python rows; the shared flavour finds its libcudart through LD_LIBRARY_PATH (DIR/lib is put
+# first when it exists).
 #
 # DIR holds prebuilt `cudaleak` and `libcudaleak.so` (default: target/release, else .device/bin),
 # since the GPU machine has no Rust toolchain. nvcc comes from scripts/nvcc.sh (PATH, $CUDA_HOME,
@@ -23,10 +28,14 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 bin_dir="${CUDALEAK_BIN_DIR:-}"
-if [[ "${1:-}" == "--bin-dir" ]]; then
-    bin_dir="$2"
-    shift 2
-fi
+prebuilt=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --bin-dir) bin_dir="$2"; shift 2 ;;
+        --samples) prebuilt="$(cd "$2" && pwd)"; shift 2 ;;
+        *) echo "gpu-validate: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
 if [[ -z "$bin_dir" ]]; then
     for d in target/release .device/bin; do
         if [[ -x "$d/cudaleak" && -f "$d/libcudaleak.so" ]]; then bin_dir="$d"; break; fi
@@ -43,7 +52,13 @@ done
 export CUDALEAK_SHIM="$bin_dir/libcudaleak.so"
 
 export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-nvcc="$(bash scripts/nvcc.sh)"
+if [[ -n "$prebuilt" ]]; then
+    nvcc_line="prebuilt in $prebuilt: $(head -n 1 "$prebuilt/nvcc-version" 2>/dev/null || echo unknown)"
+    if [[ -d "$prebuilt/lib" ]]; then export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+else
+    nvcc="$(bash scripts/nvcc.sh)"
+    nvcc_line="$nvcc, $("$nvcc" --version | grep -i release)"
+fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/cudaleak-gpu.XXXXXX")"
 log="$work/gpu-validate.log"
 : >"$log"
@@ -54,7 +69,7 @@ say "# cudaleak GPU validation, $(date -u '+%Y-%m-%d %H:%M UTC')"
 gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 || true)"
 say "- GPU: ${gpu:-none visible to nvidia-smi} (name, driver)"
 say "- nvidia-smi: $(nvidia-smi 2>/dev/null | grep -o 'Driver Version: [0-9.]*.*CUDA Version: [0-9.]*' | tr -s ' ' || echo unknown)"
-say "- nvcc: $nvcc, $("$nvcc" --version | grep -i release)"
+say "- nvcc: $nvcc_line"
 say "- cudaleak: $("$cudaleak" --version 2>&1 | head -n 1) from $bin_dir"
 say "- host: $(uname -srm), $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"')"
 
@@ -62,14 +77,18 @@ if [[ -z "$gpu" ]]; then
     echo "gpu-validate: warning: no GPU visible; the static-cudart rows need a real driver and will fail" >&2
 fi
 
-# Both flavours at once: they write to different directories.
-NVCC="$nvcc" bash scripts/build-samples.sh -o "$work/samples" static >>"$log" 2>&1 &
-static_build=$!
-NVCC="$nvcc" bash scripts/build-samples.sh -o "$work/samples" shared >>"$log" 2>&1 &
-shared_build=$!
 build_ok=1
-wait $static_build || build_ok=0
-wait $shared_build || build_ok=0
+if [[ -n "$prebuilt" ]]; then
+    ln -s "$prebuilt" "$work/samples"
+else
+    # Both flavours at once: they write to different directories.
+    NVCC="$nvcc" bash scripts/build-samples.sh -o "$work/samples" static >>"$log" 2>&1 &
+    static_build=$!
+    NVCC="$nvcc" bash scripts/build-samples.sh -o "$work/samples" shared >>"$log" 2>&1 &
+    shared_build=$!
+    wait $static_build || build_ok=0
+    wait $shared_build || build_ok=0
+fi
 if [[ $build_ok -eq 0 ]]; then
     echo "gpu-validate: building the samples failed; see $log" >&2
     tail -n 30 "$log" >&2
@@ -111,6 +130,7 @@ while read -r name source; do
 done < <(bash scripts/build-samples.sh --list)
 
 for script in cuda-samples/python/*.py; do
+    [[ -n "$prebuilt" ]] && break
     name="$(basename "$script" .py)"
     module="${name%%_*}" # torch_tensors -> torch, cupy_arrays -> cupy
     if ! python3 -c "import $module" >>"$log" 2>&1; then

@@ -32,9 +32,12 @@ found() {
     exit 0
 }
 
-if p="$(command -v nvcc 2>/dev/null)"; then found "$p"; fi
-if [[ -n "${CUDA_HOME:-}" && -x "$CUDA_HOME/bin/nvcc" ]]; then found "$CUDA_HOME/bin/nvcc"; fi
-if [[ -x /usr/local/cuda/bin/nvcc ]]; then found /usr/local/cuda/bin/nvcc; fi
+# CUDALEAK_NVCC_PYPI=1: the PyPI release only (scripts/cuda-toolkit.sh asks for a given 13.x).
+if [[ "${CUDALEAK_NVCC_PYPI:-}" != 1 ]]; then
+    if p="$(command -v nvcc 2>/dev/null)"; then found "$p"; fi
+    if [[ -n "${CUDA_HOME:-}" && -x "$CUDA_HOME/bin/nvcc" ]]; then found "$CUDA_HOME/bin/nvcc"; fi
+    if [[ -x /usr/local/cuda/bin/nvcc ]]; then found /usr/local/cuda/bin/nvcc; fi
+fi
 
 cache="${CUDALEAK_CUDA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cudaleak/cuda-$CUDA_PYPI_VERSION}"
 root="$cache/nvidia/cu13"
