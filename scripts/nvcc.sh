@@ -61,7 +61,11 @@ if [[ -z "$cc" ]]; then
     exit 1
 fi
 
-echo "cudaleak: no nvcc on PATH or in \$CUDA_HOME; installing the CUDA $CUDA_PYPI_VERSION compiler from PyPI into $cache (about 250 MB, once)" >&2
+if [[ "${CUDALEAK_NVCC_PYPI:-}" == 1 ]]; then
+    echo "cudaleak: installing the CUDA $CUDA_PYPI_VERSION compiler from PyPI into $cache (about 250 MB, once)" >&2
+else
+    echo "cudaleak: no nvcc on PATH or in \$CUDA_HOME; installing the CUDA $CUDA_PYPI_VERSION compiler from PyPI into $cache (about 250 MB, once)" >&2
+fi
 
 tmp="$cache.tmp.$$"
 log="$cache.install.log"
