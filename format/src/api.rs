@@ -83,7 +83,9 @@ const fn runtime(name: &'static str, role: Role, operation: &'static str, kind: 
     }
 }
 
-use Kind::{Array, Async, Device, Graph, Host, Ipc, Managed, Mapped, Physical, Registered, Reserved};
+use Kind::{
+    Array, Async, Device, Graph, Host, Ipc, Managed, Mapped, Physical, Registered, Reserved,
+};
 use Role::{Allocates, Frees, Plans};
 
 /// Every function the shim records, in the order of the shim's `Api` (the driver functions,
@@ -101,7 +103,12 @@ pub const RECORDED: &[Recorded] = &[
     driver("cuMemFreeAsync", Frees, "FreeAsync", Async),
     driver("cuMemFreeAsync_ptsz", Frees, "FreeAsync", Async),
     driver("cuMemAllocFromPoolAsync", Allocates, "AllocFromPool", Async),
-    driver("cuMemAllocFromPoolAsync_ptsz", Allocates, "AllocFromPool", Async),
+    driver(
+        "cuMemAllocFromPoolAsync_ptsz",
+        Allocates,
+        "AllocFromPool",
+        Async,
+    ),
     driver("cuMemCreate", Allocates, "AllocPhysical", Physical),
     driver("cuMemRelease", Frees, "FreePhysical", Physical),
     driver("cuArrayCreate_v2", Allocates, "AllocArray", Array),
@@ -134,7 +141,12 @@ pub const RECORDED: &[Recorded] = &[
     runtime("cudaFreeAsync", Frees, "FreeAsync", Async),
     runtime("cudaFreeAsync_ptsz", Frees, "FreeAsync", Async),
     runtime("cudaMallocFromPoolAsync", Allocates, "AllocFromPool", Async),
-    runtime("cudaMallocFromPoolAsync_ptsz", Allocates, "AllocFromPool", Async),
+    runtime(
+        "cudaMallocFromPoolAsync_ptsz",
+        Allocates,
+        "AllocFromPool",
+        Async,
+    ),
     runtime("cudaMallocArray", Allocates, "AllocArray", Array),
     runtime("cudaFreeArray", Frees, "FreeArray", Array),
     runtime("cudaHostRegister", Allocates, "Register", Registered),
@@ -229,9 +241,9 @@ mod table_tests {
             };
             assert!(r.name.starts_with(prefix), "{}", r.name);
             if r.layer == Layer::Runtime {
-                let reached = RECORDED.iter().find(|d| {
-                    d.layer == Layer::Driver && d.operation == r.operation
-                });
+                let reached = RECORDED
+                    .iter()
+                    .find(|d| d.layer == Layer::Driver && d.operation == r.operation);
                 let d = reached.unwrap_or_else(|| panic!("{} reaches no driver call", r.name));
                 assert_eq!((d.role, d.kind), (r.role, r.kind), "{}", r.name);
             }
@@ -245,10 +257,21 @@ mod table_tests {
 
     #[test]
     fn runtime_entries_are_the_recorded_cuda_functions() {
-        for name in ["cudaMalloc", "cudaHostRegister", "cudaIpcOpenMemHandle", "cudaMallocAsync_ptsz"] {
+        for name in [
+            "cudaMalloc",
+            "cudaHostRegister",
+            "cudaIpcOpenMemHandle",
+            "cudaMallocAsync_ptsz",
+        ] {
             assert!(is_runtime_entry(name), "{name}");
         }
-        for name in ["cuMemAlloc_v2", "cudaMalloc3DArray", "cudaFreeMipmappedArray", "main", ""] {
+        for name in [
+            "cuMemAlloc_v2",
+            "cudaMalloc3DArray",
+            "cudaFreeMipmappedArray",
+            "main",
+            "",
+        ] {
             assert!(!is_runtime_entry(name), "{name}");
         }
     }
