@@ -50,3 +50,5 @@ def test_the_bootstrap_spells_the_names_as_the_cli_does():
         assert f'"{names["variables"][key]}"' in source, key
     for key in ["framework_counters", "framework_end", "mark"]:
         assert f"lib.{names['exports'][key]}" in source, key
+    with open(os.path.join(here, "_sitecustomize.py")) as f:
+        assert f'"{names["variables"]["debug"]}"' in f.read()
