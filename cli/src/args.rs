@@ -86,6 +86,10 @@ pub enum Command {
                       frameworks' allocator variables with --exact-pools (as `run --exact-pools` \
                       sets them, notes on stderr), CUDALEAK_SNAPSHOT_INTERVAL=auto with --growth. \
                       The shim is found as `run` finds it.\n\
+                      --names prints instead the names the shim, the CLI and the Python package \
+                      share (the CUDALEAK_* variables, the shim's files and exported functions, \
+                      which frames are internal, the recorded APIs) as one JSON object; it needs \
+                      no shim.\n\
                       Exit status: 0, or 2 when the shim cannot be found."
     )]
     Env(EnvArgs),
@@ -112,6 +116,9 @@ pub struct EnvArgs {
     /// One JSON object instead of KEY=VALUE lines
     #[arg(long)]
     pub json: bool,
+    /// Print the names the shim, the CLI and the Python package share (JSON), not variables
+    #[arg(long, conflicts_with_all = ["shim", "exact_pools", "growth", "out", "run_in"])]
+    pub names: bool,
 }
 
 #[derive(Debug, Args)]

@@ -329,7 +329,7 @@ fn extra_env(exact_pools: bool, growth: bool) -> Vec<(&'static str, std::ffi::Os
             Some(v) => extra_env.push(v),
             None => say!(
                 "--growth: snapshots as CUDALEAK_SNAPSHOT_INTERVAL={} says (yours, kept)",
-                std::env::var_os("CUDALEAK_SNAPSHOT_INTERVAL")
+                std::env::var_os(cudaleak_format::env::SNAPSHOT_INTERVAL)
                     .unwrap_or_default()
                     .to_string_lossy()
             ),
@@ -340,13 +340,23 @@ fn extra_env(exact_pools: bool, growth: bool) -> Vec<(&'static str, std::ffi::Os
 
 fn shim_of(flag: Option<&Path>) -> Result<PathBuf, Failure> {
     let exe = std::env::current_exe().ok();
-    let (shim, _) = run::find_shim(flag, std::env::var_os("CUDALEAK_SHIM"), exe.as_deref())?;
+    let (shim, _) = run::find_shim(
+        flag,
+        std::env::var_os(cudaleak_format::env::SHIM),
+        exe.as_deref(),
+    )?;
     Ok(shim)
 }
 
 /// `cudaleak env`.
 pub fn env(a: &EnvArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
+        if a.names {
+            let text = format!("{}\n", crate::env_names::document());
+            let (out, _) = open_output(None)?;
+            emit(out, |w| w.write_all(text.as_bytes()))?;
+            return Ok(0);
+        }
         let shim = shim_of(a.shim.as_deref())?;
         let mut vars: Vec<(&str, String)> = vec![(
             "LD_PRELOAD",
@@ -359,7 +369,10 @@ pub fn env(a: &EnvArgs) -> u8 {
             let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
             let mut out = dir.into_os_string();
             out.push("/");
-            vars.push(("CUDALEAK_OUTPUT", out.to_string_lossy().into_owned()));
+            vars.push((
+                cudaleak_format::env::OUTPUT,
+                out.to_string_lossy().into_owned(),
+            ));
         }
         vars.extend(
             extra_env(a.exact_pools, a.growth)

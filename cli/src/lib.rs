@@ -13,6 +13,7 @@ pub mod bootstrap;
 pub mod caches;
 pub mod callsite;
 pub mod commands;
+pub mod env_names;
 pub mod fuzz_target;
 pub mod growth;
 pub mod load;

@@ -18,8 +18,9 @@ use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
 
+use cudaleak_format::env as var;
 /// The shim's file name, as the shim crate builds it.
-pub const SHIM_NAME: &str = "libcudaleak.so";
+pub use cudaleak_format::exports::SHIM_NAME;
 
 /// Where the shim was found, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +275,7 @@ pub fn exact_pools_env(
 /// The variable `--growth` gives the child: snapshots on the shim's `auto` schedule, unless the
 /// user set an interval of their own (kept).
 pub fn growth_env(get: impl Fn(&str) -> Option<OsString>) -> Option<(&'static str, OsString)> {
-    const K: &str = "CUDALEAK_SNAPSHOT_INTERVAL";
+    const K: &str = var::SNAPSHOT_INTERVAL;
     get(K).is_none().then(|| (K, "auto".into()))
 }
 
@@ -396,7 +397,7 @@ pub fn run_program(
     let mut output = run_dir.as_os_str().to_os_string();
     output.push("/");
     // The frameworks' own counts, read in a Python program (CUDALEAK_FRAMEWORKS=0: not).
-    let python = if std::env::var_os("CUDALEAK_FRAMEWORKS").is_some_and(|v| v == "0") {
+    let python = if std::env::var_os(var::FRAMEWORKS).is_some_and(|v| v == "0") {
         None
     } else {
         crate::bootstrap::install(run_dir, std::env::var_os("PYTHONPATH"))
@@ -429,7 +430,7 @@ pub fn run_program(
         .args(args)
         .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .env("LD_PRELOAD", &preload)
-        .env("CUDALEAK_OUTPUT", &output);
+        .env(var::OUTPUT, &output);
     if let Some((_, path)) = &python {
         command.env("PYTHONPATH", path);
     }

@@ -5,7 +5,10 @@
 //! writing (`write`: whole, or streamed record by record), consistency checks, how a byte count is written (`size`: shared by the shim's exit line
 //! and the CLI's reports), and which values `api` takes and which runtime call leads to which
 //! driver call (`api`: the shim writes driver names, the reader relabels them once a stack has
-//! names). It must never depend on the shim or the CLI, and never panic on input.
+//! names). It is also the one home of the other names both sides share: which frames are
+//! internal (`frames`), the shim's file and exported function names (`exports`) and the
+//! `CUDALEAK_*` variables (`env`). It must never depend on the shim or the CLI, and never panic
+//! on input.
 //!
 //! There is one reader: a streaming parse, never the whole file in memory. The types are generic
 //! in how names (function, file, module, API) are held: `String` by default, as the shim builds
@@ -16,6 +19,9 @@
 use std::fmt;
 
 pub mod api;
+pub mod env;
+pub mod exports;
+pub mod frames;
 mod name;
 mod read;
 mod size;

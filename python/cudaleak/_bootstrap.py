@@ -39,6 +39,12 @@ _JOIN_S = 2.0
 
 _sampler = None
 
+# The variables (CUDALEAK_DEBUG, CUDALEAK_FRAMEWORKS, CUDALEAK_FRAMEWORK_*_MS) and the shim's
+# functions (cudaleak_framework_counters, cudaleak_framework_end, cudaleak_mark) are spelled here,
+# not asked of the CLI as the rest of the package does (cudaleak/_names.py): this runs inside the
+# program under test, which must not start a process for it. python/tests/test_names.py holds
+# these spellings to `cudaleak env --names`.
+
 
 def _debug(what):
     if os.environ.get("CUDALEAK_DEBUG", "") not in ("", "0"):

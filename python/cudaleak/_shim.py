@@ -16,8 +16,8 @@ import sysconfig
 import tempfile
 import threading
 
-# The file name the shim must be loaded under to start only when told to (shim/src/attach).
-ATTACH_NAME = "libcudaleak-attach.so"
+from . import _names
+
 DRIVER = "libcuda.so.1"
 
 # `cudaleak_attach`'s answers below zero, in words (docs/attach.md, "When attach fails").
@@ -39,7 +39,7 @@ class CudaleakError(RuntimeError):
 def find_cli(given=None):
     """The `cudaleak` command: GIVEN, else $CUDALEAK_CLI, else the one installed with this
     package, else the one on PATH."""
-    given = given or os.environ.get("CUDALEAK_CLI")
+    given = given or os.environ.get(_names.CLI_VARIABLE)
     if given:
         return given
     beside = os.path.join(sysconfig.get_path("scripts"), "cudaleak")
@@ -76,17 +76,13 @@ class Shim:
         self.output = output
         #: True when this package loaded the shim (not preloaded).
         self.attached = attached
-        self._mark = _fn(lib, "cudaleak_mark", ctypes.c_uint64, [])
-        self._live_since = _fn(
-            lib, "cudaleak_live_since", ctypes.c_int, [ctypes.c_uint64, ctypes.c_void_p]
-        )
-        self.restart_peak = _fn(lib, "cudaleak_restart_peak", None, [])
-        self.peak_bytes = _fn(lib, "cudaleak_peak_bytes", ctypes.c_uint64, [])
-        self._dump = _fn(
-            lib, "cudaleak_dump_records", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p]
-        )
-        self._snapshot = _fn(lib, "cudaleak_snapshot", ctypes.c_int, [])
-        self._refresh = _fn(lib, "cudaleak_attach_refresh", ctypes.c_int, []) if attached else None
+        self._mark = _fn(lib, "mark", ctypes.c_uint64, [])
+        self._live_since = _fn(lib, "live_since", ctypes.c_int, [ctypes.c_uint64, ctypes.c_void_p])
+        self.restart_peak = _fn(lib, "restart_peak", None, [])
+        self.peak_bytes = _fn(lib, "peak_bytes", ctypes.c_uint64, [])
+        self._dump = _fn(lib, "dump_records", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p])
+        self._snapshot = _fn(lib, "snapshot", ctypes.c_int, [])
+        self._refresh = _fn(lib, "attach_refresh", ctypes.c_int, []) if attached else None
 
     def refresh(self):
         """Attached: replaces the pointers of modules loaded since the last pass (a framework
@@ -139,8 +135,9 @@ def snapshot_path(output, pid, n):
     return os.path.join(head, name)
 
 
-def _fn(lib, name, restype, argtypes):
-    f = getattr(lib, name)
+def _fn(lib, key, restype, argtypes):
+    """The shim's exported function of KEY (`mark`: cudaleak_mark), typed."""
+    f = getattr(lib, _names.export(key))
     f.restype = restype
     f.argtypes = argtypes
     return f
@@ -153,7 +150,7 @@ _shim = None
 def preloaded():
     """Whether a copy of the shim records this process already (preloaded)."""
     try:
-        ctypes.CDLL(None).cudaleak_mark
+        getattr(ctypes.CDLL(None), _names.export("mark"))
     except AttributeError:
         return False
     return True
@@ -165,6 +162,7 @@ def get(cli=None):
     global _shim
     with _lock:
         if _shim is None:
+            _names.names(cli)  # the names asked of this CLI, if it is the first to ask
             _shim = _preloaded() or _attach(find_cli(cli))
         return _shim
 
@@ -172,14 +170,15 @@ def get(cli=None):
 def _preloaded():
     if not preloaded():
         return None
-    output = os.environ.get("CUDALEAK_OUTPUT") or None
+    output = os.environ.get(_names.var("output")) or None
     return Shim(ctypes.CDLL(None, use_errno=True), output, attached=False)
 
 
 def _attach(cli):
-    """Loads the shim into this process under ATTACH_NAME and starts it recording: the pointers
-    to the driver's allocation functions that the loaded modules keep are replaced by its hooks
-    (docs/attach.md). Blocks allocated before are unknown to it, so never blamed on a window."""
+    """Loads the shim into this process under its attach name (libcudaleak-attach.so: loaded
+    so, it starts only when told to) and starts it recording: the pointers to the driver's
+    allocation functions that the loaded modules keep are replaced by its hooks (docs/attach.md).
+    Blocks allocated before are unknown to it, so never blamed on a window."""
     try:
         ctypes.CDLL(DRIVER)
     except OSError as e:
@@ -188,9 +187,9 @@ def _attach(cli):
             "put the null device's directory first on LD_LIBRARY_PATH (README.md, \"Without "
             "a GPU: the null device\")"
         ) from None
-    shim = os.environ.get("CUDALEAK_SHIM") or _shim_of(cli)
+    shim = os.environ.get(_names.var("shim", cli)) or _shim_of(cli)
     work = tempfile.mkdtemp(prefix="cudaleak-")
-    link = os.path.join(work, ATTACH_NAME)
+    link = os.path.join(work, _names.library("attach"))
     os.symlink(os.path.abspath(shim), link)
     output = os.path.join(work, "dumps")
     os.mkdir(output)
@@ -199,14 +198,14 @@ def _attach(cli):
     except OSError as e:
         shutil.rmtree(work, ignore_errors=True)
         raise CudaleakError(f"cudaleak: the shim {shim} could not be loaded: {e}") from None
-    attach = _fn(lib, "cudaleak_attach", ctypes.c_int, [ctypes.c_char_p])
-    config = f"CUDALEAK_OUTPUT={output}/\nCUDALEAK_QUIET=1\n"
+    attach = _fn(lib, "attach", ctypes.c_int, [ctypes.c_char_p])
+    config = f"{_names.var('output')}={output}/\n{_names.var('quiet')}=1\n"
     got = attach(config.encode())
     if got < 0:
         shutil.rmtree(work, ignore_errors=True)
         why = ATTACH_ERRORS.get(got, f"it answered {got}")
         raise CudaleakError(f"cudaleak: the shim {shim} could not start recording: {why}")
-    detach = _fn(lib, "cudaleak_detach", ctypes.c_int, [])
+    detach = _fn(lib, "detach", ctypes.c_int, [])
 
     def let_go():
         # The pointers put back and the last dump written before the directory goes: the
@@ -221,7 +220,8 @@ def _attach(cli):
 def _shim_of(cli):
     """libcudaleak.so as `cudaleak run` finds it (`cudaleak env --json`'s LD_PRELOAD)."""
     _, out = run_cli(cli, ["env", "--json"])
+    stem = os.path.splitext(_names.library("shim"))[0]  # libcudaleak
     for entry in reversed(json.loads(out).get("LD_PRELOAD", "").replace(":", " ").split()):
-        if os.path.basename(entry).startswith("libcudaleak"):
+        if os.path.basename(entry).startswith(stem):
             return entry
     raise CudaleakError(f"cudaleak: `{cli} env --json` named no shim library")

@@ -9,6 +9,9 @@ through PYTHONPATH), and imports the next `sitecustomize` on the path, as covera
 support and `ddtrace-run` do. Nothing of ours escapes or prints (but with CUDALEAK_DEBUG set);
 what the program's own `sitecustomize` raises goes to `site`, which reports it as it would have.
 Standard library only, Python 3.8 and later: the CLI embeds this file whole.
+
+CUDALEAK_DEBUG is spelled here, as in the bootstrap, not asked of the CLI (the program under
+test must not start a process for it); python/tests/test_names.py holds it to the CLI's name.
 """
 
 

@@ -35,11 +35,8 @@ import tempfile
 import pluggy
 import pytest
 
-from . import _frameworks, _shim, _sizes
+from . import _frameworks, _names, _shim, _sizes
 
-# Set in the environment of the pytest started again under the shim, so a shim that failed to
-# load is an error, not a loop.
-REEXEC_VAR = "CUDALEAK_PYTEST_REEXEC"
 # The CLI's exit status when the gate fails (`cudaleak report --exit-code`).
 GATE_FAILED = 23
 
@@ -135,9 +132,16 @@ def find_cli(config):
 def pytest_load_initial_conftests(early_config, parser, args):
     """Starts pytest again under the shim when it is not preloaded: before any conftest or
     test module is imported, so before the session touches CUDA."""
-    if not enabled(early_config) or _shim.preloaded():
+    if not enabled(early_config):
         return
-    if os.environ.get(REEXEC_VAR):
+    bin_option = option(early_config, "cudaleak_bin")
+    _names.names(bin_option)  # the shared names, asked of --cudaleak-bin's CLI when given
+    if _shim.preloaded():
+        return
+    # Set in the environment of the pytest started again under the shim, so a shim that
+    # failed to load is an error, not a loop.
+    reexec = _names.var("pytest_reexec")
+    if os.environ.get(reexec):
         raise pytest.UsageError(
             "cudaleak: pytest was started again with the shim in LD_PRELOAD, but it did not "
             "load (see the loader's message above)"
@@ -156,10 +160,10 @@ def pytest_load_initial_conftests(early_config, parser, args):
         raise pytest.UsageError(f"cudaleak: {' '.join(cmd)} failed: {got.stderr.strip()}")
     env = dict(os.environ)
     env.update(json.loads(got.stdout))
-    env[REEXEC_VAR] = "1"
+    env[reexec] = "1"
     # The exit line of each process ("N allocations still live at exit") is not the verdict
     # here: the tests are.
-    env.setdefault("CUDALEAK_QUIET", "1")
+    env.setdefault(_names.var("quiet"), "1")
     argv = [sys.executable, *interpreter_options(), *program(), *sys.argv[1:]]
     # pytest has pointed fds 1 and 2 at its capture files by now: give them back, or the new
     # pytest would write into files nobody reads.
@@ -292,7 +296,7 @@ class Checker:
         # The run directory `cudaleak env --run-in` made before pytest started again (xdist's
         # workers inherit it); a session without one (preloaded by hand, or attached) writes
         # its test dumps into a temporary directory, removed at the end.
-        run_dir = os.environ.get("CUDALEAK_OUTPUT", "").rstrip("/")
+        run_dir = os.environ.get(_names.var("output"), "").rstrip("/")
         self.keep = bool(run_dir) and os.path.isdir(run_dir) and not self.shim.attached
         self.dir = run_dir if self.keep else tempfile.mkdtemp(prefix="cudaleak-pytest-")
         self.dumps = 0
@@ -520,7 +524,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 rows.append((rep.nodeid, value))
     tr = terminalreporter
     tr.section("cudaleak")
-    run_dir = os.environ.get("CUDALEAK_OUTPUT", "").rstrip("/")
+    run_dir = os.environ.get(_names.var("output"), "").rstrip("/")
     if run_dir and os.path.isdir(run_dir):
         tr.write_line(f"dumps: {run_dir} (cudaleak report {run_dir}: what the session left at exit)")
     if exitstatus != 0 and not driver_found():

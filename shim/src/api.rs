@@ -1,7 +1,10 @@
 //! The names of every CUDA function the shim records under (generated from the rows of
-//! `hooks/list.rs`) and what each one does to the table.
+//! `hooks/list.rs`; the name a record carries is the row of the format crate's table,
+//! `cudaleak_format::api::RECORDED`, which a test holds to the list) and what each one does to
+//! the table.
 #![forbid(unsafe_code)]
 
+use cudaleak_format::api::{Recorded, RECORDED};
 use cudaleak_format::Kind;
 
 /// What a call does, so a runtime label can be matched to the driver call it leads to.
@@ -115,10 +118,32 @@ macro_rules! apis {
             /// Every name, in the order of their discriminants.
             pub const ALL: &'static [Api] = &[$(Api::$name,)* $(Api::$rname,)*];
 
+            /// The name a record carries: this function's row of the format crate's table.
             pub fn name(self) -> &'static str {
+                self.recorded().name
+            }
+
+            /// This function's row of the format crate's table ([`RECORDED`]), which lists
+            /// the functions in the order of [`Api`].
+            pub fn recorded(self) -> &'static Recorded {
+                &RECORDED[self as usize]
+            }
+
+            /// The name the hook list gives it (its row's name, as the tests check).
+            #[cfg(test)]
+            fn hooked_name(self) -> &'static str {
                 match self {
                     $(Api::$name => stringify!($name),)*
                     $(Api::$rname => stringify!($rname),)*
+                }
+            }
+
+            /// Where the hook list puts it.
+            #[cfg(test)]
+            fn hooked_layer(self) -> cudaleak_format::api::Layer {
+                match self {
+                    $(Api::$name => cudaleak_format::api::Layer::Driver,)*
+                    $(Api::$rname => cudaleak_format::api::Layer::Runtime,)*
                 }
             }
 
@@ -134,6 +159,13 @@ macro_rules! apis {
                 Api::ALL.get(usize::from(i)).copied().unwrap_or(Api::cuMemAlloc_v2)
             }
         }
+
+        // A row of the hook list without its row in the format crate's table (or one more row
+        // there) is a build error; a name that differs, or the order, fails the test below.
+        const _: () = assert!(
+            RECORDED.len() == Api::ALL.len(),
+            "each row of hooks/list.rs needs its row in cudaleak_format::api::RECORDED, in order"
+        );
     };
 }
 
@@ -144,15 +176,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_format_crates_table_of_operations_is_this_list() {
-        // The CLI names a driver record by the runtime entry in its stack through that table.
-        let table = cudaleak_format::api::OPERATIONS;
-        assert_eq!(table.len(), Api::ALL.len());
-        for (api, (name, op)) in Api::ALL.iter().zip(table) {
-            assert_eq!(
-                (api.name(), format!("{:?}", api.op())),
-                (*name, op.to_string())
-            );
+    fn every_hooked_function_has_its_row_in_the_format_crates_table_and_every_row_is_hooked() {
+        // The CLI knows the runtime entries of a stack and names a driver record by the runtime
+        // entry in its stack through that table; a record carries its row's name.
+        let hooked: Vec<&str> = Api::ALL.iter().map(|a| a.hooked_name()).collect();
+        let table: Vec<&str> = RECORDED.iter().map(|r| r.name).collect();
+        let unlisted: Vec<&&str> = hooked.iter().filter(|n| !table.contains(n)).collect();
+        assert!(
+            unlisted.is_empty(),
+            "hooked, not in format's table: {unlisted:?}"
+        );
+        let unhooked: Vec<&&str> = table.iter().filter(|n| !hooked.contains(n)).collect();
+        assert!(
+            unhooked.is_empty(),
+            "in format's table, hooked nowhere: {unhooked:?}"
+        );
+        assert_eq!(
+            hooked, table,
+            "format's table is not in the order of the hook list"
+        );
+        for api in Api::ALL {
+            let row = api.recorded();
+            assert_eq!(api.name(), api.hooked_name());
+            assert_eq!(row.operation, format!("{:?}", api.op()), "{}", row.name);
+            assert_eq!(row.kind, api.op().kind(), "{}", row.name);
+            assert_eq!(row.layer, api.hooked_layer(), "{}", row.name);
         }
     }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::stack::{Unwind, MAX_DEPTH};
+use cudaleak_format::env as var;
 
 pub const DEFAULT_DEPTH: usize = 32;
 pub const DEFAULT_PY_DEPTH: usize = 32;
@@ -67,26 +68,28 @@ impl Config {
 
     pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> Config {
         let mut warnings = Vec::new();
-        let depth = match get("CUDALEAK_DEPTH") {
+        let depth = match get(var::DEPTH) {
             None => DEFAULT_DEPTH,
             Some(v) => match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
                 Some(d) if (1..=MAX_DEPTH).contains(&d) => d,
                 _ => {
                     warnings.push(format!(
-                        "CUDALEAK_DEPTH={} is not a number from 1 to {MAX_DEPTH}; using {DEFAULT_DEPTH}",
+                        "{}={} is not a number from 1 to {MAX_DEPTH}; using {DEFAULT_DEPTH}",
+                        var::DEPTH,
                         v.to_string_lossy()
                     ));
                     DEFAULT_DEPTH
                 }
             },
         };
-        let py_depth = match get("CUDALEAK_PY_DEPTH") {
+        let py_depth = match get(var::PY_DEPTH) {
             None => DEFAULT_PY_DEPTH,
             Some(v) => match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
                 Some(d) if d <= crate::python::MAX_DEPTH => d,
                 _ => {
                     warnings.push(format!(
-                        "CUDALEAK_PY_DEPTH={} is not a number from 0 to {}; using {DEFAULT_PY_DEPTH}",
+                        "{}={} is not a number from 0 to {}; using {DEFAULT_PY_DEPTH}",
+                        var::PY_DEPTH,
                         v.to_string_lossy(),
                         crate::python::MAX_DEPTH
                     ));
@@ -94,7 +97,7 @@ impl Config {
                 }
             },
         };
-        let snapshot_interval = match get("CUDALEAK_SNAPSHOT_INTERVAL") {
+        let snapshot_interval = match get(var::SNAPSHOT_INTERVAL) {
             None => None,
             Some(v) if v.to_str().map(str::trim) == Some("auto") => Some(Schedule::Auto),
             Some(v) => match v.to_str().and_then(|s| s.trim().parse::<f64>().ok()) {
@@ -103,20 +106,22 @@ impl Config {
                 }
                 _ => {
                     warnings.push(format!(
-                        "CUDALEAK_SNAPSHOT_INTERVAL={} is neither a positive number of seconds nor auto; no periodic snapshots",
+                        "{}={} is neither a positive number of seconds nor auto; no periodic snapshots",
+                        var::SNAPSHOT_INTERVAL,
                         v.to_string_lossy()
                     ));
                     None
                 }
             },
         };
-        let unwind = match get("CUDALEAK_UNWIND") {
+        let unwind = match get(var::UNWIND) {
             None => Unwind::Cached,
             Some(v) if v == "fast" => Unwind::Cached,
             Some(v) if v == "precise" => Unwind::Precise,
             Some(v) => {
                 warnings.push(format!(
-                    "CUDALEAK_UNWIND={} is neither fast nor precise; using fast",
+                    "{}={} is neither fast nor precise; using fast",
+                    var::UNWIND,
                     v.to_string_lossy()
                 ));
                 Unwind::Cached
@@ -126,12 +131,12 @@ impl Config {
         Config {
             unwind,
             snapshot_interval,
-            signals: get("CUDALEAK_SIGNAL").is_none_or(|v| v != "0"),
-            output: get("CUDALEAK_OUTPUT").filter(|v| !v.is_empty()),
+            signals: get(var::SIGNAL).is_none_or(|v| v != "0"),
+            output: get(var::OUTPUT).filter(|v| !v.is_empty()),
             depth,
             py_depth,
-            quiet: flag("CUDALEAK_QUIET"),
-            disabled: flag("CUDALEAK_DISABLE"),
+            quiet: flag(var::QUIET),
+            disabled: flag(var::DISABLE),
             warnings,
         }
     }

@@ -20,6 +20,8 @@ mod clock;
 mod config;
 mod critical;
 mod dump;
+#[cfg(test)]
+mod exports_test;
 mod frameworks;
 mod graphs;
 mod guard;

@@ -241,91 +241,12 @@ pub(super) fn fold_native(all: &[format::Frame], frames: &[usize]) -> (Vec<usize
 // ---------------------------------------------------------------------------------------------
 // Internal frames
 
-/// Modules of the CUDA runtime and driver, the NVIDIA helpers they load, and the shim.
-pub(super) fn is_internal_module(module: &str) -> bool {
-    let m = basename(module);
-    [
-        "libcudart",
-        "libcuda.",
-        "libcudaleak",
-        "libnvidia-",
-        "libcudadebugger",
-    ]
-    .iter()
-    .any(|p| m.starts_with(p))
-}
-
-/// Functions of a statically linked cudart (and the shim's own Rust code, should it show).
-pub(super) fn is_internal_function(f: &str) -> bool {
-    [
-        "cudart::",
-        "__cudart",
-        "libcudart_static",
-        "cudaleak::",
-        "cudaleak_shim::",
-    ]
-    .iter()
-    .any(|p| f.starts_with(p))
-}
-
-/// C start-up and thread entry code below `main` or a thread's start routine.
-pub(super) fn is_startup_function(f: &str) -> bool {
-    matches!(
-        f,
-        "_start"
-            | "__libc_start_main"
-            | "__libc_start_main_impl"
-            | "__libc_start_call_main"
-            | "start_thread"
-            | "clone"
-            | "clone3"
-            | "__clone"
-            | "__clone3"
-    )
-}
-
-/// The function name without template arguments or parameters: `cudaMalloc<float>(float**, …)`
-/// → `cudaMalloc`.
-pub(super) fn base_name(f: &str) -> &str {
-    let end = f.find(['(', '<']).unwrap_or(f.len());
-    f[..end].trim()
-}
-
-/// A CUDA allocation/free API entry point (the header already names the API; in a binary with a
-/// static cudart, or for the `cudaMalloc<T>` template of cuda_runtime.h, it is a frame in the
-/// user's own executable).
-pub(super) fn is_api_entry(f: &str, api: &str) -> bool {
-    let b = base_name(f);
-    if b.is_empty() {
-        return false;
-    }
-    let strip = |s: &'static str| b.strip_suffix(s);
-    let core = strip("_v2").or_else(|| strip("_ptsz")).unwrap_or(b);
-    b == api
-        || core == api
-        || api.strip_suffix("_v2") == Some(core)
-        || b.starts_with("cuMem")
-        || b.starts_with("cuArray")
-        || matches!(
-            core,
-            "cudaMalloc"
-                | "cudaMallocManaged"
-                | "cudaMallocHost"
-                | "cudaHostAlloc"
-                | "cudaMallocPitch"
-                | "cudaMalloc3D"
-                | "cudaMallocArray"
-                | "cudaMalloc3DArray"
-                | "cudaMallocMipmappedArray"
-                | "cudaMallocAsync"
-                | "cudaMallocFromPoolAsync"
-                | "cudaFree"
-                | "cudaFreeHost"
-                | "cudaFreeArray"
-                | "cudaFreeMipmappedArray"
-                | "cudaFreeAsync"
-        )
-}
+// Which modules and functions are internal, and which functions are the entry of a recorded
+// CUDA call, is the format crate's to say (the shim's hook list and the table beside these
+// rules agree by test): `cudaleak env --names` prints the same rules.
+pub(super) use format::frames::{
+    is_api_entry, is_internal_function, is_internal_module, is_startup_function,
+};
 
 pub(super) fn frame_is_internal(f: &format::Frame) -> bool {
     f.module.as_deref().is_some_and(is_internal_module)

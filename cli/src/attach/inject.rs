@@ -204,7 +204,7 @@ pub fn attach(
         })?;
     let dlerror = function_in(pid, &before, target::is_libc, &["dlerror"])
         .or_else(|| function_in(pid, &before, target::is_libdl, &["dlerror"]));
-    let entry = offset_of(shim, "cudaleak_attach")?;
+    let entry = offset_of(shim, cudaleak_format::exports::ATTACH)?;
     let mut data = link.as_os_str().as_encoded_bytes().to_vec();
     data.push(0);
     let config_at = data.len();
@@ -245,7 +245,7 @@ pub fn detach(pid: u32, shim: &Path, how: &Borrow) -> Result<Option<i32>, Inject
     let Some(base) = shim_base(pid, shim)? else {
         return Ok(None);
     };
-    let entry = offset_of(shim, "cudaleak_detach")?;
+    let entry = offset_of(shim, cudaleak_format::exports::DETACH)?;
     let mut thread = borrow(pid, how, &maps(pid)?)?;
     let rc = thread.call(
         base + entry,

@@ -28,9 +28,10 @@ use crate::load;
 use crate::run;
 use crate::say;
 
-/// The name the injected shim is loaded under (the shim's `attach::ATTACH_NAME`): a link to the
-/// shim, so that its constructor knows to wait for `cudaleak_attach`.
-pub const ATTACH_NAME: &str = "libcudaleak-attach.so";
+use cudaleak_format::env as var;
+/// The name the injected shim is loaded under (the format crate's, which the shim reads too): a
+/// link to the shim, so that its constructor knows to wait for `cudaleak_attach`.
+pub use cudaleak_format::exports::ATTACH_NAME;
 
 /// `cudaleak attach --help`'s closing text.
 pub const HELP: &str = "The shim is loaded into the running process with ptrace (one thread is borrowed \
@@ -111,7 +112,7 @@ fn check_target(pid: u32) -> Result<target::Identity, Failure> {
         // starts its recording over.
         let preloaded = target::environ_var(pid, "LD_PRELOAD")
             .is_some_and(|p| p.contains("cudaleak"))
-            || target::environ_var(pid, "CUDALEAK_OUTPUT").is_some();
+            || target::environ_var(pid, var::OUTPUT).is_some();
         let readable = std::fs::read(format!("/proc/{pid}/environ")).is_ok();
         if readable && !preloaded {
             say!(
@@ -120,7 +121,7 @@ fn check_target(pid: u32) -> Result<target::Identity, Failure> {
                 m.path
             );
         } else {
-            let dir = target::environ_var(pid, "CUDALEAK_OUTPUT")
+            let dir = target::environ_var(pid, var::OUTPUT)
                 .map(|d| format!(" (its dumps go to {d})"))
                 .unwrap_or_default();
             return Err(refuse(
@@ -194,14 +195,14 @@ fn forbidden(pid: u32) -> Failure {
 /// holds. Preloaded, the shim's thread-local state is allocated with each thread.
 fn shim_config(dir: &Path) -> String {
     let mut lines = vec![
-        format!("CUDALEAK_OUTPUT={}/", dir.display()),
-        "CUDALEAK_QUIET=1".to_string(),
+        format!("{}={}/", var::OUTPUT, dir.display()),
+        format!("{}=1", var::QUIET),
     ];
-    let snapshots = std::env::var("CUDALEAK_SNAPSHOT_INTERVAL").unwrap_or_else(|_| "auto".into());
-    lines.push(format!("CUDALEAK_SNAPSHOT_INTERVAL={snapshots}"));
-    let signals = std::env::var("CUDALEAK_SIGNAL").unwrap_or_else(|_| "0".into());
-    lines.push(format!("CUDALEAK_SIGNAL={signals}"));
-    for k in ["CUDALEAK_DEPTH", "CUDALEAK_PY_DEPTH", "CUDALEAK_UNWIND"] {
+    let snapshots = std::env::var(var::SNAPSHOT_INTERVAL).unwrap_or_else(|_| "auto".into());
+    lines.push(format!("{}={snapshots}", var::SNAPSHOT_INTERVAL));
+    let signals = std::env::var(var::SIGNAL).unwrap_or_else(|_| "0".into());
+    lines.push(format!("{}={signals}", var::SIGNAL));
+    for k in [var::DEPTH, var::PY_DEPTH, var::UNWIND] {
         if let Ok(v) = std::env::var(k) {
             lines.push(format!("{k}={v}"));
         }
@@ -280,7 +281,7 @@ fn go(a: &AttachArgs) -> Result<u8, Failure> {
     let exe = std::env::current_exe().ok();
     let (shim, _) = run::find_shim(
         a.shim.as_deref(),
-        std::env::var_os("CUDALEAK_SHIM"),
+        std::env::var_os(var::SHIM),
         exe.as_deref(),
     )?;
     let out_existed = a.out.exists();

@@ -29,7 +29,7 @@ use crate::dump::{self, Moment};
 use crate::{lifecycle, process, real, stack, state, stdio};
 
 /// The file name the CLI gives the shim it injects (a symbolic link to `libcudaleak.so`).
-pub const ATTACH_NAME: &str = "libcudaleak-attach.so";
+pub use cudaleak_format::exports::ATTACH_NAME;
 
 const IDLE: u8 = 0;
 const BUSY: u8 = 1;

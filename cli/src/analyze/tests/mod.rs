@@ -675,3 +675,36 @@ fn a_cuda_library_built_with_line_tables_is_not_the_programs_own_code() {
     let own = frame("handle_request(int)", "/srv/svc");
     assert!(frame_view(&own, false).is_own());
 }
+
+#[test]
+fn a_host_register_or_ipc_open_entry_is_folded_like_cuda_malloc() {
+    // With a static cudart the runtime entry is a frame of the program: hidden as the entry of
+    // the recorded call, as cudaMalloc's is (these two were missing from the CLI's own list).
+    let exe = "/bin/app";
+    for (entry, api) in [
+        ("cudaMalloc", "cuMemAlloc_v2"),
+        ("cudaHostRegister", "cuMemHostRegister_v2"),
+        ("cudaIpcOpenMemHandle", "cuIpcOpenMemHandle_v2"),
+        ("cudaMemPoolImportPointer", "cuMemPoolImportPointer"),
+    ] {
+        let frames = vec![
+            frame("cudart::cudaApiEntry(void**)", exe),
+            frame(entry, exe),
+            frame("pin_buffers(void*)", exe),
+            frame("main", exe),
+        ];
+        assert_eq!(visible_frames(&frames, api, false), [2, 3], "{entry}");
+        let live = LiveRecord {
+            api: api.into(),
+            ..record(4096, 0, Some(0))
+        };
+        let dump = dump_of(vec![frames], vec![live]);
+        let f = one(&dump, &cfg());
+        let stack = &f.processes[0].leaks[0].stack;
+        assert_eq!(functions(stack), ["pin_buffers(void*)", "main"], "{entry}");
+        assert_eq!(stack.hidden, 2, "{entry}");
+    }
+    // A runtime function the shim does not hook stays the program's frame.
+    let frames = vec![frame("cudaMalloc3DArray", exe), frame("main", exe)];
+    assert_eq!(visible_frames(&frames, "cuArray3DCreate_v2", false), [0, 1]);
+}
