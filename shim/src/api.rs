@@ -1,5 +1,5 @@
 //! The names of every CUDA function the shim records under (generated from the rows of
-//! `hooks/list.rs`) and what each one does to the table.
+//! `hook_list.rs`) and what each one does to the table.
 #![forbid(unsafe_code)]
 
 use cudaleak_format::Kind;
@@ -92,7 +92,7 @@ impl Op {
     }
 }
 
-/// Generates [`Api`] from the rows of `hooks/list.rs`: the recorded driver functions, then the
+/// Generates [`Api`] from the rows of `hook_list.rs`: the recorded driver functions, then the
 /// runtime forwards, in the order of the list (the format crate's table of operations follows it).
 macro_rules! apis {
     (
@@ -137,7 +137,7 @@ macro_rules! apis {
     };
 }
 
-crate::hooks::list::hooked!(apis);
+crate::hook_list::hooked!(apis);
 
 #[cfg(test)]
 mod tests {

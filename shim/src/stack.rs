@@ -11,6 +11,8 @@ use std::ops::Range;
 use crate::hash::StackHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::config::Unwind;
+use crate::limits::{MAX_DEPTH, MAX_PY_DEPTH};
 use crate::lock::Mutex;
 
 /// Index of an interned stack.
@@ -43,8 +45,8 @@ pub fn with_python(
         let mut key = [0usize; RECENT_WORDS];
         intern_python(mixed, native, &mut key[..=depth], capture)
     } else {
-        let mut key = [0usize; 1 + crate::python::MAX_DEPTH];
-        let depth = depth.min(crate::python::MAX_DEPTH);
+        let mut key = [0usize; 1 + MAX_PY_DEPTH];
+        let depth = depth.min(MAX_PY_DEPTH);
         intern_python(mixed, native, &mut key[..=depth], capture)
     }
 }
@@ -120,9 +122,6 @@ pub fn split_python(mixed: &Interner, id: StackId) -> Option<(StackId, Box<[usiz
     let (&native, python) = key.split_first()?;
     Some((StackId(native as u32), python.into()))
 }
-
-/// The deepest stack `CUDALEAK_DEPTH` may ask for.
-pub const MAX_DEPTH: usize = 256;
 
 const SHARD_BITS: u32 = 4;
 const SHARDS: usize = 1 << SHARD_BITS;
@@ -499,14 +498,6 @@ pub fn thread_stack() -> std::ops::Range<usize> {
 
 thread_local! {
     static CACHE: std::cell::RefCell<Option<WalkCache>> = const { std::cell::RefCell::new(None) };
-}
-
-/// How stacks are taken: `Cached` reuses a walk when its stack slots prove it identical,
-/// `Precise` walks every time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unwind {
-    Cached,
-    Precise,
 }
 
 /// The interned stack of the caller. `key` tells apart call paths through the shim (the API),

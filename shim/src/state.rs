@@ -2,6 +2,8 @@
 //! every hook through [`recording`], stopped for good if recording ever fails.
 #![deny(unsafe_code)]
 
+use std::borrow::Cow;
+use std::ffi::OsString;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -36,6 +38,49 @@ pub struct State {
     /// the final dump (exit or signal) has begun: no snapshot starts after it, so none can be cut
     /// off half-written by the process ending.
     pub dumping: crate::lock::Mutex<bool>,
+    /// What `cudaleak attach` did, for the dumps (nothing under LD_PRELOAD).
+    pub attached: Attached,
+}
+
+/// What `cudaleak attach` did, as the dumps say it: written by `attach`, read by `dump`.
+#[derive(Default)]
+pub struct Attached {
+    /// When the latest attach began; 0 when the shim was not attached.
+    pub unix_ms: AtomicU64,
+    /// Pointers the attach replaced: import slots, and entries of the runtime's driver tables.
+    pub import_slots: AtomicU64,
+    pub table_slots: AtomicU64,
+    /// The dump directory of an attach after the first (the state's configuration is the
+    /// first's).
+    pub output: std::sync::Mutex<Option<OsString>>,
+}
+
+impl Attached {
+    /// What the dump says about the attach, once attached.
+    pub fn info(&self) -> Option<cudaleak_format::AttachInfo> {
+        let unix_ms = self.unix_ms.load(Ordering::Relaxed);
+        if unix_ms == 0 {
+            return None;
+        }
+        Some(cudaleak_format::AttachInfo {
+            route: "pointers".into(),
+            unix_ms,
+            import_slots: self.import_slots.load(Ordering::Relaxed),
+            table_slots: self.table_slots.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The configuration dumps are written under: the state's, with the dump directory of the
+    /// latest attach when that is not the first.
+    pub fn config<'c>(&self, state: &'c Config) -> Cow<'c, Config> {
+        match self.output.lock().ok().and_then(|o| o.clone()) {
+            Some(output) => Cow::Owned(Config {
+                output: Some(output),
+                ..state.clone()
+            }),
+            None => Cow::Borrowed(state),
+        }
+    }
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -63,6 +108,7 @@ pub fn init(config: Config) -> &'static State {
         forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
         dumping: crate::lock::Mutex::new(false),
+        attached: Attached::default(),
     });
     RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::hooks::driver::{wrapper, HOOKS};
-use crate::hooks::list::hooked;
+use crate::hook_list::hooked;
 use crate::real;
 
 /// One replaced pointer.

@@ -50,8 +50,6 @@ use layout::{FirstFrame, Instr, Layout, LineFormat};
 use memory::Fields;
 use walk::{Plan, Reader, PLAN};
 
-/// The deepest Python stack `CUDALEAK_PY_DEPTH` may ask for.
-pub const MAX_DEPTH: usize = 256;
 /// Longest name or file name copied, in characters.
 const MAX_NAME_CHARS: usize = 4096;
 /// Largest line table copied.
