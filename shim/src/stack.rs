@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::config::Unwind;
 use crate::limits::{MAX_DEPTH, MAX_PY_DEPTH};
-use crate::lock::Mutex;
+use crate::lock::{ForkLock, ForkLocked, Mutex};
 
 /// Index of an interned stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -634,37 +634,18 @@ impl Interner {
         StackId(local << SHARD_BITS | shard_index as u32)
     }
 
-    /// Takes every lock and keeps it (before fork). Pair with [`Interner::unlock_all`].
-    pub fn lock_all(&self) {
-        for shard in &self.shards {
-            std::mem::forget(shard.lock());
-        }
-    }
-
-    /// Releases what [`Interner::lock_all`] took.
-    ///
-    /// # Safety
-    /// Every lock must be held by a `lock_all` call whose guards were forgotten.
-    pub unsafe fn unlock_all(&self) {
-        for shard in &self.shards {
-            // SAFETY: per the contract, lock_all holds this lock.
-            unsafe { shard.force_unlock() };
-        }
-    }
-
-    /// `lock::reclaim` for every lock (a child made without fork()); true if any was held.
-    pub fn reclaim_locks(&self) -> bool {
-        let mut held = false;
-        for shard in &self.shards {
-            held |= crate::lock::reclaim(shard);
-        }
-        held
-    }
-
     /// The addresses of an interned stack.
     pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
         let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();
         shard.stacks.get((id.0 >> SHARD_BITS) as usize).cloned()
+    }
+}
+
+impl ForkLocked for Interner {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        for shard in &self.shards {
+            f(shard);
+        }
     }
 }
 

@@ -196,7 +196,9 @@ fn install(s: &state::State) -> (usize, usize) {
     s.attached
         .import_slots
         .store(imports as u64, Ordering::Relaxed);
-    s.attached.table_slots.store(tables as u64, Ordering::Relaxed);
+    s.attached
+        .table_slots
+        .store(tables as u64, Ordering::Relaxed);
     LOADS_SEEN.store(loads, Ordering::Relaxed);
     (imports, tables)
 }

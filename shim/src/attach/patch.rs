@@ -28,8 +28,8 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::hooks::driver::{wrapper, HOOKS};
 use crate::hook_list::hooked;
+use crate::hooks::driver::{wrapper, HOOKS};
 use crate::real;
 
 /// One replaced pointer.

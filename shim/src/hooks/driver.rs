@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 use super::arrays::{self, Array3dDescriptor, ArrayDescriptor};
 use super::graphs::{self, Graph, GraphExec, GraphNode, MemAllocNodeParams};
 use super::ipc::{self, IpcMemHandle};
-use crate::hook_list::hooked;
 use super::{memory, pools, proc, vmm};
 use super::{CuResult, Helper, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::api::Api;
+use crate::hook_list::hooked;
 use crate::real;
 
 pub type DevPtr = u64;

@@ -12,10 +12,10 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 use super::driver::current_device;
-use crate::hook_list::hooked;
 use super::{keeping_errno, Slot};
 use crate::guard::{self, Guard, OwnerScope};
 use crate::handles::Library;
+use crate::hook_list::hooked;
 use crate::thread::{self, Thread};
 use crate::{real, record, state};
 

@@ -10,10 +10,10 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use super::ipc::IpcMemHandle;
-use crate::hook_list::hooked;
 use super::recorder::forward;
 use super::{Slot, CUDA_ERROR_INITIALIZATION_ERROR};
 use crate::api::Api;
+use crate::hook_list::hooked;
 use crate::real;
 
 type Stream = *mut c_void;

@@ -42,7 +42,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use crate::lock::Mutex;
+use crate::lock::{ForkLock, ForkLocked, Mutex};
 use cudaleak_format::{Frame, FrameKind, Hex};
 
 use crate::real;
@@ -573,11 +573,9 @@ impl Registry {
     }
 }
 
-impl crate::lock::BehindOneLock for Registry {
-    type Inner = Codes;
-
-    fn mutex(&self) -> &Mutex<Codes> {
-        &self.inner
+impl ForkLocked for Registry {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        f(&self.inner);
     }
 }
 
