@@ -7,7 +7,7 @@ use super::Block;
 use crate::stack::StackId;
 
 /// Frees of tracked blocks remembered per shard, for telling double frees from invalid ones.
-const FREED_PER_SHARD: usize = 128;
+pub(super) const FREED_PER_SHARD: usize = 128;
 
 /// The last [`FREED_PER_SHARD`] frees in a shard, oldest overwritten first: each tracked block
 /// freed (kept whole, so a free that then fails puts it back), and each free of an address the

@@ -1,5 +1,6 @@
 //! Unit tests of the table (in their own file: the table itself is long enough).
 
+use super::freed::FREED_PER_SHARD;
 use super::*;
 use crate::lock::ForkLocked;
 
