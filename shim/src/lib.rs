@@ -10,9 +10,12 @@
 // In unit tests nothing is exported (see hooks/) and the constructor is not registered, so the
 // code only the dynamic linker reaches looks dead.
 #![cfg_attr(test, allow(dead_code))]
-// Every unsafe block says why it is sound (STYLE.md): the shim runs inside other people's programs.
+// Every unsafe block says why it is sound, in a `// SAFETY:` comment above it: the shim runs
+// inside other people's programs, where an unsound block is their crash.
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+// Each module uses only the layers below it (docs/architecture.md draws them; `make test` runs
+// scripts/module-cycles.py, which fails on a cycle among these modules).
 mod alloc;
 mod api;
 mod attach;
