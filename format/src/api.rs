@@ -1,7 +1,7 @@
 //! The one table of the CUDA functions the shim records ([`RECORDED`]): each one's name (the
 //! value a record's `api` takes), whether the program calls it in the runtime or the driver, what
 //! it does (allocates, frees, plans) and the shim's operation and memory kind for it. The shim's
-//! hook list (`shim/src/hooks/list.rs`) makes its `Api` names in the same order, and a test of the
+//! hook list (`shim/src/hook_list.rs`) makes its `Api` names in the same order, and a test of the
 //! shim fails when the two disagree; the CLI knows the runtime entries of a stack from here
 //! ([`is_runtime_entry`]), and names a driver record by the runtime function found in its stack
 //! ([`called_as`]) once the stack has names. Nothing here reads or writes a dump.
@@ -89,7 +89,7 @@ use Kind::{
 use Role::{Allocates, Frees, Plans};
 
 /// Every function the shim records, in the order of the shim's `Api` (the driver functions,
-/// then the runtime forwards, as `shim/src/hooks/list.rs` lists them).
+/// then the runtime forwards, as `shim/src/hook_list.rs` lists them).
 pub const RECORDED: &[Recorded] = &[
     driver("cuMemAlloc_v2", Allocates, "AllocDevice", Device),
     driver("cuMemAllocPitch_v2", Allocates, "AllocPitch", Device),

@@ -1,5 +1,5 @@
 //! The names of every CUDA function the shim records under (generated from the rows of
-//! `hooks/list.rs`; the name a record carries is the row of the format crate's table,
+//! `hook_list.rs`; the name a record carries is the row of the format crate's table,
 //! `cudaleak_format::api::RECORDED`, which a test holds to the list) and what each one does to
 //! the table.
 #![forbid(unsafe_code)]
@@ -95,7 +95,7 @@ impl Op {
     }
 }
 
-/// Generates [`Api`] from the rows of `hooks/list.rs`: the recorded driver functions, then the
+/// Generates [`Api`] from the rows of `hook_list.rs`: the recorded driver functions, then the
 /// runtime forwards, in the order of the list (the format crate's table of operations follows it).
 macro_rules! apis {
     (
@@ -164,12 +164,12 @@ macro_rules! apis {
         // there) is a build error; a name that differs, or the order, fails the test below.
         const _: () = assert!(
             RECORDED.len() == Api::ALL.len(),
-            "each row of hooks/list.rs needs its row in cudaleak_format::api::RECORDED, in order"
+            "each row of hook_list.rs needs its row in cudaleak_format::api::RECORDED, in order"
         );
     };
 }
 
-crate::hooks::list::hooked!(apis);
+crate::hook_list::hooked!(apis);
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::stack::{Unwind, MAX_DEPTH};
+use crate::limits::{MAX_DEPTH, MAX_PY_DEPTH};
 use cudaleak_format::env as var;
 
 pub const DEFAULT_DEPTH: usize = 32;
@@ -32,6 +32,14 @@ pub struct Config {
     pub signals: bool,
     /// Problems with the variables, reported once on stderr.
     pub warnings: Vec<String>,
+}
+
+/// How stacks are taken: `Cached` reuses a walk when its stack slots prove it identical,
+/// `Precise` walks every time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwind {
+    Cached,
+    Precise,
 }
 
 /// When the worker writes snapshot dumps, counted from the first recorded allocation.
@@ -85,13 +93,13 @@ impl Config {
         let py_depth = match get(var::PY_DEPTH) {
             None => DEFAULT_PY_DEPTH,
             Some(v) => match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
-                Some(d) if d <= crate::python::MAX_DEPTH => d,
+                Some(d) if d <= MAX_PY_DEPTH => d,
                 _ => {
                     warnings.push(format!(
                         "{}={} is not a number from 0 to {}; using {DEFAULT_PY_DEPTH}",
                         var::PY_DEPTH,
                         v.to_string_lossy(),
-                        crate::python::MAX_DEPTH
+                        MAX_PY_DEPTH
                     ));
                     DEFAULT_PY_DEPTH
                 }

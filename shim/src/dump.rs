@@ -1,6 +1,8 @@
 //! Table → `format::Dump` → a temporary file renamed into place, so a reader never sees half a
 //! dump. Runs at exit, for snapshots and at fatal signals; never calls CUDA, never symbolises
 //! and never takes the loader lock (frames are written as addresses in modules: `modules.rs`).
+//! Everything it writes comes from the state it is handed (what `cudaleak attach` did too:
+//! `State::attached`); it never calls up into the lifecycle or `attach` that call it.
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
@@ -8,7 +10,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, BufWriter};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use cudaleak_format::{
     self as format, DumpParts, End, Event, Finalizing, Held, Hex, LiveRecord, Module, Process,
@@ -21,6 +23,15 @@ use crate::stack::{self, StackId};
 use crate::state::State;
 use crate::stdio;
 use crate::table::Live;
+
+/// Bumped as a dump is written, so a signal handler waiting for it can tell slow from stuck.
+static PROGRESS: AtomicU64 = AtomicU64::new(0);
+
+/// How far dumps have got ([`PROGRESS`]): the signal path's evidence that the worker is not
+/// stuck. Async-signal-safe.
+pub fn progress() -> u64 {
+    PROGRESS.load(Relaxed)
+}
 
 /// When a dump is taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +87,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
     let mut by_frames: HashMap<Stack, usize> = HashMap::new();
     let mut stack_index = |id: StackId| -> usize {
         *index.entry(id).or_insert_with(|| {
-            crate::lifecycle::dump_progress();
+            PROGRESS.fetch_add(1, Relaxed);
             let stack = stack_of(s, &mut modules, &mut native_frames, id);
             *by_frames.entry(stack).or_insert_with_key(|stack| {
                 stacks.push(stack.clone());
@@ -194,7 +205,7 @@ pub fn prepare(s: &State, moment: Moment, snapshot: Option<u64>) -> Prepared {
             version: env!("CARGO_PKG_VERSION").to_string(),
             stack_walks: stack::WALKS.load(Relaxed),
             stack_reuses: stack::REUSES.load(Relaxed),
-            attach: crate::attach::info(),
+            attach: s.attached.info(),
         },
         live: snap.live,
         stack_of,
@@ -228,7 +239,7 @@ impl Prepared {
                 },
                 &stack,
             )| {
-                crate::lifecycle::dump_progress();
+                PROGRESS.fetch_add(1, Relaxed);
                 LiveRecord {
                     address: Hex(addr),
                     size: b.size,
@@ -544,7 +555,7 @@ pub fn write(s: &State, moment: Moment) -> Option<u64> {
     let pid = std::process::id();
     let is_dir = |p: &PathBuf| p.is_dir();
     // A second `cudaleak attach` writes into its own run directory.
-    let config = crate::attach::config(&s.config);
+    let config = s.attached.config(&s.config);
     let (path, snapshot) = match moment {
         Moment::Snapshot => {
             let n = s.snapshots.fetch_add(1, Relaxed) + 1;

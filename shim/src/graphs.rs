@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::lock::Mutex;
+use crate::lock::{ForkLock, ForkLocked, Mutex};
 
 use crate::stack::StackId;
 
@@ -84,11 +84,9 @@ impl Graphs {
     }
 }
 
-impl crate::lock::BehindOneLock for Graphs {
-    type Inner = Inner;
-
-    fn mutex(&self) -> &Mutex<Inner> {
-        &self.inner
+impl ForkLocked for Graphs {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        f(&self.inner);
     }
 }
 

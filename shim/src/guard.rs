@@ -4,7 +4,7 @@
 //! the block from its caller, which looked it up once.
 
 use crate::api::{Api, Op};
-use crate::thread::{self, Thread};
+use crate::thread::{self, Label, Thread};
 
 /// Set while a library's create call (or a call that names a handle) runs on this thread: the
 /// blocks the driver hooks record meanwhile belong to the handle of this token
@@ -64,13 +64,6 @@ impl Drop for Guard<'_> {
     fn drop(&mut self) {
         self.thread.depth.set(0);
     }
-}
-
-/// What a runtime forward (`cudaMalloc`) tells the driver wrapper it is about to reach.
-#[derive(Clone, Copy)]
-pub struct Label {
-    api: Api,
-    consumed: bool,
 }
 
 /// Set by a runtime forward for the duration of the real runtime call.

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use crate::api::Space;
-use crate::lock::Mutex;
+use crate::lock::{ForkLock, ForkLocked, Mutex};
 use crate::stack::StackId;
 
 /// The libraries whose handles are followed, by the name dumps give them.
@@ -243,11 +243,9 @@ impl Handles {
     }
 }
 
-impl crate::lock::BehindOneLock for Handles {
-    type Inner = Inner;
-
-    fn mutex(&self) -> &Mutex<Inner> {
-        &self.inner
+impl ForkLocked for Handles {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        f(&self.inner);
     }
 }
 

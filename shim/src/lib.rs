@@ -10,14 +10,18 @@
 // In unit tests nothing is exported (see hooks/) and the constructor is not registered, so the
 // code only the dynamic linker reaches looks dead.
 #![cfg_attr(test, allow(dead_code))]
-// Every unsafe block says why it is sound (STYLE.md): the shim runs inside other people's programs.
+// Every unsafe block says why it is sound, in a `// SAFETY:` comment above it: the shim runs
+// inside other people's programs, where an unsound block is their crash.
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+// Each module uses only the layers below it (docs/architecture.md draws them; `make test` runs
+// scripts/module-cycles.py, which fails on a cycle among these modules).
 mod alloc;
 mod api;
 mod attach;
 mod clock;
 mod config;
+mod constructor;
 mod critical;
 mod dump;
 #[cfg(test)]
@@ -28,8 +32,10 @@ mod guard;
 mod handles;
 mod hash;
 mod hint;
+mod hook_list;
 mod hooks;
 mod lifecycle;
+mod limits;
 mod lock;
 mod modules;
 mod objects;

@@ -1,11 +1,13 @@
-//! Process lifecycle: the constructor, the exit dump, snapshots, terminating signals and fork.
+//! Process lifecycle: the exit dump, snapshots, terminating signals and fork. The constructor
+//! (`constructor.rs`) and `cudaleak attach` start it; the dump (`dump.rs`) is below it and is
+//! handed the state; nothing here reaches a hook, `attach` or the constructor.
 //!
-//! The constructor reads the environment and registers the exit handler first, so it runs after
-//! every handler the program and the CUDA runtime register later (static destructors' frees are
-//! seen). It calls nothing that is hooked and installs no signal handler: a disposition the
-//! program could observe before it has set up its own would change what it does (CPython keeps
-//! the default SIGINT only where it finds it). Signal handlers, the worker and the late exit
-//! handler that marks teardown are installed at the first recorded allocation ([`arm`]).
+//! The exit handler is registered first thing ([`install_handlers`], from the constructor), so it
+//! runs after every handler the program and the CUDA runtime register later (static destructors'
+//! frees are seen). No signal handler is installed then: a disposition the program could observe
+//! before it has set up its own would change what it does (CPython keeps the default SIGINT only
+//! where it finds it). Signal handlers, the worker and the late exit handler that marks teardown
+//! are installed at the first recorded allocation ([`arm`]).
 //!
 //! Signal handlers never dump themselves (a dump allocates and locks): they post a request in a
 //! futex word the worker sleeps on and wait on another for it to finish, using only
@@ -18,18 +20,17 @@
 
 use std::ffi::c_int;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::time::Instant;
 
-use crate::config::Config;
 use crate::dump::{self, Moment};
 use crate::lock::{futex_wait, futex_wake};
-use crate::{critical, guard, process, real, stack, state, stdio};
+use crate::{critical, guard, process, state};
 
 /// Signals that end a program by default and after which a dump is written.
 const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
 /// How long a terminating signal waits for a dump that makes no progress before the program ends
-/// without it. A dump in progress reports progress as it goes ([`dump_progress`]), so a large one
+/// without it. A dump in progress reports progress as it goes ([`dump::progress`]), so a large one
 /// is waited for; one stuck (a bug: nothing it waits for can be held by the interrupted thread)
 /// costs this long, not a supervisor's whole grace period.
 const STALLED_DUMP_MS: u64 = 2_000;
@@ -47,8 +48,6 @@ static REQUESTS: AtomicU32 = AtomicU32::new(0);
 /// Set to 1 by the worker when the signal's dump is written (or given up), the futex word the
 /// signal handler sleeps on.
 static DONE: AtomicU32 = AtomicU32::new(0);
-/// Bumped as a dump is written, so a waiting handler can tell slow from stuck.
-static PROGRESS: AtomicU64 = AtomicU64::new(0);
 /// The terminating signal whose dump the worker is asked for.
 static FATAL_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static HANDLING_FATAL: AtomicBool = AtomicBool::new(false);
@@ -62,49 +61,24 @@ const REQUEST_STOP: u32 = 4;
 /// The table's ring is half full: fold it, so the program's threads need not.
 const REQUEST_FOLD: u32 = 8;
 
-/// Called by a dump as it writes: the signal path's evidence that the worker is not stuck.
-pub fn dump_progress() {
-    PROGRESS.fetch_add(1, Ordering::Relaxed);
+/// How a child made without fork() takes the state over ([`adopt_raw_child`]), for
+/// `process::init`.
+pub fn adoption() -> process::Adoption {
+    process::Adoption {
+        adopt: adopt_raw_child,
+        stop: state::stop,
+    }
 }
 
-#[cfg(not(test))]
-#[used]
-#[unsafe(link_section = ".init_array")]
-static CONSTRUCTOR: extern "C" fn() = constructor;
-
-extern "C" fn constructor() {
-    let _ = std::panic::catch_unwind(|| {
-        stdio::init();
-        if real::dlsym_fn().is_none() {
-            stdio::say("cudaleak: cannot find the C library's dlsym; passing everything through, recording nothing\n");
-            return;
-        }
-        // Loaded into a running process by `cudaleak attach`: `cudaleak_attach` starts it,
-        // with the configuration the CLI passes (the program's environment is not ours).
-        if crate::attach::injected() {
-            return;
-        }
-        // Another copy of the shim records this process: this one stays out of the way. Its
-        // warnings, like the configuration's, wait for the first recorded call (`process`).
-        if !process::decide() {
-            return;
-        }
-        let config = Config::from_env();
-        process::init();
-        stack::init_own_range();
-        let disabled = config.disabled;
-        state::init(config);
-        if disabled {
-            return;
-        }
-        // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
-        unsafe { libc::atexit(at_exit) };
-        install_fork_handlers();
-    });
+/// The exit dump's handler, then the fork handlers: registered by the constructor.
+pub fn install_handlers() {
+    // SAFETY: at_exit is an extern "C" fn with no arguments that never unwinds.
+    unsafe { libc::atexit(at_exit) };
+    install_fork_handlers();
 }
 
-/// The fork handlers: registered by the constructor, or by `cudaleak_attach` (whose exit dump
-/// is not an `atexit` handler: `attach::at_unload`).
+/// The fork handlers: registered by the constructor ([`install_handlers`]), or by
+/// `cudaleak_attach` (whose exit dump is not an `atexit` handler: `attach::at_unload`).
 pub fn install_fork_handlers() {
     // SAFETY: the three handlers are extern "C" fns that never unwind.
     unsafe {
@@ -196,7 +170,7 @@ pub fn fold_soon() {
 /// Waits for the worker's signal dump while it makes progress: at most [`STALLED_DUMP_MS`]
 /// without any, at most [`SIGNAL_DUMP_LIMIT_MS`] in all.
 fn wait_done() {
-    let mut seen = PROGRESS.load(Ordering::Relaxed);
+    let mut seen = dump::progress();
     let (mut still, mut total) = (0u64, 0u64);
     const SLICE_MS: u64 = 20;
     while DONE.load(Ordering::Acquire) == 0 {
@@ -205,7 +179,7 @@ fn wait_done() {
         }
         futex_wait(&DONE, 0, Some(SLICE_MS));
         total += SLICE_MS;
-        let now = PROGRESS.load(Ordering::Relaxed);
+        let now = dump::progress();
         if now == seen {
             still += SLICE_MS;
         } else {

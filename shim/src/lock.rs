@@ -1,5 +1,6 @@
 //! What threads share safely: the shim's one mutex (a futex word and nothing else, behind
-//! `lock_api`'s guards) and cache-line padding for data every thread writes.
+//! `lock_api`'s guards), the fork steps on the list of them each part of the state keeps
+//! ([`ForkLocked`]), and cache-line padding for data every thread writes.
 //!
 //! Why not `parking_lot`: its waiters queue in one process-wide table, each bucket behind a lock
 //! of its own. A thread forking while another is parked there (or halfway into parking) leaves
@@ -159,32 +160,90 @@ pub fn reclaim<T: Default>(m: &Mutex<T>) -> bool {
     reset(m, false)
 }
 
-/// A part of the state that is one value behind one [`Mutex`] (the graphs, the library handles,
-/// the Python code objects): its lock is taken before fork and released on both sides after
-/// (`State::lock_all`), or reclaimed in a child made without fork(). Each part says which mutex;
-/// the three steps are written once, here.
-pub(crate) trait BehindOneLock {
-    type Inner: Default;
+/// One of the shim's mutexes as the fork steps see it, whatever it guards: taken before fork
+/// and released on both sides after, or reclaimed or abandoned in a child made without fork().
+pub(crate) trait ForkLock {
+    /// Takes the lock and keeps it (before fork). Pair with [`ForkLock::release`].
+    fn hold(&self);
 
-    fn mutex(&self) -> &Mutex<Self::Inner>;
-
-    /// Takes the lock and keeps it (before fork). Pair with [`BehindOneLock::unlock_after_fork`].
-    fn lock_for_fork(&self) {
-        std::mem::forget(self.mutex().lock());
-    }
-
-    /// Releases what [`BehindOneLock::lock_for_fork`] took.
+    /// Releases what [`ForkLock::hold`] took.
     ///
     /// # Safety
-    /// Only after `lock_for_fork`, on the thread that called it (or its forked copy).
-    unsafe fn unlock_after_fork(&self) {
-        // SAFETY: per the contract, the lock is held and its guard was forgotten.
-        unsafe { self.mutex().force_unlock() };
+    /// Only after `hold`, on the thread that called it (or its forked copy).
+    unsafe fn release(&self);
+
+    /// [`reclaim`]: true if the lock was held.
+    fn reclaim(&self) -> bool;
+
+    /// [`abandon`]: true if the lock was held.
+    fn abandon(&self) -> bool;
+}
+
+impl<T: Default> ForkLock for Mutex<T> {
+    fn hold(&self) {
+        std::mem::forget(self.lock());
     }
 
-    /// [`reclaim`] for its lock (a child made without fork()); true if it was held.
-    fn reclaim_lock(&self) -> bool {
-        reclaim(self.mutex())
+    unsafe fn release(&self) {
+        // SAFETY: per the contract, the lock is held and its guard was forgotten.
+        unsafe { self.force_unlock() };
+    }
+
+    fn reclaim(&self) -> bool {
+        reclaim(self)
+    }
+
+    fn abandon(&self) -> bool {
+        abandon(self)
+    }
+}
+
+/// A part of the state that forks must hold (the table, the stack interners, the Python code
+/// objects, the graphs, the library handles, the dump lock): it lists its mutexes once, in
+/// [`ForkLocked::each_lock`], and lock, unlock, reclaim and abandon all walk that list, in its
+/// order (`State::lock_all` takes the parts in the order of its own list).
+pub(crate) trait ForkLocked {
+    /// Calls `f` on every mutex of the part, in the order a fork takes them.
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock));
+
+    /// Takes every lock and keeps it (before fork). Pair with [`ForkLocked::unlock_all`].
+    fn lock_all(&self) {
+        self.each_lock(&mut |m| m.hold());
+    }
+
+    /// Releases what [`ForkLocked::lock_all`] took.
+    ///
+    /// # Safety
+    /// Only after `lock_all`, on the thread that called it (or its forked copy).
+    unsafe fn unlock_all(&self) {
+        // SAFETY: per the contract, `lock_all` holds every lock of the list.
+        self.each_lock(&mut |m| unsafe { m.release() });
+    }
+
+    /// [`reclaim`] for every lock (a child made without fork()); true if any was held.
+    fn reclaim_all(&self) -> bool {
+        let mut held = false;
+        self.each_lock(&mut |m| held |= m.reclaim());
+        held
+    }
+
+    /// [`abandon`] for every lock (a child made without fork()), then [`ForkLocked::abandoned`];
+    /// true if any lock was held.
+    fn abandon_all(&self) -> bool {
+        let mut held = false;
+        self.each_lock(&mut |m| held |= m.abandon());
+        self.abandoned();
+        held
+    }
+
+    /// What the part does once its locks are abandoned (the table empties its ring too).
+    fn abandoned(&self) {}
+}
+
+/// A part that is one value behind one mutex (the dump lock).
+impl<T: Default> ForkLocked for Mutex<T> {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        f(self);
     }
 }
 

@@ -25,18 +25,20 @@
 //! own. One private page is mapped MADV_WIPEONFORK (the kernel gives every such child a zeroed
 //! copy) and holds LIVE while this is the process the state belongs to. Every recording call,
 //! the exit dump and a fork look at it (one load); a child that finds it zeroed does what the
-//! fork handlers would have done (`lifecycle::adopt_raw_child`). Where the kernel lacks
-//! MADV_WIPEONFORK (before 4.14), the pid is compared at exit and before a fork instead.
+//! fork handlers would have done (`lifecycle::adopt_raw_child`, handed in by [`init`] as an
+//! [`Adoption`]: the state and the lifecycle sit above this module, which only calls back into
+//! them). Where the kernel lacks MADV_WIPEONFORK (before 4.14), the pid is compared at exit and
+//! before a fork instead.
 //!
 //! Must never: allocate, lock or make a system call in [`settle`] or [`current`] (the hot path
-//! and the signal handler).
+//! and the signal handler); use a module above it (the state, the lifecycle, the hooks).
 
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::config::Config;
-use crate::{lifecycle, state, stdio};
+use crate::stdio;
 
 /// The note every copy of the shim carries: owner `cudaleak`, type [`MARK_TYPE`], and as its
 /// description the version of the agreement (1). In a section of its own, which the linker puts
@@ -69,6 +71,17 @@ const PASSIVE: u8 = 2;
 static ROLE: AtomicU8 = AtomicU8::new(UNDECIDED);
 /// The other copies the recorder's constructor found.
 static COPIES: OnceLock<Copies> = OnceLock::new();
+
+/// What a child made without fork() does to take the state over, from the layers above this
+/// one: handed to [`init`].
+pub struct Adoption {
+    /// Does what the fork handlers would have done (`lifecycle::adopt_raw_child`).
+    pub adopt: fn(),
+    /// Stops recording for good, saying why (`state::stop`).
+    pub stop: fn(&str),
+}
+
+static ADOPTION: OnceLock<Adoption> = OnceLock::new();
 
 /// The marker's values: zero is what a child made by any kind of fork reads.
 const WIPED: u32 = 0;
@@ -226,8 +239,10 @@ pub fn passive() -> bool {
     ROLE.load(Ordering::Relaxed) == PASSIVE
 }
 
-/// Maps the marker page and remembers the pid. Called by the recording copy's constructor.
-pub fn init() {
+/// Maps the marker page and remembers the pid, and how a child made without fork() adopts the
+/// state. Called by the recording copy's constructor (or `cudaleak_attach`).
+pub fn init(adoption: Adoption) {
+    let _ = ADOPTION.set(adoption);
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
     // SAFETY: a fresh private anonymous page, never unmapped once published; MADV_WIPEONFORK
@@ -274,9 +289,14 @@ fn adopt(mark: &AtomicU32) -> bool {
     match mark.compare_exchange(WIPED, ADOPTING, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
             // Runs inside a hook: a panic must not unwind into the program, nor leave the
-            // other threads waiting for an adoption that never ends.
-            if std::panic::catch_unwind(lifecycle::adopt_raw_child).is_err() {
-                state::stop(
+            // other threads waiting for an adoption that never ends. (`init` set the adoption
+            // before the marker could be wiped: without one there is nothing to wait for.)
+            let Some(a) = ADOPTION.get() else {
+                mark.store(LIVE, Ordering::Release);
+                return true;
+            };
+            if std::panic::catch_unwind(a.adopt).is_err() {
+                (a.stop)(
                     "an internal error (panic) while a child made without fork() took over the \
                      state",
                 );
@@ -300,10 +320,13 @@ pub fn settle_slow() {
                 .compare_exchange(LIVE, WIPED, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         {
-            state::stop(
-                "a child made without fork() on a kernel without MADV_WIPEONFORK, found only at \
-                 exit: its own blocks could not be told from its parent's, so none are listed",
-            );
+            if let Some(a) = ADOPTION.get() {
+                (a.stop)(
+                    "a child made without fork() on a kernel without MADV_WIPEONFORK, found only \
+                     at exit: its own blocks could not be told from its parent's, so none are \
+                     listed",
+                );
+            }
         }
     }
     while !settle() {

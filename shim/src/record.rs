@@ -419,8 +419,13 @@ pub fn handle_creating(
 ) -> Option<u64> {
     state::shield(|| {
         // Rare calls: walked every time, never from the walk cache (whose keys are APIs).
-        let native =
-            stack::capture_interned(&s.stacks, s.config.depth, 0, false, stack::Unwind::Precise);
+        let native = stack::capture_interned(
+            &s.stacks,
+            s.config.depth,
+            0,
+            false,
+            crate::config::Unwind::Precise,
+        );
         s.handles.creating(Handle {
             library,
             create,

@@ -11,7 +11,9 @@ use std::ops::Range;
 use crate::hash::StackHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::lock::Mutex;
+use crate::config::Unwind;
+use crate::limits::{MAX_DEPTH, MAX_PY_DEPTH};
+use crate::lock::{ForkLock, ForkLocked, Mutex};
 
 /// Index of an interned stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,8 +45,8 @@ pub fn with_python(
         let mut key = [0usize; RECENT_WORDS];
         intern_python(mixed, native, &mut key[..=depth], capture)
     } else {
-        let mut key = [0usize; 1 + crate::python::MAX_DEPTH];
-        let depth = depth.min(crate::python::MAX_DEPTH);
+        let mut key = [0usize; 1 + MAX_PY_DEPTH];
+        let depth = depth.min(MAX_PY_DEPTH);
         intern_python(mixed, native, &mut key[..=depth], capture)
     }
 }
@@ -120,9 +122,6 @@ pub fn split_python(mixed: &Interner, id: StackId) -> Option<(StackId, Box<[usiz
     let (&native, python) = key.split_first()?;
     Some((StackId(native as u32), python.into()))
 }
-
-/// The deepest stack `CUDALEAK_DEPTH` may ask for.
-pub const MAX_DEPTH: usize = 256;
 
 const SHARD_BITS: u32 = 4;
 const SHARDS: usize = 1 << SHARD_BITS;
@@ -501,14 +500,6 @@ thread_local! {
     static CACHE: std::cell::RefCell<Option<WalkCache>> = const { std::cell::RefCell::new(None) };
 }
 
-/// How stacks are taken: `Cached` reuses a walk when its stack slots prove it identical,
-/// `Precise` walks every time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unwind {
-    Cached,
-    Precise,
-}
-
 /// The interned stack of the caller. `key` tells apart call paths through the shim (the API),
 /// whose own frames differ.
 #[inline(never)]
@@ -643,37 +634,18 @@ impl Interner {
         StackId(local << SHARD_BITS | shard_index as u32)
     }
 
-    /// Takes every lock and keeps it (before fork). Pair with [`Interner::unlock_all`].
-    pub fn lock_all(&self) {
-        for shard in &self.shards {
-            std::mem::forget(shard.lock());
-        }
-    }
-
-    /// Releases what [`Interner::lock_all`] took.
-    ///
-    /// # Safety
-    /// Every lock must be held by a `lock_all` call whose guards were forgotten.
-    pub unsafe fn unlock_all(&self) {
-        for shard in &self.shards {
-            // SAFETY: per the contract, lock_all holds this lock.
-            unsafe { shard.force_unlock() };
-        }
-    }
-
-    /// `lock::reclaim` for every lock (a child made without fork()); true if any was held.
-    pub fn reclaim_locks(&self) -> bool {
-        let mut held = false;
-        for shard in &self.shards {
-            held |= crate::lock::reclaim(shard);
-        }
-        held
-    }
-
     /// The addresses of an interned stack.
     pub fn get(&self, id: StackId) -> Option<Box<[usize]>> {
         let shard = self.shards[(id.0 as usize) & (SHARDS - 1)].lock();
         shard.stacks.get((id.0 >> SHARD_BITS) as usize).cloned()
+    }
+}
+
+impl ForkLocked for Interner {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        for shard in &self.shards {
+            f(shard);
+        }
     }
 }
 

@@ -2,13 +2,15 @@
 //! every hook through [`recording`], stopped for good if recording ever fails.
 #![deny(unsafe_code)]
 
+use std::borrow::Cow;
+use std::ffi::OsString;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::config::Config;
 use crate::graphs::Graphs;
-use crate::lock::BehindOneLock;
+use crate::lock::ForkLocked;
 use crate::stack::Interner;
 use crate::table::Table;
 
@@ -36,6 +38,62 @@ pub struct State {
     /// the final dump (exit or signal) has begun: no snapshot starts after it, so none can be cut
     /// off half-written by the process ending.
     pub dumping: crate::lock::Mutex<bool>,
+    /// What `cudaleak attach` did, for the dumps (nothing under LD_PRELOAD).
+    pub attached: Attached,
+}
+
+/// What `cudaleak attach` did, as the dumps say it: written by `attach`, read by `dump`.
+#[derive(Default)]
+pub struct Attached {
+    /// When the latest attach began; 0 when the shim was not attached.
+    pub unix_ms: AtomicU64,
+    /// Pointers the attach replaced: import slots, and entries of the runtime's driver tables.
+    pub import_slots: AtomicU64,
+    pub table_slots: AtomicU64,
+    /// The dump directory of an attach after the first (the state's configuration is the
+    /// first's).
+    pub output: std::sync::Mutex<Option<OsString>>,
+}
+
+impl Attached {
+    /// What the dump says about the attach, once attached.
+    pub fn info(&self) -> Option<cudaleak_format::AttachInfo> {
+        let unix_ms = self.unix_ms.load(Ordering::Relaxed);
+        if unix_ms == 0 {
+            return None;
+        }
+        Some(cudaleak_format::AttachInfo {
+            route: "pointers".into(),
+            unix_ms,
+            import_slots: self.import_slots.load(Ordering::Relaxed),
+            table_slots: self.table_slots.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The configuration dumps are written under: the state's, with the dump directory of the
+    /// latest attach when that is not the first.
+    pub fn config<'c>(&self, state: &'c Config) -> Cow<'c, Config> {
+        match self.output.lock().ok().and_then(|o| o.clone()) {
+            Some(output) => Cow::Owned(Config {
+                output: Some(output),
+                ..state.clone()
+            }),
+            None => Cow::Borrowed(state),
+        }
+    }
+}
+
+/// What a child made without fork() does with a part of the state, whose lock a thread of the
+/// parent may have held at the fork ([`State::reclaim_locks`]).
+#[derive(Clone, Copy)]
+enum InRawChild {
+    /// Its locks reclaimed; one found held is no loss (the dump lock guards one flag, which the
+    /// child resets: the parent's worker holds it for a whole snapshot).
+    Reset,
+    /// Left behind whole, unread and unfreed (the table: the child starts with none of it).
+    LeftBehind,
+    /// Its locks reclaimed; one found held means what the child keeps of it was dropped unread.
+    Kept,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -63,6 +121,7 @@ pub fn init(config: Config) -> &'static State {
         forked_from: AtomicU32::new(0),
         stopped: OnceLock::new(),
         dumping: crate::lock::Mutex::new(false),
+        attached: Attached::default(),
     });
     RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state
@@ -113,17 +172,26 @@ pub fn set_paused(paused: bool) -> bool {
 }
 
 impl State {
+    /// Every part of the state a fork holds, in the order it takes them, and what a child made
+    /// without fork() does with each ([`State::reclaim_locks`]). The dump lock first: a dump
+    /// holds it while it takes the table's locks.
+    fn fork_parts(&self) -> [(&dyn ForkLocked, InRawChild); 7] {
+        [
+            (&self.dumping, InRawChild::Reset),
+            (&self.table, InRawChild::LeftBehind),
+            (&self.stacks, InRawChild::Kept),
+            (&self.mixed, InRawChild::Kept),
+            (&self.python, InRawChild::Kept),
+            (&self.graphs, InRawChild::Kept),
+            (&self.handles, InRawChild::Kept),
+        ]
+    }
+
     /// Takes every lock of the state and keeps it (before fork).
-    ///
-    /// The dump lock first: a dump holds it while it takes the table's locks.
     pub fn lock_all(&self) {
-        std::mem::forget(self.dumping.lock());
-        self.table.lock_all();
-        self.stacks.lock_all();
-        self.mixed.lock_all();
-        self.python.lock_for_fork();
-        self.graphs.lock_for_fork();
-        self.handles.lock_for_fork();
+        for (part, _) in self.fork_parts() {
+            part.lock_all();
+        }
     }
 
     /// Releases what [`State::lock_all`] took.
@@ -132,35 +200,31 @@ impl State {
     /// Only after `lock_all`, on the thread that called it (or its forked copy).
     #[allow(unsafe_code)]
     pub unsafe fn unlock_all(&self) {
-        // SAFETY: per the contract.
-        unsafe {
-            self.handles.unlock_after_fork();
-            self.graphs.unlock_after_fork();
-            self.python.unlock_after_fork();
-            self.mixed.unlock_all();
-            self.stacks.unlock_all();
-            self.table.unlock_all();
-            self.dumping.force_unlock();
+        for (part, _) in self.fork_parts() {
+            // SAFETY: per the contract, `lock_all` took every lock of every part.
+            unsafe { part.unlock_all() };
         }
     }
 
     /// In a child made without fork(), where no thread can be inside the state: makes every
     /// lock usable again (see `lock::reclaim`) and leaves the parent's table behind, unfreed
-    /// (`Table::abandon`). True if a lock of what the child keeps (interned stacks, Python code
-    /// objects, graphs) was held at the fork, by a thread of the parent: then what it guarded
-    /// was dropped unread, and ids the child's threads cached may name nothing.
+    /// (`lock::abandon`). True if a lock of what the child keeps (interned stacks, Python code
+    /// objects, graphs, handles) was held at the fork, by a thread of the parent: then what it
+    /// guarded was dropped unread, and ids the child's threads cached may name nothing.
     pub fn reclaim_locks(&self) -> bool {
-        // Neither is a loss when found held: the dump lock guards one flag, which the child
-        // resets (the parent's worker holds it for a whole snapshot), and the table is left
-        // behind whole.
-        crate::lock::reclaim(&self.dumping);
-        self.table.abandon();
-        let stacks = self.stacks.reclaim_locks();
-        let mixed = self.mixed.reclaim_locks();
-        let python = self.python.reclaim_lock();
-        let graphs = self.graphs.reclaim_lock();
-        let handles = self.handles.reclaim_lock();
-        stacks | mixed | python | graphs | handles
+        let mut lost = false;
+        for (part, then) in self.fork_parts() {
+            match then {
+                InRawChild::Reset => {
+                    part.reclaim_all();
+                }
+                InRawChild::LeftBehind => {
+                    part.abandon_all();
+                }
+                InRawChild::Kept => lost |= part.reclaim_all(),
+            }
+        }
+        lost
     }
 
     /// In a forked child of `parent`: an empty table, a new start, the parent remembered.

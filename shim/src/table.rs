@@ -1,5 +1,5 @@
-//! Live allocations, the recently freed addresses, events and counters: what the dump is made
-//! of. Safe Rust only; sharded so threads allocating at once rarely meet on a lock.
+//! Live allocations, events and counters: what the dump is made of. Safe Rust only; sharded so
+//! threads allocating at once rarely meet on a lock.
 //!
 //! The hot calls (a device or host allocation, a free) do not touch the shards: they write their
 //! entry into the pending ring (`ring.rs`) under their number of the one sequence, and the ring
@@ -8,11 +8,14 @@
 //! always as if every call had been applied in sequence order, and the exact peak is the peak of
 //! that order.
 //!
-//! No lock here is ever held while calling into CUDA or anything else outside this file.
-//! The one `unsafe` function releases the locks a fork handler took.
-#![deny(unsafe_code)]
+//! Here: the shards and the fold, allocations, frees, events, counters and snapshots. Beside it,
+//! one job each: the recently freed addresses (`freed.rs`), what each stack holds and its floor
+//! (`floors.rs`), the mappings (`mappings.rs`), the table's part in a fork (`fork.rs`).
+//!
+//! No lock here is ever held while calling into CUDA or anything else outside the table.
+#![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::lock::{CachePadded, Mutex, MutexGuard};
@@ -23,13 +26,20 @@ use crate::hash::{mix, AddrHash};
 use crate::stack::StackId;
 use crate::thread::Thread;
 
+mod floors;
+mod fork;
+mod freed;
+mod mappings;
 mod ring;
+use floors::Holding;
+pub use floors::{Counts, Finalizing};
+use freed::{Freed, FreedRing};
+pub use mappings::Mapping;
+use mappings::Mappings;
 use ring::{Entry, Ring};
 
 const SHARDS: usize = 64;
 const SPACES: usize = 7;
-/// Frees of tracked blocks remembered per shard, for telling double frees from invalid ones.
-const FREED_PER_SHARD: usize = 128;
 /// A hot call whose number is a multiple of this asks the worker to fold the ring: half of it.
 pub const FOLD_EVERY: u64 = ring::SLOTS / 2;
 /// The longest the last dump waits for another thread to write the entry whose number it took.
@@ -93,151 +103,7 @@ struct Shard {
     counts: Totals,
 }
 
-/// The last [`FREED_PER_SHARD`] frees in a shard, oldest overwritten first: each tracked block
-/// freed (kept whole, so a free that then fails puts it back), and each free of an address the
-/// table did not know (a marker: a failed free after it does not repeat an older one).
-/// Written once per free (one slot, no hashing), searched only when a free fails.
-#[derive(Default)]
-struct FreedRing {
-    entries: Vec<Freed>,
-    next: usize,
-}
-
-#[derive(Clone, Copy)]
-struct Freed {
-    addr: u64,
-    /// The free's number in the sequence: 0 for a free recorded without the ring.
-    ticket: u64,
-    /// The block freed; `None` for the free of an address the table did not know.
-    block: Option<Block>,
-    space: u8,
-}
-
-impl FreedRing {
-    fn push(&mut self, space: usize, addr: u64, ticket: u64, block: Option<Block>) {
-        let e = Freed {
-            addr,
-            ticket,
-            block,
-            space: space as u8,
-        };
-        if self.entries.len() < FREED_PER_SHARD {
-            self.entries.push(e);
-        } else {
-            self.entries[self.next] = e;
-        }
-        self.next = (self.next + 1) % FREED_PER_SHARD;
-    }
-
-    /// Newest first: the slots before `next` (this lap) backwards, then the rest (the last lap).
-    fn newest_first(&mut self) -> impl Iterator<Item = &mut Freed> {
-        let split = self.next.min(self.entries.len());
-        let (this_lap, last_lap) = self.entries.split_at_mut(split);
-        this_lap.iter_mut().rev().chain(last_lap.iter_mut().rev())
-    }
-
-    /// Where the last tracked block freed at `addr` had been allocated (none when the last free
-    /// there was of an address the table did not know).
-    fn find(&mut self, space: usize, addr: u64) -> Option<StackId> {
-        self.newest_first()
-            .find(|e| e.addr == addr && usize::from(e.space) == space)
-            .and_then(|e| e.block)
-            .map(|b| b.stack)
-    }
-
-    /// Takes out the entry free number `ticket` made at `addr`, if it is still remembered.
-    fn take_ticket(&mut self, space: usize, addr: u64, ticket: u64) -> Option<Freed> {
-        let e = self
-            .newest_first()
-            .find(|e| e.ticket == ticket && e.addr == addr && usize::from(e.space) == space)?;
-        let taken = *e;
-        e.addr = 0;
-        Some(taken)
-    }
-
-    /// Forgets `addr`: a block we did not track was freed there since.
-    fn forget(&mut self, space: usize, addr: u64) {
-        for e in self.newest_first() {
-            if e.addr == addr && usize::from(e.space) == space {
-                e.addr = 0;
-            }
-        }
-    }
-}
-
-/// Blocks and bytes (`held` bytes, as `live_bytes` counts them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counts {
-    pub blocks: u64,
-    pub bytes: u64,
-}
-
-impl Counts {
-    fn add(&mut self, o: Counts) {
-        self.blocks += o.blocks;
-        self.bytes += o.bytes;
-    }
-}
-
-/// One stack in one shard: what it holds now and its floor since the last snapshot. 32 bytes
-/// (40 with its key): every shard keeps one per stack that holds blocks in it, so a program
-/// with a thousand call sites has 64 000 of them. Block counts are per stack and shard: 32 bits.
-#[derive(Clone, Copy, Debug)]
-struct Holding {
-    now_bytes: u64,
-    floor_bytes: u64,
-    now_blocks: u32,
-    floor_blocks: u32,
-    /// The call that made its last block (a stack makes one kind, in practice).
-    api: Api,
-}
-
-const _: () = assert!(std::mem::size_of::<Holding>() == 32);
-
-impl Holding {
-    fn now(&self) -> Counts {
-        Counts {
-            blocks: self.now_blocks.into(),
-            bytes: self.now_bytes,
-        }
-    }
-
-    fn floor(&self) -> Counts {
-        Counts {
-            blocks: self.floor_blocks.into(),
-            bytes: self.floor_bytes,
-        }
-    }
-
-    /// How far below what it holds now the stack went since the last snapshot.
-    fn dip(&self) -> Counts {
-        Counts {
-            blocks: (self.now_blocks - self.floor_blocks).into(),
-            bytes: self.now_bytes - self.floor_bytes,
-        }
-    }
-
-    /// A snapshot starts the next interval: the floor is what is held now.
-    fn restart_floor(&mut self) {
-        self.floor_blocks = self.now_blocks;
-        self.floor_bytes = self.now_bytes;
-    }
-}
-
 impl Shard {
-    fn hold(&mut self, stack: StackId, bytes: u64, api: Api) {
-        let h = self.by_stack.entry(stack).or_insert(Holding {
-            now_bytes: 0,
-            floor_bytes: 0,
-            now_blocks: 0,
-            floor_blocks: 0,
-            api,
-        });
-        h.api = api;
-        h.now_blocks = h.now_blocks.saturating_add(1);
-        h.now_bytes += bytes;
-    }
-
     /// Removes the live block at `addr` as a free does: counted as a free and no longer held by
     /// its stack. Returns it, with the bytes it held.
     fn take_live(&mut self, s: usize, addr: u64) -> Option<(Block, u64)> {
@@ -258,21 +124,6 @@ impl Shard {
         }
         self.counts.frees -= 1;
         bytes
-    }
-
-    fn release(&mut self, stack: StackId, bytes: u64) {
-        let Some(h) = self.by_stack.get_mut(&stack) else {
-            return;
-        };
-        h.now_blocks = h.now_blocks.saturating_sub(1);
-        h.now_bytes = h.now_bytes.saturating_sub(bytes);
-        if h.now_blocks == 0 {
-            // Nothing held, so the floor is nothing too: the entry says no more than its absence.
-            self.by_stack.remove(&stack);
-            return;
-        }
-        h.floor_blocks = h.floor_blocks.min(h.now_blocks);
-        h.floor_bytes = h.floor_bytes.min(h.now_bytes);
     }
 }
 
@@ -319,17 +170,6 @@ pub struct Table {
     ring: Ring,
     /// The next number of the sequence to fold from the ring; held while folding.
     fold: Mutex<u64>,
-}
-
-/// The table at the moment the Python interpreter began to shut down: what the script still
-/// held when it ended, apart from what teardown freed after.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Finalizing {
-    pub unix_ms: u64,
-    /// The sequence number then: later blocks were allocated during teardown.
-    pub seq: u64,
-    /// Per stack: held then, the floor since the last snapshot up to then, and its call.
-    pub held: HashMap<StackId, (Counts, Counts, Api)>,
 }
 
 /// What all threads update at every call: the sequence (one order for allocations, frees and
@@ -416,70 +256,6 @@ pub fn held(space: Space, block: &Block) -> u64 {
     match space {
         Space::Reserved | Space::Mapped => 0,
         _ => block.size,
-    }
-}
-
-/// The physical allocation a mapping maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Maps {
-    /// By its `CUmemGenericAllocationHandle`, while the program holds it.
-    Handle(u64),
-    /// Released by the program, named by its record's sequence number from then on: the
-    /// driver may give the same handle value to a new allocation.
-    Released(u64),
-}
-
-/// One `cuMemMap`: `block.size` is the mapped range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mapping {
-    pub block: Block,
-    pub maps: Maps,
-    /// Bytes of memory this mapping keeps allocated: 0 while its physical allocation is live
-    /// (that record counts them); once the program released the allocation while it was still
-    /// mapped (legal: the memory lives until its last mapping goes), one of its mappings holds
-    /// the allocation's size.
-    pub holds: u64,
-}
-
-/// The live mappings by start address, their recent unmaps and their counters.
-#[derive(Default)]
-struct Mappings {
-    live: BTreeMap<u64, Mapping>,
-    freed: FreedRing,
-    counts: Totals,
-}
-
-/// The index `Mappings::freed` files unmaps under (the ring holds one space only).
-const MAPPED_RING: usize = SPACES;
-
-impl Mappings {
-    /// The physical allocation `handle` (record `seq`, `bytes` big) was released: its mappings
-    /// now map a released allocation, and the one at the lowest address holds its bytes. False
-    /// if it had no mapping left: the bytes are freed.
-    fn released(&mut self, handle: u64, seq: u64, bytes: u64) -> bool {
-        let mut held = false;
-        for m in self.live.values_mut() {
-            if m.maps == Maps::Handle(handle) {
-                m.maps = Maps::Released(seq);
-                if !held {
-                    m.holds += bytes;
-                    held = true;
-                }
-            }
-        }
-        held
-    }
-
-    /// Gives `bytes` held by an unmapped mapping to another live mapping of the same released
-    /// allocation (the lowest address); false if none is left, and the bytes are freed.
-    fn hand_over(&mut self, maps: Maps, bytes: u64) -> bool {
-        match self.live.values_mut().find(|m| m.maps == maps) {
-            Some(m) => {
-                m.holds += bytes;
-                true
-            }
-            None => false,
-        }
     }
 }
 
@@ -714,11 +490,6 @@ impl Table {
         self.shared.seq.load(Relaxed)
     }
 
-    /// Whether [`Table::note_finalizing`] noted the moment.
-    pub fn finalizing_noted(&self) -> bool {
-        self.finalizing_noted.load(Relaxed)
-    }
-
     /// The next number of the one sequence (its slot in the ring left empty: what it numbers is
     /// recorded elsewhere).
     pub fn next_seq(&self) -> u64 {
@@ -838,94 +609,6 @@ impl Table {
         (b.device >= 0).then_some(b.device)
     }
 
-    /// Records a successful `cuMemMap` of `handle` at `addr` (`block.size` bytes of range).
-    /// It holds no memory of its own: the physical allocation's record counts it.
-    pub fn mapped(&self, addr: u64, handle: u64, block: Block) {
-        self.settle();
-        let mut m = self.mappings.lock();
-        m.counts.allocations += 1;
-        let old = m.live.insert(
-            addr,
-            Mapping {
-                block,
-                maps: Maps::Handle(handle),
-                holds: 0,
-            },
-        );
-        if let Some(old) = old {
-            // Mapped again without us seeing the unmap: the old mapping is gone.
-            drop(m);
-            self.sub_live(old.holds);
-        }
-    }
-
-    /// Forgets, before the real `cuMemUnmap(addr, size)` runs, every mapping that starts in
-    /// the range (one unmap may cover several). Pass the result to [`Table::unmap_finished`].
-    pub fn take_mappings(&self, addr: u64, size: u64) -> Vec<(u64, Mapping)> {
-        self.settle();
-        let end = addr.saturating_add(size.max(1));
-        let mut m = self.mappings.lock();
-        let starts: Vec<u64> = m.live.range(addr..end).map(|(&a, _)| a).collect();
-        let taken: Vec<(u64, Mapping)> = starts
-            .into_iter()
-            .filter_map(|a| m.live.remove(&a).map(|x| (a, x)))
-            .collect();
-        m.counts.frees += taken.len() as u64;
-        drop(m);
-        let holds: u64 = taken.iter().map(|(_, x)| x.holds).sum();
-        self.sub_live(holds);
-        taken
-    }
-
-    /// Settles an unmap once the real call has answered, as [`Table::free_finished`] does a free.
-    /// Memory a taken mapping held goes to another mapping of the same physical allocation if
-    /// one is left, else it is freed with this unmap.
-    pub fn unmap_finished(
-        &self,
-        addr: u64,
-        taken: Vec<(u64, Mapping)>,
-        succeeded: bool,
-    ) -> FreeOutcome {
-        self.settle();
-        let mut m = self.mappings.lock();
-        if taken.is_empty() {
-            return if succeeded {
-                m.freed.forget(MAPPED_RING, addr);
-                m.counts.untracked_frees += 1;
-                FreeOutcome::Untracked
-            } else {
-                m.counts.invalid_frees += 1;
-                match m.freed.find(MAPPED_RING, addr) {
-                    Some(stack) => FreeOutcome::DoubleFree(stack),
-                    None => FreeOutcome::InvalidFree,
-                }
-            };
-        }
-        let mut restored = 0;
-        if succeeded {
-            for (a, x) in &taken {
-                m.freed.push(MAPPED_RING, *a, 0, Some(x.block));
-                if x.holds > 0 && m.hand_over(x.maps, x.holds) {
-                    restored += x.holds;
-                }
-            }
-        } else {
-            // Still mapped as far as the driver is concerned: put them back.
-            m.counts.frees -= taken.len() as u64;
-            for (a, x) in taken {
-                restored += x.holds;
-                m.live.entry(a).or_insert(x);
-            }
-        }
-        drop(m);
-        self.add_live(restored);
-        if succeeded {
-            FreeOutcome::Freed
-        } else {
-            FreeOutcome::Failed
-        }
-    }
-
     pub fn event(&self, event: EventRecord) {
         let mut events = self.events.lock();
         if events.len() < MAX_EVENTS {
@@ -933,81 +616,6 @@ impl Table {
         } else {
             drop(events);
             self.dropped_events.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// Takes every lock and keeps it (before fork). Pair with [`Table::unlock_all`].
-    pub fn lock_all(&self) {
-        std::mem::forget(self.fold.lock());
-        for shard in self.shards.iter() {
-            std::mem::forget(shard.lock());
-        }
-        std::mem::forget(self.mappings.lock());
-        std::mem::forget(self.events.lock());
-        std::mem::forget(self.finalizing.lock());
-    }
-
-    /// Releases what [`Table::lock_all`] took.
-    ///
-    /// # Safety
-    /// Every lock must be held by a `lock_all` call whose guards were forgotten.
-    #[allow(unsafe_code)]
-    pub unsafe fn unlock_all(&self) {
-        for shard in self.shards.iter() {
-            // SAFETY: per the contract, lock_all holds this lock.
-            unsafe { shard.force_unlock() };
-        }
-        // SAFETY: per the contract, lock_all holds this lock.
-        unsafe { self.fold.force_unlock() };
-        // SAFETY: per the contract, lock_all holds this lock.
-        unsafe { self.mappings.force_unlock() };
-        // SAFETY: per the contract, lock_all holds this lock.
-        unsafe { self.events.force_unlock() };
-        // SAFETY: per the contract, lock_all holds this lock.
-        unsafe { self.finalizing.force_unlock() };
-    }
-
-    /// In a child made without fork(): every lock usable and everything empty, the parent's
-    /// records left behind unread and unfreed (`lock::abandon`). True if any lock was held.
-    pub fn abandon(&self) -> bool {
-        let mut held = false;
-        for shard in self.shards.iter() {
-            held |= crate::lock::abandon(shard);
-        }
-        held |= crate::lock::abandon(&self.mappings);
-        held |= crate::lock::abandon(&self.finalizing);
-        held |= crate::lock::abandon(&self.fold);
-        self.empty_ring();
-        held | crate::lock::abandon(&self.events)
-    }
-
-    /// Drops the ring's entries (the parent's, in a child): the child's numbers start after
-    /// the last one taken.
-    fn empty_ring(&self) {
-        let first = self.seq_now() + 1;
-        *self.fold.lock() = first;
-        self.ring.reset(first);
-    }
-
-    /// Empties everything: a forked child starts with nothing of its parent's.
-    pub fn clear(&self) {
-        self.empty_ring();
-        for shard in self.shards.iter() {
-            *shard.lock() = Shard::default();
-        }
-        *self.mappings.lock() = Mappings::default();
-        self.events.lock().clear();
-        *self.finalizing.lock() = None;
-        self.finalizing_noted.store(false, Relaxed);
-        // The sequence goes on: a child's records follow its parent's.
-        for counter in [
-            &self.shared.live_bytes,
-            &self.shared.peak_live_bytes,
-            &self.shared.earlier_peak,
-            &self.failed_allocations,
-            &self.dropped_events,
-        ] {
-            counter.store(0, Relaxed);
         }
     }
 
@@ -1135,34 +743,6 @@ impl Table {
             dips,
             finalizing: self.finalizing.lock().clone(),
         }
-    }
-
-    /// Notes, once, what every stack holds now and its floor so far: the Python interpreter
-    /// began to shut down (`unix_ms`, sequence number `seq`). False if it was noted before.
-    /// (Mappings are left out: they hold what their physical allocation's record counts.)
-    pub fn note_finalizing(&self, unix_ms: u64, seq: u64) -> bool {
-        if self.finalizing.lock().is_some() {
-            return false;
-        }
-        self.settle();
-        let mut held: HashMap<StackId, (Counts, Counts, Api)> = HashMap::new();
-        for shard in self.shards.iter() {
-            let shard = shard.lock();
-            for (&stack, h) in shard.by_stack.iter() {
-                let e = held
-                    .entry(stack)
-                    .or_insert((Counts::default(), Counts::default(), h.api));
-                e.0.add(h.now());
-                e.1.add(h.floor());
-            }
-        }
-        let mut f = self.finalizing.lock();
-        if f.is_some() {
-            return false;
-        }
-        *f = Some(Finalizing { unix_ms, seq, held });
-        self.finalizing_noted.store(true, Relaxed);
-        true
     }
 }
 

@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI32, AtomicU32};
 
-use crate::guard::Label;
+use crate::api::Api;
 
 /// One thread's state. The fields belong to the modules named on them, which alone read and
 /// write them.
@@ -33,6 +33,14 @@ pub struct Thread {
     /// [`crate::critical`]: a terminating signal that arrived while the thread held a lock.
     /// Written by the thread's signal handler, cleared by the thread.
     pub(crate) deferred: AtomicI32,
+}
+
+/// What a runtime forward (`cudaMalloc`) tells the driver wrapper it is about to reach
+/// ([`crate::guard::LabelScope`], [`crate::guard::label_for`]).
+#[derive(Clone, Copy)]
+pub struct Label {
+    pub(crate) api: Api,
+    pub(crate) consumed: bool,
 }
 
 thread_local! {

@@ -19,10 +19,8 @@
 
 mod patch;
 
-use std::borrow::Cow;
 use std::ffi::{c_char, c_int, CStr, OsString};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
 
 use crate::config::Config;
 use crate::dump::{self, Moment};
@@ -36,13 +34,8 @@ const BUSY: u8 = 1;
 const ATTACHED: u8 = 2;
 const DETACHED: u8 = 3;
 static PHASE: AtomicU8 = AtomicU8::new(IDLE);
-static IMPORT_SLOTS: AtomicU64 = AtomicU64::new(0);
-static TABLE_SLOTS: AtomicU64 = AtomicU64::new(0);
-static ATTACHED_UNIX_MS: AtomicU64 = AtomicU64::new(0);
 /// How many objects the process had loaded at the last pass over them (`patch::loads`).
 static LOADS_SEEN: AtomicU64 = AtomicU64::new(0);
-/// The dump directory of an attach after the first (the state's configuration is the first's).
-static OUTPUT: Mutex<Option<OsString>> = Mutex::new(None);
 
 /// `cudaleak_attach`'s answers below zero (the CLI words them).
 pub const ERR_ALREADY: c_int = -1;
@@ -69,32 +62,6 @@ pub fn injected() -> bool {
     // SAFETY: dli_fname is the loader's NUL-terminated name of this object.
     let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
     name.rsplit(|&b| b == b'/').next() == Some(ATTACH_NAME.as_bytes())
-}
-
-/// What the dump says about the attach, once attached.
-pub fn info() -> Option<cudaleak_format::AttachInfo> {
-    let unix_ms = ATTACHED_UNIX_MS.load(Ordering::Relaxed);
-    if unix_ms == 0 {
-        return None;
-    }
-    Some(cudaleak_format::AttachInfo {
-        route: "pointers".into(),
-        unix_ms,
-        import_slots: IMPORT_SLOTS.load(Ordering::Relaxed),
-        table_slots: TABLE_SLOTS.load(Ordering::Relaxed),
-    })
-}
-
-/// The configuration dumps are written under: the state's, with the dump directory of the
-/// latest attach when that is not the first.
-pub fn config(state: &Config) -> Cow<'_, Config> {
-    match OUTPUT.lock().ok().and_then(|o| o.clone()) {
-        Some(output) => Cow::Owned(Config {
-            output: Some(output),
-            ..state.clone()
-        }),
-        None => Cow::Borrowed(state),
-    }
 }
 
 /// The configuration the CLI passes: `KEY=VALUE` lines of `CUDALEAK_*` variables.
@@ -176,12 +143,16 @@ fn attach(text: &str) -> c_int {
         PHASE.store(DETACHED, Ordering::Release);
         return ERR_PRELOADED;
     }
-    ATTACHED_UNIX_MS.store(crate::clock::unix_ms(), Ordering::Relaxed);
-    process::init();
+    // The dump's `attach.unix_ms` (`State::attached`): the moment the attach began.
+    let attached_unix_ms = crate::clock::unix_ms();
+    process::init(lifecycle::adoption());
     stack::init_own_range();
     let s = state::init(config);
+    s.attached
+        .unix_ms
+        .store(attached_unix_ms, Ordering::Relaxed);
     lifecycle::install_fork_handlers();
-    let (imports, tables) = install();
+    let (imports, tables) = install(s);
     // Snapshots on their schedule from now, and the signal dumps, as the first allocation
     // would have started them.
     lifecycle::allocation_recorded(s);
@@ -203,24 +174,31 @@ fn attach_again(text: &str) -> c_int {
         PHASE.store(DETACHED, Ordering::Release);
         return ERR_CONFIG;
     }
-    if let Ok(mut o) = OUTPUT.lock() {
+    if let Ok(mut o) = s.attached.output.lock() {
         *o = config.output;
     }
     s.reset_for_child(0);
-    ATTACHED_UNIX_MS.store(crate::clock::unix_ms(), Ordering::Relaxed);
-    let (imports, tables) = install();
+    s.attached
+        .unix_ms
+        .store(crate::clock::unix_ms(), Ordering::Relaxed);
+    let (imports, tables) = install(s);
     state::set_paused(false);
     lifecycle::rearm(s);
     PHASE.store(ATTACHED, Ordering::Release);
     c_int::try_from(imports + tables).unwrap_or(c_int::MAX)
 }
 
-/// One pass of `patch::install`, counted: the pointers it replaced, and the loads it saw.
-fn install() -> (usize, usize) {
+/// One pass of `patch::install`, counted in `s` (for the dumps): the pointers it replaced, and
+/// the loads it saw.
+fn install(s: &state::State) -> (usize, usize) {
     let loads = patch::loads();
     let (imports, tables) = patch::install();
-    IMPORT_SLOTS.store(imports as u64, Ordering::Relaxed);
-    TABLE_SLOTS.store(tables as u64, Ordering::Relaxed);
+    s.attached
+        .import_slots
+        .store(imports as u64, Ordering::Relaxed);
+    s.attached
+        .table_slots
+        .store(tables as u64, Ordering::Relaxed);
     LOADS_SEEN.store(loads, Ordering::Relaxed);
     (imports, tables)
 }
@@ -239,14 +217,20 @@ pub extern "C" fn cudaleak_attach_refresh() -> c_int {
             return -1;
         }
         let mut replaced = 0;
-        if patch::loads() != LOADS_SEEN.load(Ordering::Relaxed) {
+        let loaded_since = patch::loads() != LOADS_SEEN.load(Ordering::Relaxed);
+        if let Some(s) = state::get().filter(|_| loaded_since) {
+            let slots = &s.attached;
             let (before_i, before_t) = (
-                IMPORT_SLOTS.load(Ordering::Relaxed),
-                TABLE_SLOTS.load(Ordering::Relaxed),
+                slots.import_slots.load(Ordering::Relaxed),
+                slots.table_slots.load(Ordering::Relaxed),
             );
-            let (imports, tables) = install();
-            IMPORT_SLOTS.store(before_i + imports as u64, Ordering::Relaxed);
-            TABLE_SLOTS.store(before_t + tables as u64, Ordering::Relaxed);
+            let (imports, tables) = install(s);
+            slots
+                .import_slots
+                .store(before_i + imports as u64, Ordering::Relaxed);
+            slots
+                .table_slots
+                .store(before_t + tables as u64, Ordering::Relaxed);
             replaced = imports + tables;
         }
         PHASE.store(ATTACHED, Ordering::Release);

@@ -28,8 +28,8 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::hook_list::hooked;
 use crate::hooks::driver::{wrapper, HOOKS};
-use crate::hooks::list::hooked;
 use crate::real;
 
 /// One replaced pointer.

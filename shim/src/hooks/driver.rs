@@ -1,6 +1,6 @@
 //! The point of record: the exported driver hooks (for programs linked with -lcuda), the same
 //! hooks handed out through `dlsym` and `cuGetProcAddress`, and the hook table they are found
-//! by — all generated from the rows of `hooks/list.rs`. Each hook resolves its real function,
+//! by — all generated from the rows of `hook_list.rs`. Each hook resolves its real function,
 //! typed by its row, and hands the call to its body in the file of its kind of memory (memory,
 //! pools, vmm, arrays, graphs, ipc, proc). The bodies shared by most hooks live here.
 //!
@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 use super::arrays::{self, Array3dDescriptor, ArrayDescriptor};
 use super::graphs::{self, Graph, GraphExec, GraphNode, MemAllocNodeParams};
 use super::ipc::{self, IpcMemHandle};
-use super::list::hooked;
 use super::{memory, pools, proc, vmm};
 use super::{CuResult, Helper, Slot, CUDA_ERROR_NOT_INITIALIZED, CUDA_SUCCESS};
 use crate::api::Api;
+use crate::hook_list::hooked;
 use crate::real;
 
 pub type DevPtr = u64;
@@ -48,7 +48,7 @@ impl DriverHook {
     }
 }
 
-/// Generates, from the rows of `hooks/list.rs`, the index [`H`], the table [`HOOKS`], the
+/// Generates, from the rows of `hook_list.rs`, the index [`H`], the table [`HOOKS`], the
 /// [`wrapper`]s, and one exported hook per driver row: look up the real function (its type from
 /// the row), and hand the call of it to the row's body.
 macro_rules! driver_hooks {
@@ -100,7 +100,7 @@ macro_rules! driver_hooks {
             if p.is_null() {
                 return CUDA_ERROR_NOT_INITIALIZED;
             }
-            // SAFETY: p is the driver's function of the name in this hook's row of hooks/list.rs
+            // SAFETY: p is the driver's function of the name in this hook's row of hook_list.rs
             // (never this hook: `Slot::get`), and Real is the C type that same row gives it.
             let real = unsafe { std::mem::transmute::<*mut c_void, Real>(p) };
             // SAFETY: the arguments are the caller's, passed to the real function unchanged.

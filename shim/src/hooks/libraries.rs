@@ -1,5 +1,5 @@
 //! The handle lifecycles of NVIDIA's libraries (cuBLAS, cuBLASLt, cuDNN, cuFFT, cuRAND,
-//! cuSPARSE, cuSOLVER, NCCL): exported forwards, one per `libraries` row of `hooks/list.rs`,
+//! cuSPARSE, cuSOLVER, NCCL): exported forwards, one per `libraries` row of `hook_list.rs`,
 //! that note each handle made and destroyed ([`crate::handles`]) and mark the library's calls
 //! during which the blocks the driver hooks record belong to a handle.
 //!
@@ -12,10 +12,10 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 use super::driver::current_device;
-use super::list::hooked;
 use super::{keeping_errno, Slot};
 use crate::guard::{self, Guard, OwnerScope};
 use crate::handles::Library;
+use crate::hook_list::hooked;
 use crate::thread::{self, Thread};
 use crate::{real, record, state};
 
@@ -159,7 +159,7 @@ pub unsafe fn using(
     })
 }
 
-/// Generates one forward per `libraries` row of `hooks/list.rs`: look up the library's function
+/// Generates one forward per `libraries` row of `hook_list.rs`: look up the library's function
 /// (its type from the row), and hand the call of it to the row's role.
 macro_rules! library_forwards {
     (
@@ -182,7 +182,7 @@ macro_rules! library_forwards {
                 return Library::$library.not_found();
             }
             // SAFETY: p is the library's function of the name in this forward's row of
-            // hooks/list.rs (never this forward: `Slot::get`), and Real is the C type that same
+            // hook_list.rs (never this forward: `Slot::get`), and Real is the C type that same
             // row gives it.
             let real = unsafe { std::mem::transmute::<*mut c_void, Real>(p) };
             // SAFETY: the arguments are the caller's, passed to the real function unchanged.

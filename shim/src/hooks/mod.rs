@@ -1,6 +1,6 @@
 //! The exported functions a CUDA program ends up calling instead of the real ones.
 //!
-//! Every hooked function is one row of `list.rs`; `driver.rs` and `runtime.rs` generate the
+//! Every hooked function is one row of `hook_list.rs`; `driver.rs` and `runtime.rs` generate the
 //! hooks from those rows, and the body of each driver hook lives in the file of its kind of
 //! memory (`memory`, `pools`, `vmm`, `arrays`, `graphs`, `ipc`; `proc` for the lookups).
 //!
@@ -16,7 +16,6 @@ pub mod driver;
 pub mod graphs;
 pub mod ipc;
 pub mod libraries;
-pub mod list;
 pub mod memory;
 pub mod pools;
 pub mod proc;

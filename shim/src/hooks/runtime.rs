@@ -10,10 +10,10 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use super::ipc::IpcMemHandle;
-use super::list::hooked;
 use super::recorder::forward;
 use super::{Slot, CUDA_ERROR_INITIALIZATION_ERROR};
 use crate::api::Api;
+use crate::hook_list::hooked;
 use crate::real;
 
 type Stream = *mut c_void;
@@ -27,7 +27,7 @@ pub struct Extent {
     pub depth: usize,
 }
 
-/// Generates one forward per runtime row of `hooks/list.rs`: look up the runtime's function (its
+/// Generates one forward per runtime row of `hook_list.rs`: look up the runtime's function (its
 /// type from the row), call it under the row's label, and tell the [`Forward`] what it returned
 /// (`allocation` with the size asked for, or `free` with the pointer).
 ///
@@ -50,7 +50,7 @@ macro_rules! runtime_forwards {
                 return CUDA_ERROR_INITIALIZATION_ERROR;
             }
             // SAFETY: p is the runtime's function of the name in this forward's row of
-            // hooks/list.rs (never this forward: `Slot::get`), and Real is the C type that same
+            // hook_list.rs (never this forward: `Slot::get`), and Real is the C type that same
             // row gives it.
             let real = unsafe { std::mem::transmute::<*mut c_void, Real>(p) };
             crate::thread::with(|t| {

@@ -42,7 +42,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use crate::lock::Mutex;
+use crate::lock::{ForkLock, ForkLocked, Mutex};
 use cudaleak_format::{Frame, FrameKind, Hex};
 
 use crate::real;
@@ -50,8 +50,6 @@ use layout::{FirstFrame, Instr, Layout, LineFormat};
 use memory::Fields;
 use walk::{Plan, Reader, PLAN};
 
-/// The deepest Python stack `CUDALEAK_PY_DEPTH` may ask for.
-pub const MAX_DEPTH: usize = 256;
 /// Longest name or file name copied, in characters.
 const MAX_NAME_CHARS: usize = 4096;
 /// Largest line table copied.
@@ -575,11 +573,9 @@ impl Registry {
     }
 }
 
-impl crate::lock::BehindOneLock for Registry {
-    type Inner = Codes;
-
-    fn mutex(&self) -> &Mutex<Codes> {
-        &self.inner
+impl ForkLocked for Registry {
+    fn each_lock(&self, f: &mut dyn FnMut(&dyn ForkLock)) {
+        f(&self.inner);
     }
 }
 

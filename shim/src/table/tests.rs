@@ -1,6 +1,8 @@
 //! Unit tests of the table (in their own file: the table itself is long enough).
 
+use super::freed::FREED_PER_SHARD;
 use super::*;
+use crate::lock::ForkLocked;
 
 fn block(size: u64, seq: u64) -> Block {
     Block {
@@ -33,7 +35,7 @@ fn free_entry(t: &Table, addr: u64) -> u64 {
 fn a_child_made_without_fork_gets_back_the_locks_a_gone_thread_held() {
     let t = Table::default();
     t.allocated(Space::Device, 0x1000, block(256, 1));
-    assert!(!t.abandon(), "nothing held");
+    assert!(!t.abandon_all(), "nothing held");
     assert!(
         t.snapshot(false).live.is_empty(),
         "the parent's records are left behind"
@@ -41,10 +43,10 @@ fn a_child_made_without_fork_gets_back_the_locks_a_gone_thread_held() {
     t.allocated(Space::Device, 0x1000, block(256, 1));
     // A thread of the parent was recording an event at the fork.
     std::mem::forget(t.events.lock());
-    assert!(t.abandon());
+    assert!(t.abandon_all());
     // Every lock held for good: every lock usable again.
     t.lock_all();
-    assert!(t.abandon());
+    assert!(t.abandon_all());
     assert!(t.snapshot(false).live.is_empty());
     t.allocated(Space::Device, 0x2000, block(512, 2));
     assert_eq!(t.snapshot(false).live.len(), 1);
