@@ -15,6 +15,7 @@ pub mod callsite;
 pub mod commands;
 pub mod fuzz_target;
 pub mod growth;
+pub mod input;
 pub mod load;
 pub mod message;
 pub mod names;
