@@ -1,11 +1,13 @@
 //! The sentences of a report, each written once: the summary lines and verdicts, the notes and
 //! the advice, and every sentence more than one format writes. Where a sentence holds program
 //! text, a format passes in the pieces already laid out its own way (escaped, in bold, in code),
-//! then lays the sentence out (a line, a heading, a table cell). The words the sentences are
-//! made of (sizes, counts, frames, names) are in `mod.rs`.
+//! or, for a group's line, its [`Markup`] that lays them out; then it lays the sentence out (a
+//! line, a heading, a table cell). The words the sentences are made of (sizes, counts, frames,
+//! names) are in `mod.rs`.
 //!
-//! Nothing here escapes or decides anything: what a piece needs is its format's business, what
-//! is shown was settled in `analyze`.
+//! Nothing here escapes or decides anything: what a piece needs is its format's business (plain
+//! [`Markup`] only cleans program text, as every format does), what is shown was settled in
+//! `analyze`.
 
 use cudaleak_format::{self as format, EventType};
 
