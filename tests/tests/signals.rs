@@ -278,8 +278,8 @@ fn signal_off_leaves_the_default_action(signal: &str, number: i32) {
         Some(number),
         "dies of SIG{signal}: {status}\nstderr:\n{stderr}"
     );
-    // Give a stray writer (a snapshot thread) a moment to show itself.
-    std::thread::sleep(Duration::from_millis(200));
+    // Waited for, the process is gone with all its threads (a snapshot thread too): what it
+    // wrote is all it will ever write.
     let names: Vec<String> = std::fs::read_dir(sp.dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
