@@ -76,7 +76,7 @@ wheel-aarch64:
 test: prereqs
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
-	python3 scripts/module-cycles.py shim/src
+	python3 scripts/module-cycles.py shim/src cli/src format/src
 	$(CARGO) build --release
 	scripts/wheel.sh
 	@# The aarch64 wheel where this machine can cross-build and emulate it (.ci/run installs

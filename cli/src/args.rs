@@ -5,11 +5,13 @@
 //! what a flag means is decided in `analyze` and `report`; here it is only parsed and checked.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use crate::analyze::DEFAULT_EXIT_CODE;
 use crate::analyze::{Gate, View};
+use crate::report::Format;
 
 /// `--shim`'s help, the same for `run`, `env` and `attach`: the order `run::find_shim` searches.
 const SHIM_HELP: &str = "The shim library (default: $CUDALEAK_SHIM, else libcudaleak.so next to \
@@ -75,7 +77,7 @@ pub enum Command {
     /// grew while attached; the program runs on after detach
     #[command(
         override_usage = "cudaleak attach [OPTIONS] <PID>",
-        after_help = crate::attach::HELP
+        after_help = ATTACH_HELP
     )]
     Attach(AttachArgs),
     /// Print the environment `run` gives a program, for launchers that start it themselves
@@ -276,18 +278,6 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-    Markdown,
-    Sarif,
-    /// One self-contained HTML page: summary, stacks, flame graphs, a timeline for a series
-    Html,
-    /// Collapsed stacks (`frame;frame BYTES`, root first) for inferno, flamegraph.pl, speedscope
-    Folded,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
     Auto,
     Always,
@@ -442,6 +432,50 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     cudaleak_format::parse_size(s)
 }
 
+/// `cudaleak attach --help`'s closing text.
+const ATTACH_HELP: &str = "The shim is loaded into the running process with ptrace (one thread is borrowed \
+    for a few milliseconds to call dlopen, only where its stack shows it outside the C library's \
+    allocator, loader and stdio: a safe point, sought for --safe-point-wait) and replaces the program's pointers to the CUDA driver's \
+    memory functions; from then on every allocation and free is recorded with its native and \
+    Python stack, and snapshots are taken on the `auto` schedule. Blocks allocated before attach \
+    are unknown, and their frees are not errors.\n\
+    At Ctrl-C (or SIGTERM), after --for, or when the program exits, the dumps are written and the \
+    blocks allocated since attach that are still live are listed, then the growth report \
+    (`report --growth`): its suspects fail the gate (--exit-code). The program runs on after \
+    detach.\n\
+    A signal that kills the program while attached leaves its last snapshot (CUDALEAK_SIGNAL=1: a \
+    dump then too, see docs/attach.md).\n\
+    Refused with exit 2, nothing changed: no such process, no libcuda mapped, ptrace not \
+    allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a stopped process (kill -CONT it \
+    first), no thread at a safe point in time, a process already under the shim \
+    (use `kill -USR1 PID` snapshots and its run directory). Attaching again after a detach starts \
+    the recording over. x86-64 Linux, glibc.\n\
+    Exit status: the growth report's (0 or --exit-code), or 2.";
+
+/// `90`, `1.5`, `30s`, `500ms`, `5m`, `2h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => return Err(format!("{other:?}: a duration's unit is ms, s, m or h")),
+    };
+    let secs = n * scale;
+    if !(secs > 0.0 && secs.is_finite() && secs < 1e9) {
+        return Err(format!("{s:?}: a duration must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +496,18 @@ mod tests {
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999999999999").is_err());
         assert!(parse_size("1..2K").is_err());
+    }
+
+    #[test]
+    fn durations_take_a_unit_or_mean_seconds() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("10 fortnights").is_err());
+        assert!(parse_duration("soon").is_err());
     }
 
     #[test]
@@ -525,7 +571,7 @@ pub struct AttachArgs {
     pub shim: Option<PathBuf>,
     /// Detach after this long (`90`, `30s`, `5m`, `1h`); without it, at Ctrl-C or when the
     /// program exits
-    #[arg(long = "for", value_name = "DURATION", value_parser = crate::attach::parse_duration)]
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<std::time::Duration>,
     /// Directory that receives one fresh subdirectory of dumps per attach
     #[arg(long, value_name = "DIR", default_value = "cudaleak-out")]
@@ -533,7 +579,7 @@ pub struct AttachArgs {
     /// How long to look for a thread of the program that is safe to borrow for the call that
     /// loads the shim (one outside the C library's allocator, loader and stdio); none by then,
     /// and attach refuses with nothing changed
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::attach::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub safe_point_wait: std::time::Duration,
     #[command(flatten)]
     pub report: ReportOptions,

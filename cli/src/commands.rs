@@ -4,17 +4,18 @@
 //! the program's own failure first). Messages go to stderr prefixed `cudaleak:`; a broken pipe
 //! on the report is not an error.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::analyze::View;
-use crate::analyze::{self, Config, Findings};
-use crate::args::{DiffArgs, EnvArgs, Format, ReportArgs, ReportOptions, RunArgs, SymbolizeArgs};
+use crate::analyze::{self, Config, Findings, ProcessFindings, ProgramStatus};
+use crate::args::{DiffArgs, EnvArgs, ReportArgs, ReportOptions, RunArgs, SymbolizeArgs};
 use crate::caches;
 use crate::growth::{self, AtExit, GrowthFindings};
 use crate::load;
 use crate::output::Output;
-use crate::report::{self, html, html::Gatekeeper};
+use crate::report::{self, Page};
 use crate::run::{self, Outcome};
 use crate::say;
 use crate::suppressions;
@@ -95,51 +96,126 @@ pub(crate) fn config(opts: &ReportOptions, view: View) -> Result<Config, Failure
     })
 }
 
-/// Loads and analyses dumps one at a time, so only one dump is in memory at once.
-pub(crate) fn analyze_paths(files: &[PathBuf], cfg: &Config) -> Result<Findings, Failure> {
-    analyze_window(files, cfg, None)
+/// How a command reads a series (every dump of each process) beside or instead of the exit
+/// dumps.
+struct Series<'a> {
+    files: &'a [PathBuf],
+    /// `--growth`'s series: `--since` and `cfg.hide_quiet` apply. Otherwise the series the HTML
+    /// page draws beside an exit report, every dump as it was written.
+    judged: bool,
+    cfg: &'a Config,
 }
 
-/// [`analyze_paths`], of only what was allocated after sequence number `since` (`--since`).
-fn analyze_window(
-    files: &[PathBuf],
+/// The one pass over a command's dumps, one dump in memory at a time (two where a dump is both
+/// an exit dump and a point of a `--growth --since` series, which each cut their own way): each
+/// file is read once, added to the series when there is one, and analysed for the exit report
+/// when it is one of `exit`. The processes come in `exit`'s order. `since`: only what was
+/// allocated after that sequence number (`--since`).
+fn read_dumps<'a>(
+    exit: Option<&[PathBuf]>,
+    series: Option<Series<'a>>,
     cfg: &Config,
     since: Option<u64>,
-) -> Result<Findings, Failure> {
-    let mut processes = Vec::with_capacity(files.len());
-    for f in files {
-        let mut dump = load::read(f)?;
+) -> Result<(Vec<ProcessFindings>, Option<growth::Builder<'a>>), Failure> {
+    let exit = exit.unwrap_or_default();
+    // Where each exit dump goes; a path named twice is two processes, as it always was.
+    let mut slots: HashMap<&Path, Vec<usize>> = HashMap::new();
+    for (i, f) in exit.iter().enumerate() {
+        slots.entry(f.as_path()).or_default().push(i);
+    }
+    let mut processes: Vec<Option<ProcessFindings>> = vec![None; exit.len()];
+    let mut analyse = |mut dump: load::schema::Dump, f: &Path, at: &[usize]| {
         if let Some(seq) = since {
             analyze::keep_after(&mut dump, seq);
         }
-        processes.push(analyze::analyze_process(&dump, f, cfg));
+        for &i in at {
+            processes[i] = Some(analyze::analyze_process(&dump, f, cfg));
+        }
+    };
+    let mut builder = None;
+    if let Some(s) = series {
+        let b = builder.insert(growth::Builder::new(s.cfg));
+        for f in s.files {
+            let mut dump = load::read(f)?;
+            let at = slots.remove(f.as_path());
+            let as_written = match &at {
+                Some(_) if s.judged && since.is_some() => Some(dump.clone()),
+                _ => None,
+            };
+            add_to_series(b, &mut dump, f, s.judged.then_some(since), s.cfg);
+            if let Some(at) = at {
+                analyse(as_written.unwrap_or(dump), f, &at);
+            }
+        }
     }
-    Ok(analyze::finish(processes, cfg))
+    for f in exit {
+        if let Some(at) = slots.remove(f.as_path()) {
+            analyse(load::read(f)?, f, &at);
+        }
+    }
+    Ok((processes.into_iter().flatten().collect(), builder))
 }
 
-/// The series in `paths` for the HTML page's timeline: `None` when no process has two dumps.
-/// Read after the exit report, one dump at a time like `--growth`.
-fn html_series(paths: &[PathBuf], cfg: &Config) -> Result<Option<GrowthFindings>, Failure> {
-    let files = load::expand_again(paths, true)?;
-    let mut builder = growth::Builder::new(cfg);
-    for f in &files {
-        builder.add(&load::read(f)?, f);
+/// Adds a dump to a series; `judged`: `--growth`'s series, of the window after `Some(seq)`
+/// (`--since`), leaving out a process that made no CUDA call where `cfg.hide_quiet` says so.
+fn add_to_series(
+    b: &mut growth::Builder,
+    dump: &mut load::schema::Dump,
+    f: &Path,
+    judged: Option<Option<u64>>,
+    cfg: &Config,
+) {
+    if let Some(since) = judged {
+        if cfg.hide_quiet && dump.is_quiet() {
+            return;
+        }
+        if let Some(seq) = since {
+            growth::keep_after(dump, seq);
+        }
     }
-    Ok(builder.finish().ok())
+    b.add(dump, f);
 }
 
-/// Writes the exit report (or, with --gen-suppressions, its suppression lines); the HTML page
-/// also gets the timeline of any series in `paths`.
-pub(crate) fn write_report(
-    findings: &Findings,
+/// Whether the format shows the series beside the exit report (and the exit report beside the
+/// series), so that the command reads both.
+fn shows_both(opts: &ReportOptions) -> bool {
+    !opts.gen_suppressions && report::reporter(opts.out.format, false).shows_both()
+}
+
+/// The exit report of `files` and, where the format shows it beside them, the series of the
+/// same `paths` (every dump as written).
+fn exit_report(
+    files: &[PathBuf],
     paths: &[PathBuf],
     opts: &ReportOptions,
     cfg: &Config,
-) -> Result<u8, Failure> {
-    let series = match opts.out.format {
-        Format::Html if !opts.gen_suppressions => html_series(paths, cfg)?,
-        _ => None,
+    since: Option<u64>,
+) -> Result<(Findings, Option<GrowthFindings>), Failure> {
+    let series_files = if shows_both(opts) {
+        Some(load::expand_again(paths, true)?)
+    } else {
+        None
     };
+    let series = series_files.as_deref().map(|files| Series {
+        files,
+        judged: false,
+        cfg,
+    });
+    let (processes, builder) = read_dumps(Some(files), series, cfg, since)?;
+    Ok((
+        analyze::finish(processes, cfg),
+        builder.and_then(|b| b.finish().ok()),
+    ))
+}
+
+/// Writes the exit report (or, with --gen-suppressions, its suppression lines), with the series
+/// of the same dumps where the format shows it ([`report::Reporter::shows_both`]).
+pub(crate) fn write_report(
+    findings: &Findings,
+    series: Option<&GrowthFindings>,
+    opts: &ReportOptions,
+    cfg: &Config,
+) -> Result<u8, Failure> {
     let (out, auto_color) = open_output(opts.out.output.as_deref())?;
     let view = View {
         source_root: source_root(),
@@ -149,13 +225,13 @@ pub(crate) fn write_report(
         emit(out, |w| {
             report::gen_suppressions::write(findings, view.source_root.as_deref(), w)
         })?;
-    } else if let Some(g) = &series {
-        emit(out, |w| {
-            html::page(Some(findings), Some(g), Gatekeeper::Report, &view, w)
-        })?;
     } else {
         let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
-        emit(out, |w| reporter.report(findings, &view, w))?;
+        let page = Page::Report {
+            exit: findings,
+            series,
+        };
+        emit(out, |w| reporter.page(page, &view, w))?;
     }
     say_written(
         opts.out.output.as_deref(),
@@ -165,35 +241,25 @@ pub(crate) fn write_report(
     Ok(findings.exit_status())
 }
 
-/// Every dump of each process in `files`, one at a time, reduced at once. With
-/// `cfg.hide_quiet` (`run`) a process that made no CUDA call is left out: it has one dump and
-/// nothing to grow.
-pub(crate) fn growth_of(
+/// The growth of the series in `files`, judged on what was allocated after `since` (`report
+/// --growth --since`); with `cfg.hide_quiet` (`run`, `attach`) a process that made no CUDA call
+/// is left out (it has one dump and nothing to grow). Where `exit` names the exit dumps, also
+/// their processes, analysed with `exit_cfg` for the exit report; each dump is read once.
+pub(crate) fn growth_and_exit(
     files: &[PathBuf],
+    exit: Option<&[PathBuf]>,
     cfg: &Config,
-) -> Result<Result<GrowthFindings, String>, Failure> {
-    growth_since(files, cfg, None)
-}
-
-/// [`growth_of`], judged only on what was allocated after sequence number `since` (`report
-/// --growth --since`).
-fn growth_since(
-    files: &[PathBuf],
-    cfg: &Config,
+    exit_cfg: &Config,
     since: Option<u64>,
-) -> Result<Result<GrowthFindings, String>, Failure> {
-    let mut builder = growth::Builder::new(cfg);
-    for f in files {
-        let mut dump = load::read(f)?;
-        if cfg.hide_quiet && dump.is_quiet() {
-            continue;
-        }
-        if let Some(seq) = since {
-            growth::keep_after(&mut dump, seq);
-        }
-        builder.add(&dump, f);
-    }
-    Ok(builder.finish().map_err(|e| e.0))
+) -> Result<(Result<GrowthFindings, String>, Vec<ProcessFindings>), Failure> {
+    let series = Series {
+        files,
+        judged: true,
+        cfg,
+    };
+    let (processes, builder) = read_dumps(exit, Some(series), exit_cfg, since)?;
+    let growth = builder.map_or_else(|| Err(String::new()), |b| b.finish().map_err(|e| e.0));
+    Ok((growth, processes))
 }
 
 /// Writes the growth report; the HTML page shows `exit` (the exit report) beside the series.
@@ -208,15 +274,12 @@ pub(crate) fn write_growth(
         source_root: source_root(),
         ..cfg.view.clone()
     };
-    match exit {
-        Some(f) if opts.out.format == Format::Html => emit(out, |w| {
-            html::page(Some(f), Some(findings), Gatekeeper::Growth, &view, w)
-        })?,
-        _ => {
-            let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
-            emit(out, |w| reporter.growth(findings, &view, w))?
-        }
-    }
+    let reporter = report::reporter(opts.out.format, opts.out.text_color(auto_color));
+    let page = Page::Growth {
+        series: findings,
+        exit,
+    };
+    emit(out, |w| reporter.page(page, &view, w))?;
     let gate = (findings.exit_code != 0).then(|| {
         report::wording::gate_failed_text(
             &report::wording::growth_gate_reason(findings),
@@ -234,17 +297,16 @@ pub(crate) fn write_growth(
 /// `cudaleak report --growth`.
 fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
     let files = load::expand_series(&a.paths)?;
-    let findings = growth_since(&files, cfg, a.since)?.map_err(Failure)?;
     // The HTML page shows the exit report beside the series (the exit status stays --growth's),
     // of the same window.
-    let exit = match a.report.out.format {
-        Format::Html => Some(analyze_window(
-            &load::expand_again(&a.paths, false)?,
-            cfg,
-            a.since,
-        )?),
-        _ => None,
+    let exit_files = if shows_both(&a.report) {
+        Some(load::expand_again(&a.paths, false)?)
+    } else {
+        None
     };
+    let (findings, exit) = growth_and_exit(&files, exit_files.as_deref(), cfg, cfg, a.since)?;
+    let findings = findings.map_err(Failure)?;
+    let exit = exit_files.map(|_| analyze::finish(exit, cfg));
     write_growth(&findings, exit.as_ref(), &a.report, cfg)?;
     Ok(findings.exit_code)
 }
@@ -254,17 +316,21 @@ fn growth(a: &ReportArgs, cfg: &Config) -> Result<u8, Failure> {
 /// two dumps (too short for a snapshot, or snapshots turned off) gets the exit report, with a
 /// note.
 fn run_growth(
-    exit: Findings,
+    files: &[PathBuf],
+    series: &[PathBuf],
+    program: Option<ProgramStatus>,
     dir: &Path,
     opts: &ReportOptions,
     cfg: &Config,
 ) -> Result<u8, Failure> {
-    let series = load::expand_again(&[dir.to_path_buf()], true)?;
-    let mut findings = match growth_of(&series, cfg)? {
+    let (growth, processes) = growth_and_exit(series, Some(files), cfg, cfg, None)?;
+    let mut exit = analyze::finish(processes, cfg);
+    exit.program = program;
+    let mut findings = match growth {
         Ok(f) => f,
         Err(why) => {
             say!("{why}\nno process wrote two dumps: the exit report follows");
-            return write_report(&exit, &[dir.to_path_buf()], opts, cfg);
+            return write_report(&exit, None, opts, cfg);
         }
     };
     // The report's last line carries the verdict (CI logs often keep stdout only): when the
@@ -306,8 +372,8 @@ pub fn report(a: &ReportArgs) -> u8 {
             return growth(a, &cfg);
         }
         let files = load::expand(&a.paths, false)?;
-        let findings = analyze_window(&files, &cfg, a.since)?;
-        write_report(&findings, &a.paths, &a.report, &cfg)
+        let (findings, series) = exit_report(&files, &a.paths, &a.report, &cfg, a.since)?;
+        write_report(&findings, series.as_ref(), &a.report, &cfg)
     };
     run().unwrap_or_else(fail)
 }
@@ -448,19 +514,21 @@ pub fn run(a: &RunArgs) -> u8 {
         // are: a run directory kept as a CI artifact reads the same on any machine (a series
         // of named and unnamed dumps would not match its callsites there). A dump that cannot
         // be rewritten is still reported (named in memory), and said.
-        for f in &load::expand_again(std::slice::from_ref(&dir), true)? {
+        let series = load::expand_again(std::slice::from_ref(&dir), true)?;
+        for f in &series {
             if let Err(Failure(why)) = name_into(f, f) {
                 say!("{why}; the report names its frames, the file stays unnamed");
             }
         }
-        let report = analyze_paths(&files, &cfg).and_then(|mut f| {
-            f.program = program;
-            if a.growth {
-                run_growth(f, &dir, &a.report, &cfg)
-            } else {
-                write_report(&f, std::slice::from_ref(&dir), &a.report, &cfg)
-            }
-        });
+        let report = if a.growth {
+            run_growth(&files, &series, program, &dir, &a.report, &cfg)
+        } else {
+            let dirs = std::slice::from_ref(&dir);
+            exit_report(&files, dirs, &a.report, &cfg, None).and_then(|(mut f, series)| {
+                f.program = program;
+                write_report(&f, series.as_ref(), &a.report, &cfg)
+            })
+        };
         match (program, report) {
             (None, r) => r,
             (Some(p), Ok(_)) => Ok(p.shell()),

@@ -12,9 +12,9 @@ use cudaleak_format as format;
 
 use crate::analyze::{self, Config};
 use crate::analyze::{Gate, View};
-use crate::args::Format;
 use crate::growth;
 use crate::report;
+use crate::report::Format;
 
 const FORMATS: [Format; 6] = [
     Format::Text,
@@ -107,8 +107,11 @@ pub fn render_all(bytes: &[u8]) {
         }
         if let Ok(g) = &g {
             sink.clear();
-            let both = report::html::Gatekeeper::Report;
-            let _ = report::html::page(Some(&findings), Some(g), both, &view, &mut sink);
+            let both = report::Page::Report {
+                exit: &findings,
+                series: Some(g),
+            };
+            let _ = report::reporter(Format::Html, false).page(both, &view, &mut sink);
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod commands;
 pub mod env_names;
 pub mod fuzz_target;
 pub mod growth;
+pub mod input;
 pub mod load;
 pub mod message;
 pub mod names;

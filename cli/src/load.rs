@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use cudaleak_format as format;
+
+use crate::input::{self, what_it_is, OpenError};
 
 /// The dump schema as the CLI holds it: `cudaleak_format`'s types with names interned
 /// (`cudaleak_format::from_reader`), so frames that repeat a name share it. Analysis code
@@ -182,23 +183,6 @@ fn all_dumps_in_dir(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     Ok(out)
 }
 
-/// What a file that is not a regular file is, in words.
-pub fn what_it_is(t: std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
-
 /// Whether a dump found in a directory scan may be read: a regular file (through a symlink or
 /// not). Anything else is skipped with a warning; a name that cannot be inspected is kept, so
 /// reading it reports why.
@@ -217,25 +201,17 @@ fn regular_or_unknown(path: &Path) -> bool {
     }
 }
 
-/// Opens an input for reading without ever blocking: `O_NONBLOCK` (a FIFO with no writer would
-/// otherwise block the open), then `fstat` on what was opened, which must be a regular file.
-/// On a regular file `O_NONBLOCK` changes nothing.
+/// [`input::open_regular`], its error naming the file as every load error does.
 pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), LoadError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| err(path, LoadErrorKind::Io(e)))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| err(path, LoadErrorKind::Io(e)))?;
-    if !meta.is_file() {
-        return Err(err(
+    input::open_regular(path).map_err(|e| {
+        err(
             path,
-            LoadErrorKind::NotAFile(what_it_is(meta.file_type())),
-        ));
-    }
-    Ok((file, meta))
+            match e {
+                OpenError::Io(e) => LoadErrorKind::Io(e),
+                OpenError::NotAFile(what) => LoadErrorKind::NotAFile(what),
+            },
+        )
+    })
 }
 
 /// Expands PATHs (files or directories) into dump files. A named file is used whatever its name.

@@ -60,7 +60,7 @@ impl Output {
                     "{}: is {}, not a regular file; -o writes a regular file (a temporary file \
                      renamed into place), so leave -o out to write to standard output",
                     p.display(),
-                    crate::load::what_it_is(m.file_type())
+                    crate::input::what_it_is(m.file_type())
                 ))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => p.to_path_buf(),

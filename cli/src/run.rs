@@ -290,7 +290,7 @@ pub fn fresh_run_dir(out: &Path) -> Result<PathBuf, String> {
                 if m.is_file() {
                     "a file"
                 } else {
-                    crate::load::what_it_is(m.file_type())
+                    crate::input::what_it_is(m.file_type())
                 }
             ));
         }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use cudaleak_format::{self as format, Dump, Frame, Name};
 
-use crate::load::LoadErrorKind;
+use crate::input::{self, OpenError};
 
 /// The interpreter's frame-evaluation function: where Python frames stand in a native stack.
 pub const EVAL_FRAME_FUNCTION: &str = "_PyEval_EvalFrameDefault";
@@ -235,17 +235,16 @@ impl Symbolizer {
 fn load(path: &Path, build_id: Option<&str>) -> ModuleState {
     // A dump is input like any other: a module path naming a FIFO or a device must not make
     // the report wait or read without end, so it is opened as the dumps are.
-    let file = match crate::load::open_regular(path) {
+    let file = match input::open_regular(path) {
         Ok((f, _)) => f,
         Err(e) => {
-            return ModuleState::Unusable(match e.kind {
-                LoadErrorKind::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return ModuleState::Unusable(match e {
+                OpenError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     "not found on this machine: run `cudaleak symbolize` where the program ran"
                         .into()
                 }
-                LoadErrorKind::NotAFile(what) => format!("is {what}, not a regular file"),
-                LoadErrorKind::Io(e) => format!("cannot be read: {e}"),
-                _ => "cannot be read".into(),
+                OpenError::NotAFile(what) => format!("is {what}, not a regular file"),
+                OpenError::Io(e) => format!("cannot be read: {e}"),
             })
         }
     };
@@ -318,7 +317,7 @@ fn debug_file(path: &Path, facts: &Facts) -> Option<PathBuf> {
     }
     candidates.into_iter().find(|c| {
         c.as_path() != path
-            && crate::load::open_regular(c)
+            && input::open_regular(c)
                 .ok()
                 .and_then(|(f, _)| elf_facts(f))
                 .is_some_and(|f| f.has_debug_info && f.build_id == facts.build_id)

@@ -3,10 +3,12 @@
 
 mod common;
 
+use std::io::Read;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{copy_dump, dir_file, run_env, RunEnv};
+use common::{copy_dump, dir_file, run_env, wait_until, RunEnv};
 
 #[test]
 fn run_forwards_sigterm_to_the_program() {
@@ -26,7 +28,8 @@ fn run_forwards_sigterm_to_the_program() {
 }
 
 /// `cudaleak run` of `sh -c SCRIPT` in the background, once the script has written a file into
-/// the run directory (it is running by then).
+/// the run directory (it is running by then) and `cudaleak` waits for it (it passes signals on
+/// from then).
 fn spawn_run_and_wait(env: &RunEnv, script: &str) -> std::process::Child {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
         .arg("run")
@@ -39,20 +42,28 @@ fn spawn_run_and_wait(env: &RunEnv, script: &str) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !env
-        .run_dirs()
-        .iter()
-        .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()))
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the program never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until(Duration::from_secs(20), "the program to start", || {
+        env.run_dirs()
+            .iter()
+            .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()))
+    });
+    wait_until(
+        Duration::from_secs(20),
+        "cudaleak to wait for the program",
+        || waits_for_its_program(child.id()),
+    );
     child
+}
+
+/// Whether `cudaleak` (`pid`) waits for its program: its main thread is in `wait4`, which it
+/// enters only once it holds the program's pid, the one signals are passed on to.
+fn waits_for_its_program(pid: u32) -> bool {
+    let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    syscall
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        == Some(libc::SYS_wait4)
 }
 
 fn kill(sig: &str, pid: u32) {
@@ -89,17 +100,33 @@ fn run_forwards_sigusr1_to_a_program_that_catches_it() {
 fn run_keeps_sigusr1_from_a_program_without_a_handler_and_says_so() {
     let env = run_env();
     let script = format!("{}; exec sleep 10", copy_dump("leak_loop.json"));
-    let child = spawn_run_and_wait(&env, &script);
+    let mut child = spawn_run_and_wait(&env, &script);
+    // cudaleak's stderr as it comes, to see it decide before the next signal is sent.
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = {
+        let stderr = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                stderr
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    const KEPT: &str = "cudaleak: SIGUSR1 not passed on: the program (pid ";
     kill("-USR1", child.id());
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(Duration::from_secs(20), "cudaleak to keep SIGUSR1", || {
+        stderr.lock().unwrap().contains(KEPT)
+    });
     // Still running: end it with SIGTERM, which is forwarded.
     kill("-TERM", child.id());
     let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
     assert_eq!(out.status.code(), Some(143), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("cudaleak: SIGUSR1 not passed on: the program (pid "),
-        "{stderr}"
-    );
+    let stderr = stderr.lock().unwrap();
+    assert!(stderr.contains(KEPT), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
 }

@@ -13,7 +13,8 @@ use std::process::{Child, Command, Output};
 use cudaleak_format::{Dump, End};
 use cudaleak_tests::{
     assert_site, attach_command, files_in, frameworks_library_path, kill, marker_line,
-    python_marker_line, python_script, pythons, read_dump, Scenario, Spawned, NULLCUDA_DIR,
+    python_marker_line, python_script, pythons, read_dump, wait_until, Scenario, Spawned,
+    NULLCUDA_DIR,
 };
 
 const SCENARIO: &str = "attach_loop";
@@ -233,10 +234,24 @@ fn detach_gives_back_the_default_signal_dispositions() {
             &[("CUDALEAK_SIGNAL", "1")],
         )
     });
-    // While attached, SIGUSR1 asks for a snapshot and the program runs on …
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    // While attached (the shim's handler caught SIGUSR1), SIGUSR1 asks for a snapshot and the
+    // program runs on …
+    let wait = std::time::Duration::from_secs(20);
+    wait_until(wait, "the shim to catch SIGUSR1 in the program", || {
+        catches(pid, SIGUSR1)
+    });
+    let snapshots = || {
+        std::fs::read_dir(out.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|run| files_in(&run.path()))
+            .filter(|f| f.to_string_lossy().contains(".snapshot-"))
+            .count()
+    };
+    let before = snapshots();
     kill("USR1", pid);
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_until(wait, "a snapshot after SIGUSR1", || snapshots() > before);
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     assert!(
         !state.is_empty() && !state.contains(") Z"),
@@ -252,6 +267,16 @@ fn detach_gives_back_the_default_signal_dispositions() {
 }
 
 const SIGUSR1: i32 = 10;
+
+/// Whether process `pid` has a handler for `signal` (`SigCgt` in `/proc/PID/status`).
+fn catches(pid: u32, signal: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
 
 #[test]
 fn a_program_that_exits_while_attached_leaves_its_exit_dump() {
@@ -342,7 +367,12 @@ fn library_handles_made_while_attached_are_tracked_as_under_run() {
         .env("LD_LIBRARY_PATH", frameworks_library_path())
         .spawn_plain();
     let child = spawned.child.take().expect("a child");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let maps = format!("/proc/{}/maps", spawned.pid);
+    wait_until(
+        std::time::Duration::from_secs(20),
+        "the program to map the driver",
+        || std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("libcuda.so")),
+    );
     let out = tempfile::tempdir().expect("a temporary directory");
     let o = attach(spawned.pid, out.path(), &["--for", "2.6"]);
     let (report, stderr) = text(&o);

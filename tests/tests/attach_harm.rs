@@ -9,9 +9,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cudaleak_tests::{attach_command, kill, Scenario, CHURN_LIB};
+use cudaleak_tests::{attach_command, kill, wait_for_exit, Scenario, CHURN_LIB};
 
 /// A started `attach_harm` in `mode`, past its "ready".
 struct Target {
@@ -67,18 +67,11 @@ fn attach(pid: u32, out: &Path, options: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run cudaleak attach");
-    let start = Instant::now();
-    while child.try_wait().expect("poll attach").is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("attach's output");
-            panic!(
-                "cudaleak attach hung for a minute:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "cudaleak attach (a hang?)",
+    );
     child.wait_with_output().expect("attach's output")
 }
 

@@ -8,9 +8,9 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cudaleak_tests::{attach_command, marker_line, Scenario, Spawned};
+use cudaleak_tests::{attach_command, marker_line, wait_for, Scenario, Spawned};
 
 const SCENARIO: &str = "attach_loop";
 /// `nobody` and `nogroup` on Debian and Ubuntu; any unprivileged ids would do.
@@ -77,8 +77,11 @@ fn open_tempdir() -> tempfile::TempDir {
 /// The directory under `out` that the target's user may write its dumps into, once attach has
 /// made it: whichever of the run directory and its subdirectories `nobody` owns.
 fn target_writable_dir(out: &Path) -> PathBuf {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
+    let what = format!(
+        "attach to make a directory the program's user owns under {}",
+        out.display()
+    );
+    wait_for(Duration::from_secs(10), &what, || {
         let runs = std::fs::read_dir(out).into_iter().flatten().flatten();
         for run in runs {
             let mut dirs = vec![run.path()];
@@ -91,16 +94,12 @@ fn target_writable_dir(out: &Path) -> PathBuf {
             );
             for d in dirs {
                 if std::fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir() && m.uid() == NOBODY) {
-                    return d;
+                    return Some(d);
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    panic!(
-        "attach made no directory the program's user owns under {}",
-        out.display()
-    );
+        None
+    })
 }
 
 #[test]

@@ -6,27 +6,14 @@
 //! within 20 s, and this test kills the program after 120 s.
 
 use std::io::Read;
-use std::process::{Child, ExitStatus};
-use std::time::{Duration, Instant};
+use std::process::ExitStatus;
+use std::time::Duration;
 
 use cudaleak_format::{End, Kind};
-use cudaleak_tests::{assert_site, files_in, read_dump, Scenario};
+use cudaleak_tests::{assert_site, files_in, read_dump, wait_for_exit, Scenario};
 
 const FORKS: u64 = 40;
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn wait_or_kill(child: &mut Child) -> Option<ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < DEADLINE {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
 
 #[test]
 fn forks_under_contention_give_children_that_finish_with_their_own_records() {
@@ -96,7 +83,7 @@ fn raw_forks_under_contention_give_children_that_finish_with_nothing_of_their_pa
 fn finish(sp: &mut cudaleak_tests::Spawned) -> (ExitStatus, String, String) {
     let mut child = sp.child.take().expect("a child");
     drop(child.stdin.take());
-    let status = wait_or_kill(&mut child);
+    let status = wait_for_exit(&mut child, DEADLINE, "fork_stress (a deadlock?)");
     let (mut stdout, mut stderr) = (String::new(), String::new());
     child
         .stdout
@@ -110,9 +97,6 @@ fn finish(sp: &mut cudaleak_tests::Spawned) -> (ExitStatus, String, String) {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    let status = status.unwrap_or_else(|| {
-        panic!("fork_stress did not finish within {DEADLINE:?}: deadlock?\nstderr:\n{stderr}")
-    });
     (status, stdout, stderr)
 }
 

@@ -10,9 +10,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cudaleak_tests::{cudaleak_cli, cudaleak_run};
+use cudaleak_tests::{cudaleak_cli, cudaleak_run, wait_for_exit};
 
 /// The page's own cap on timeline bands (cli/src/report/html/mod.rs, TIMELINE_CALLSITES).
 const TIMELINE_CALLSITES: usize = 8;
@@ -69,21 +69,8 @@ fn browse(browser: &Path, profile: &Path, args: &[String]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{} does not start: {e}", browser.display()));
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait on chromium").is_some() {
-            return child.wait_with_output().expect("chromium output");
-        }
-        if start.elapsed() > BROWSER_TIMEOUT {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("chromium output");
-            panic!(
-                "chromium ran past {BROWSER_TIMEOUT:?}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_exit(&mut child, BROWSER_TIMEOUT, "chromium");
+    child.wait_with_output().expect("chromium output")
 }
 
 /// Lines where the page's console spoke (`INFO:CONSOLE…`, `Uncaught …`).

@@ -21,23 +21,32 @@ use cudaleak_tests::{python_marker_line, scenario_program, FRAMEWORKS_DIR, NULLC
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The wheel to test: $CUDALEAK_WHEEL, else this machine's architecture's in the workspace's
-/// target/wheels/ (`make wheel-aarch64` puts an aarch64 one beside it).
+/// The wheel to test: $CUDALEAK_WHEEL, else the one scripts/wheel.sh built of this workspace's
+/// version for this machine's architecture in target/wheels/ (`make wheel-aarch64` puts an
+/// aarch64 one beside it). A wheel of another version there (an older build) is never taken;
+/// two of this version (scripts/wheel.sh leaves one per platform) are an error naming both.
 fn wheel() -> Option<PathBuf> {
-    let platform = format!("_{}.whl", std::env::consts::ARCH);
     if let Some(w) = std::env::var_os("CUDALEAK_WHEEL") {
         return Some(PathBuf::from(w));
     }
+    // maturin names the wheel after the CLI's version, the workspace's, as this crate's is.
+    let prefix = format!("cudaleak-{}-", env!("CARGO_PKG_VERSION"));
+    let platform = format!("_{}.whl", std::env::consts::ARCH);
     let dir = Path::new(MANIFEST_DIR).join("../target/wheels");
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| Some(e.ok()?.path()))
         .filter(|p| {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
-            name.starts_with("cudaleak-") && name.ends_with(&platform)
+            name.starts_with(&prefix) && name.ends_with(&platform)
         })
         .collect();
     found.sort();
+    assert!(
+        found.len() <= 1,
+        "several wheels {prefix}*{platform} in target/wheels: {found:?}; run scripts/wheel.sh \
+         (it leaves one) or name one in CUDALEAK_WHEEL"
+    );
     found.pop()
 }
 
@@ -60,10 +69,13 @@ fn venv() -> Option<&'static Venv> {
         let Some(wheel) = wheel() else {
             assert!(
                 std::env::var_os("CUDALEAK_REQUIRE_WHEEL").is_none(),
-                "CUDALEAK_REQUIRE_WHEEL is set but there is no wheel in target/wheels/ (make wheel)"
+                "CUDALEAK_REQUIRE_WHEEL is set but there is no cudaleak {} wheel in target/wheels/ \
+                 (make wheel)",
+                env!("CARGO_PKG_VERSION")
             );
             eprintln!(
-                "no cudaleak wheel (make wheel builds it): the wheel and plugin tests are skipped"
+                "no cudaleak {} wheel (make wheel builds it): the wheel and plugin tests are skipped",
+                env!("CARGO_PKG_VERSION")
             );
             return None;
         };

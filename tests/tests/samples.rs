@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A sample that runs longer than this on the null device is hung.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -133,18 +133,8 @@ fn run_with_timeout(cmd: &mut Command) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("sample starts");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait on sample").is_some() {
-            return child.wait_with_output().expect("sample output");
-        }
-        if start.elapsed() > RUN_TIMEOUT {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("sample output");
-            panic!("sample ran over {RUN_TIMEOUT:?}\n{}", describe(&out));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    cudaleak_tests::wait_for_exit(&mut child, RUN_TIMEOUT, "the sample");
+    child.wait_with_output().expect("sample output")
 }
 
 /// The sample's source holding its EXPECT lines, from build-samples.sh's own list.

@@ -10,7 +10,7 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use cudaleak_format::End;
-use cudaleak_tests::{files_in, kill, read_dump, Scenario};
+use cudaleak_tests::{files_in, kill, read_dump, wait_for_exit, wait_until, Scenario};
 
 /// Far above what a dump of these programs takes, far below the 10 s the stall used to last.
 const DEADLINE: Duration = Duration::from_secs(5);
@@ -24,17 +24,9 @@ fn read_line(out: &mut impl BufRead) -> String {
 /// Waits for `child` at most [`DEADLINE`]; a child still running then is killed and reported.
 fn wait_bounded(child: &mut Child, what: &str) -> (ExitStatus, Duration) {
     let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return (status, start.elapsed());
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what}: still running {DEADLINE:?} after SIGTERM: the signal path stalled");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let what = format!("{what} after SIGTERM (the signal path stalled?)");
+    let status = wait_for_exit(child, DEADLINE, &what);
+    (status, start.elapsed())
 }
 
 /// Runs `signal_races MODE` `rounds` times, each time sending SIGTERM a little later into the
@@ -105,11 +97,7 @@ fn sigterm_during_the_exit_dump_lets_it_finish_then_kills() {
     assert_eq!(read_line(&mut out), "exiting\n");
     // The dump's temporary file appears when the exit dump has begun: the signal lands inside it.
     let tmp = sp.dir.path().join(format!(".cudaleak.{}.tmp", sp.pid));
-    let start = Instant::now();
-    while !tmp.exists() {
-        assert!(start.elapsed() < DEADLINE, "the exit dump never began");
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    wait_until(DEADLINE, "the exit dump to begin", || tmp.exists());
     kill("TERM", sp.pid);
     let (status, took) = wait_bounded(&mut child, "exit dump");
     eprintln!("SIGTERM during a {BLOCKS}-block exit dump: dead {took:?} later ({status})");
@@ -134,8 +122,18 @@ fn a_program_that_closes_and_reuses_descriptors_keeps_its_pipe_data() {
     let mut child = sp.child.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     assert_eq!(read_line(&mut out), "ready\n");
+    let snapshots = || {
+        files_in(sp.dir.path())
+            .iter()
+            .filter(|f| f.to_string_lossy().contains(".snapshot-"))
+            .count()
+    };
+    let before = snapshots();
     kill("USR1", sp.pid);
-    std::thread::sleep(Duration::from_millis(100));
+    // A snapshot written while the program waits for its line, its descriptors closed and reused.
+    wait_until(DEADLINE, "a snapshot after SIGUSR1", || {
+        snapshots() > before
+    });
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"go\n").unwrap();
     drop(stdin);

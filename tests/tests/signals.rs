@@ -5,10 +5,12 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cudaleak_format::{End, Kind};
-use cudaleak_tests::{assert_live, files_in, kill, read_dump, summary, Expect, Scenario};
+use cudaleak_tests::{
+    assert_live, files_in, kill, read_dump, summary, wait_for_exit, wait_until, Expect, Scenario,
+};
 
 const FIRST: Expect = Expect {
     size: 3000,
@@ -26,15 +28,8 @@ const SECOND: Expect = Expect {
 };
 
 fn wait_for_file(path: &Path) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{} did not appear",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let what = format!("{} to appear", path.display());
+    wait_until(Duration::from_secs(20), &what, || path.exists());
 }
 
 #[test]
@@ -104,18 +99,7 @@ fn sigusr1_writes_a_snapshot_and_the_program_runs_on() {
 
 /// Waits for the child, killing it and failing if it has not ended within 30 s.
 fn wait_or_fail(child: &mut std::process::Child) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the program did not end within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_exit(child, Duration::from_secs(30), "the program")
 }
 
 /// Starts `sp`'s program, reads its first line (must be `first`), and returns the child with
@@ -294,8 +278,8 @@ fn signal_off_leaves_the_default_action(signal: &str, number: i32) {
         Some(number),
         "dies of SIG{signal}: {status}\nstderr:\n{stderr}"
     );
-    // Give a stray writer (a snapshot thread) a moment to show itself.
-    std::thread::sleep(Duration::from_millis(200));
+    // Waited for, the process is gone with all its threads (a snapshot thread too): what it
+    // wrote is all it will ever write.
     let names: Vec<String> = std::fs::read_dir(sp.dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

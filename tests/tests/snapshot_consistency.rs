@@ -3,9 +3,9 @@
 //! docs/dump-format.md; this test records whether the shim gives it.
 
 use std::io::Read;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cudaleak_tests::{read_dump, Scenario};
+use cudaleak_tests::{read_dump, wait_for_exit, Scenario};
 
 #[test]
 fn snapshot_counters_agree_with_the_live_list_while_threads_allocate() {
@@ -15,18 +15,11 @@ fn snapshot_counters_agree_with_the_live_list_while_threads_allocate() {
         .spawn_shim();
     let mut child = sp.child.take().expect("a child");
     drop(child.stdin.take());
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("threads_churn did not finish within 60 s: deadlock?");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_for_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "threads_churn (a deadlock?)",
+    );
     let mut stderr = String::new();
     child
         .stderr

@@ -6,31 +6,14 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ExitStatus};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cudaleak_format::{End, Kind};
-use cudaleak_tests::{assert_site, read_dump, Scenario};
+use cudaleak_tests::{assert_site, read_dump, wait_for_exit, Scenario};
 
 const THREADS: u64 = 16;
 const KEPT: u64 = 5;
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Waits for the child, killing it and failing if it has not ended within [`DEADLINE`].
-fn wait_or_fail(child: &mut Child, what: &str) -> ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {DEADLINE:?}: deadlock?");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The program's own totals, from its one line of output.
 #[derive(Debug, Default, Clone, Copy)]
@@ -70,7 +53,7 @@ fn sixteen_threads_for_ten_seconds_with_snapshots_add_up_exactly() {
         .spawn_shim();
     let mut child = sp.child.take().expect("a child");
     drop(child.stdin.take());
-    let status = wait_or_fail(&mut child, "threads_churn");
+    let status = wait_for_exit(&mut child, DEADLINE, "threads_churn (a deadlock?)");
     let mut stdout = String::new();
     let mut stderr = String::new();
     child

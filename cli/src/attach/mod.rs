@@ -22,9 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::args::{AttachArgs, Format};
+use crate::args::AttachArgs;
 use crate::commands::{self, Failure, EXIT_ERROR};
 use crate::load;
+use crate::report::Format;
 use crate::run;
 use crate::say;
 
@@ -32,50 +33,6 @@ use cudaleak_format::env as var;
 /// The name the injected shim is loaded under (the format crate's, which the shim reads too): a
 /// link to the shim, so that its constructor knows to wait for `cudaleak_attach`.
 pub use cudaleak_format::exports::ATTACH_NAME;
-
-/// `cudaleak attach --help`'s closing text.
-pub const HELP: &str = "The shim is loaded into the running process with ptrace (one thread is borrowed \
-    for a few milliseconds to call dlopen, only where its stack shows it outside the C library's \
-    allocator, loader and stdio: a safe point, sought for --safe-point-wait) and replaces the program's pointers to the CUDA driver's \
-    memory functions; from then on every allocation and free is recorded with its native and \
-    Python stack, and snapshots are taken on the `auto` schedule. Blocks allocated before attach \
-    are unknown, and their frees are not errors.\n\
-    At Ctrl-C (or SIGTERM), after --for, or when the program exits, the dumps are written and the \
-    blocks allocated since attach that are still live are listed, then the growth report \
-    (`report --growth`): its suspects fail the gate (--exit-code). The program runs on after \
-    detach.\n\
-    A signal that kills the program while attached leaves its last snapshot (CUDALEAK_SIGNAL=1: a \
-    dump then too, see docs/attach.md).\n\
-    Refused with exit 2, nothing changed: no such process, no libcuda mapped, ptrace not \
-    allowed (Yama, missing CAP_SYS_PTRACE, another tracer), a stopped process (kill -CONT it \
-    first), no thread at a safe point in time, a process already under the shim \
-    (use `kill -USR1 PID` snapshots and its run directory). Attaching again after a detach starts \
-    the recording over. x86-64 Linux, glibc.\n\
-    Exit status: the growth report's (0 or --exit-code), or 2.";
-
-/// `90`, `1.5`, `30s`, `500ms`, `5m`, `2h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)"))?;
-    let scale = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 0.001,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("{other:?}: a duration's unit is ms, s, m or h")),
-    };
-    let secs = n * scale;
-    if !(secs > 0.0 && secs.is_finite() && secs < 1e9) {
-        return Err(format!("{s:?}: a duration must be positive"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
 
 /// Why attach refuses: the message, exit 2, nothing changed.
 fn refuse(pid: u32, why: impl std::fmt::Display) -> Failure {
@@ -522,14 +479,16 @@ fn report(
         },
         ..cfg.clone()
     };
-    let exit = commands::analyze_paths(&files, &live_cfg)?;
+    let (growth, processes) =
+        commands::growth_and_exit(&series, Some(&files), cfg, &live_cfg, None)?;
+    let exit = crate::analyze::finish(processes, &live_cfg);
     let opts = &a.report;
     let alone =
         !matches!(opts.out.format, Format::Text | Format::Markdown) || opts.out.output.is_some();
     if let Some(note) = unread_counts_note(frameworks) {
         say!("{note}");
     }
-    match commands::growth_of(&series, cfg)? {
+    match growth {
         Ok(growth) => {
             if alone {
                 say!(
@@ -539,7 +498,7 @@ fn report(
             } else {
                 // On the report's stream, so that `> file` keeps each heading with its section.
                 heading(&mut std::io::stdout(), LIVE_HEADING)?;
-                commands::write_report(&exit, &dirs, opts, &live_cfg)?;
+                commands::write_report(&exit, None, opts, &live_cfg)?;
                 heading(&mut std::io::stdout(), GROWTH_HEADING)?;
             }
             commands::write_growth(&growth, Some(&exit), opts, cfg)?;
@@ -549,7 +508,7 @@ fn report(
             say!(
                 "{why}\nno growth verdict: the blocks allocated since attach and still live follow"
             );
-            commands::write_report(&exit, &dirs, opts, &live_cfg)?;
+            commands::write_report(&exit, None, opts, &live_cfg)?;
             Ok(EXIT_ERROR)
         }
     }
@@ -597,18 +556,6 @@ mod tests {
             }
         }
         assert!(heading(&mut Closed, LIVE_HEADING).is_ok());
-    }
-
-    #[test]
-    fn durations_take_a_unit_or_mean_seconds() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("10 fortnights").is_err());
-        assert!(parse_duration("soon").is_err());
     }
 
     #[test]

@@ -295,7 +295,10 @@ fn acceptable(m: &Metadata, owner: u32, limit: u64) -> Result<(), String> {
         return Err("it is a symbolic link (never followed here)".into());
     }
     if !t.is_file() {
-        return Err(format!("it is {}, not a regular file", load::what_it_is(t)));
+        return Err(format!(
+            "it is {}, not a regular file",
+            crate::input::what_it_is(t)
+        ));
     }
     if m.uid() != owner {
         return Err(format!(

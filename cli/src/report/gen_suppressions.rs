@@ -9,8 +9,8 @@
 
 use std::io::{self, Write};
 
-use super::wording::group_line;
-use super::{clean, frame_text_under, human_bytes, placement, plural};
+use super::wording::{group_text, Holds, Plain};
+use super::{clean, frame_text_under, plural};
 use crate::analyze::{basename, Findings, LeakGroup};
 
 /// The `leak:` pattern that names a group: its first user frame's function, file or module,
@@ -47,12 +47,7 @@ pub fn write(f: &Findings, root: Option<&str>, out: &mut dyn Write) -> io::Resul
             groups += 1;
             let comment = format!(
                 "# {} (pid {}){}",
-                group_line(
-                    &human_bytes(g.bytes),
-                    &plural(g.allocations, "allocation", "allocations"),
-                    &clean(&g.api),
-                    &placement(g.kind, g.device)
-                ),
+                group_text(g, Holds::Allocations, &Plain),
                 p.process.pid,
                 g.stack.frames.first().map_or(String::new(), |fr| format!(
                     " at {}",

@@ -3,22 +3,21 @@
 //! Every name taken from a program (functions, files, modules, APIs, command lines) goes through
 //! `escape`, so a `|` cannot break a table and `<script>` stays text.
 
-use crate::report::group_what;
 use std::io::{self, Write};
 
 use super::wording::{
     address_text, bad_free_label, cache_callsites_text, cached_text, coarse_pools_text,
-    diff_grew_text, errors_text, exit_line, framework_kept_text, group_line, group_noun,
+    diff_grew_text, errors_text, exit_line, framework_kept_text, group_noun, group_text,
     growth_gate_reason, growth_summary_line, kept_text, left_out_text, no_groups_text,
     not_shown_text, one_dump_text, pool_growth_text, quiet_line, record_group_text,
     record_groups_rest_text, record_note_text, recording_stopped_text, script_end_line,
-    script_end_text, series_line, series_text, skipped_rest_text, steps_text, summary_line,
-    suspect_rule_text, teardown_text, unjudged_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE,
-    NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, RECORD_GROUPS_SHOWN,
+    script_end_text, series_line, series_text, skipped_rest_text, stats_text, steps_text,
+    summary_line, suspect_rule_text, teardown_text, unjudged_text, Holds, Markup, CACHED_TITLE,
+    FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, NO_GROWTH, RECORD_GROUPS_SHOWN,
 };
 use super::{cached_by_rule, growth_api, own_frame, signed_human};
 use super::{
-    cached_totals, folded_text, frame_text_under, human_bytes, placement, plural, process_label,
+    cached_totals, folded_text, frame_text_under, human_bytes, plural, process_label,
     suppressed_per_rule, Reporter,
 };
 use super::{point_label, rate_text};
@@ -121,13 +120,20 @@ fn framework_groups(
     Ok(())
 }
 
+/// Markdown: every piece escaped.
+struct Escaped;
+
+impl Markup for Escaped {
+    fn words(&self, s: &str) -> String {
+        escape(s)
+    }
+    fn code(&self, s: &str) -> String {
+        escape(s)
+    }
+}
+
 fn group_head(g: &LeakGroup) -> String {
-    group_line(
-        &human_bytes(g.bytes),
-        &escape(&group_what(g)),
-        &escape(&g.api),
-        &escape(&placement(g.kind, g.device)),
-    )
+    group_text(g, Holds::Handles, &Escaped)
 }
 
 impl Reporter for Markdown {
@@ -346,11 +352,8 @@ impl Reporter for Markdown {
                 }
             }
             if view.stats {
-                let s = &p.summary;
                 writeln!(w)?;
-                writeln!(w, "**Statistics:** {} allocations, {} frees, {} failed, {} bad frees; {} allocated, peak live {}, live at end {}.",
-                    s.allocations, s.frees, s.failed_allocations, p.bad_free_count(),
-                    human_bytes(s.bytes_allocated), human_bytes(s.peak_live_bytes), human_bytes(s.live_bytes))?;
+                writeln!(w, "**Statistics:** {}", stats_text(p).sentence)?;
                 writeln!(w)?;
                 writeln!(
                     w,

@@ -13,7 +13,6 @@ use std::borrow::Cow;
 
 use crate::analyze::View;
 use crate::analyze::{Counts, DiffFindings, Findings, FrameView, ProcessFindings};
-use crate::args::Format;
 use crate::growth::{GrowthFindings, Point};
 
 pub mod flame;
@@ -34,6 +33,51 @@ pub trait Reporter {
     fn report(&self, findings: &Findings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
     fn diff(&self, diff: &DiffFindings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
     fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn io::Write) -> io::Result<()>;
+
+    /// Whether [`Reporter::page`] shows the exit report and the series of the same dumps side
+    /// by side (HTML: a timeline beside the leaks), so that the command reads both from its
+    /// dumps; the other formats show the one report asked for.
+    fn shows_both(&self) -> bool {
+        false
+    }
+
+    /// What a command writes: the report asked for, with the other of the same dumps where the
+    /// command read it ([`Reporter::shows_both`]). By default, the one asked for.
+    fn page(&self, page: Page<'_>, view: &View, out: &mut dyn io::Write) -> io::Result<()> {
+        match page {
+            Page::Report { exit, .. } => self.report(exit, view, out),
+            Page::Growth { series, .. } => self.growth(series, view, out),
+        }
+    }
+}
+
+/// A command's output: the report it was asked for (whose verdict is its exit status), and the
+/// other report of the same dumps where it has one.
+#[derive(Clone, Copy)]
+pub enum Page<'a> {
+    /// The exit report, and the series of the same dumps where they hold one.
+    Report {
+        exit: &'a Findings,
+        series: Option<&'a GrowthFindings>,
+    },
+    /// The growth report (`--growth`), and the exit report of the same dumps.
+    Growth {
+        series: &'a GrowthFindings,
+        exit: Option<&'a Findings>,
+    },
+}
+
+/// The output formats, as `--format` names them (the variants' comments are its help).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Markdown,
+    Sarif,
+    /// One self-contained HTML page: summary, stacks, flame graphs, a timeline for a series
+    Html,
+    /// Collapsed stacks (`frame;frame BYTES`, root first) for inferno, flamegraph.pl, speedscope
+    Folded,
 }
 
 /// The reporter of `format`; `color`: whether the text report paints (no other format does).

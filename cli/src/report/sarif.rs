@@ -6,7 +6,6 @@
 //! with `rules`), even with no findings at all. Writes as it goes: each result is built, written
 //! and dropped before the next (never a document tree of all results).
 
-use crate::report::group_what;
 use std::io::{self, Write};
 
 use serde::ser::{SerializeSeq, Serializer};
@@ -15,11 +14,11 @@ use serde_json::{json, Value};
 
 use super::change_text_paren;
 use super::wording::{
-    address_text, bad_free_what, errors_text, framework_kept_text, group_line, held_by_text,
-    steps_text, FAILED_ADVICE, MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
+    address_text, bad_free_what, errors_text, framework_kept_text, group_text, held_by_text,
+    steps_text, Holds, Plain, FAILED_ADVICE, MANAGED_ADVICE, SHUTTING_DOWN, TEARDOWN_NOTE_HELP,
 };
 use super::{clean, growth_api, rate_text};
-use super::{frame_text, human_bytes, placement, plural, Reporter, VERSION};
+use super::{frame_text, human_bytes, plural, Reporter, VERSION};
 use crate::analyze::View;
 use crate::analyze::{DiffFindings, Findings, FrameView, LeakGroup, StackView};
 use crate::callsite::Callsite;
@@ -294,12 +293,7 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 "error",
                 format!(
                     "{} never freed (pid {pid}){}",
-                    group_line(
-                        &human_bytes(g.bytes),
-                        &group_what(g),
-                        &clean(&g.api),
-                        &placement(g.kind, g.device)
-                    ),
+                    group_text(g, Holds::Handles, &Plain),
                     g.framework.as_deref().map_or(String::new(), |id| format!(
                         "; {}",
                         framework_kept_text(&clean(id))
@@ -367,12 +361,7 @@ fn report_results(f: &Findings, view: &View, emit: &mut dyn FnMut(Value)) {
                 if f.gate.count_cached { "error" } else { "note" },
                 format!(
                     "{} {} (pid {pid}); released by: {}",
-                    group_line(
-                        &human_bytes(g.bytes),
-                        &plural(g.allocations, "allocation", "allocations"),
-                        &clean(&g.api),
-                        &placement(g.kind, g.device)
-                    ),
+                    group_text(g, Holds::Allocations, &Plain),
                     held_by_text(&clean(&r.name), &clean(&r.id), None),
                     clean(&r.release)
                 ),

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use super::reporter;
+use super::{reporter, Reporter};
 use crate::analyze::{self, Config, Findings};
 use crate::analyze::{Gate, View};
-use crate::args::Format;
+use crate::report::Format;
 use crate::suppressions::Rule;
 
 use crate::fixture as dump;
@@ -469,14 +469,11 @@ fn html_growth_page(view: &View) -> String {
     );
     let g = growth_findings(&cfg);
     let mut out = Vec::new();
-    super::html::page(
-        Some(&exit),
-        Some(&g),
-        super::html::Gatekeeper::Report,
-        view,
-        &mut out,
-    )
-    .unwrap();
+    let page = super::Page::Report {
+        exit: &exit,
+        series: Some(&g),
+    };
+    super::html::Html.page(page, view, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 

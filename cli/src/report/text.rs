@@ -8,19 +8,20 @@ use std::io::{self, Write};
 use super::wording::{
     address_text, bad_free_label, bad_free_what, cache_callsites_text, cached_gate_text,
     cached_text, coarse_pools_text, diff_side_text, diff_summary_line, dropped_events_text,
-    errors_text, exit_line, folded_line, framework_kept_text, gate_failed_text, group_line,
-    group_noun, growth_gate_reason, growth_summary_line, held_by_text, kept_in_emptied_text,
+    errors_text, exit_line, folded_line, framework_kept_text, gate_failed_text, group_noun,
+    group_text, growth_gate_reason, growth_summary_line, held_by_text, kept_in_emptied_text,
     kept_text, left_out_text, managed_text, more_frames_text, no_groups_text, not_shown_text,
     one_dump_text, pool_growth_text, quiet_line, record_group_text, record_groups_rest_text,
     record_note_text, recording_stopped_text, script_end_line, script_end_text, series_line,
-    series_text, skipped_rest_text, steps_text, summary_line, suspect_rule_text, teardown_text,
-    times_text, tolerated_text, trend_label, unjudged_text, where_text, CACHED_TITLE,
-    FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES, RECORD_GROUPS_SHOWN, TEARDOWN_TITLE,
+    series_text, skipped_rest_text, stats_text, steps_text, summary_line, suspect_rule_text,
+    teardown_text, times_text, tolerated_text, trend_label, unjudged_text, where_text, Holds,
+    Markup, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, NAMED_SKIPPED, NO_FRAMES,
+    RECORD_GROUPS_SHOWN, TEARDOWN_TITLE,
 };
 use super::{
     cached_by_rule, cached_totals, change_text, change_text_paren, clean, counts_text,
-    frame_text_short, group_what, growth_api, human_bytes, human_bytes_exact, own_frame, placement,
-    plural, point_label, process_label, rate_text, signed_human, suppressed_per_rule, Reporter,
+    frame_text_short, growth_api, human_bytes, human_bytes_exact, own_frame, plural, point_label,
+    process_label, rate_text, signed_human, suppressed_per_rule, Reporter,
 };
 use crate::analyze::View;
 use crate::analyze::{
@@ -120,13 +121,17 @@ impl Out<'_> {
     }
 }
 
+/// The text report's sizes are exact: `4.00 MiB (4194304 B)`.
+struct Exact;
+
+impl Markup for Exact {
+    fn size(&self, bytes: u64) -> String {
+        human_bytes_exact(bytes)
+    }
+}
+
 fn leak_header(g: &LeakGroup) -> String {
-    group_line(
-        &human_bytes_exact(g.bytes),
-        &group_what(g),
-        &clean(&g.api),
-        &placement(g.kind, g.device),
-    )
+    group_text(g, Holds::Handles, &Exact)
 }
 
 fn bad_free_header(g: &BadFreeGroup) -> String {
@@ -401,25 +406,10 @@ fn process_section(
 }
 
 fn stats(o: &mut Out<'_>, p: &ProcessFindings) -> io::Result<()> {
-    let s = &p.summary;
+    let words = stats_text(p);
     writeln!(o.w, "{}", o.paint("Statistics:", Style::Bold))?;
-    writeln!(
-        o.w,
-        "  allocations {}, frees {}, failed allocations {}, bad frees {}, untracked frees {}",
-        s.allocations,
-        s.frees,
-        s.failed_allocations,
-        p.bad_free_count(),
-        s.untracked_frees
-    )?;
-    writeln!(
-        o.w,
-        "  bytes allocated {}, peak live {}, live at end {} in {}",
-        human_bytes(s.bytes_allocated),
-        human_bytes(s.peak_live_bytes),
-        human_bytes(s.live_bytes),
-        plural(s.live_allocations, "block", "blocks")
-    )?;
+    writeln!(o.w, "  {}", words.calls)?;
+    writeln!(o.w, "  {}", words.bytes)?;
     let table = |o: &mut Out<'_>, title: &str, rows: &[(String, Counts)]| -> io::Result<()> {
         writeln!(o.w, "  {title}:")?;
         if rows.is_empty() {

@@ -1,16 +1,18 @@
 //! The sentences of a report, each written once: the summary lines and verdicts, the notes and
 //! the advice, and every sentence more than one format writes. Where a sentence holds program
 //! text, a format passes in the pieces already laid out its own way (escaped, in bold, in code),
-//! then lays the sentence out (a line, a heading, a table cell). The words the sentences are
-//! made of (sizes, counts, frames, names) are in `mod.rs`.
+//! or, for a group's line, its [`Markup`] that lays them out; then it lays the sentence out (a
+//! line, a heading, a table cell). The words the sentences are made of (sizes, counts, frames,
+//! names) are in `mod.rs`.
 //!
-//! Nothing here escapes or decides anything: what a piece needs is its format's business, what
-//! is shown was settled in `analyze`.
+//! Nothing here escapes or decides anything: what a piece needs is its format's business (plain
+//! [`Markup`] only cleans program text, as every format does), what is shown was settled in
+//! `analyze`.
 
 use cudaleak_format::{self as format, EventType};
 
 use super::{clean, counts_text, error_text, folded_text, frame_text_short, plural, signed_human};
-use super::{gate_reasons, human_bytes, human_duration, own_frame};
+use super::{gate_reasons, group_what, human_bytes, human_duration, own_frame, placement};
 use crate::analyze::{basename, PoolGrowth, QuietProcess, ScriptEnd};
 use crate::analyze::{
     sum_groups, Counts, DiffFindings, Findings, Folded, LeakGroup, ProcessFindings, StackView,
@@ -32,10 +34,110 @@ pub const CACHED_TITLE: &str = "Held by caches and library handles";
 /// The head of the calls that failed at teardown.
 pub const TEARDOWN_TITLE: &str = "Teardown notes (not errors)";
 
-/// `4.00 MiB in 3 allocations via cudaMalloc (device 0)`: a leak, cache or managed group, from
-/// its size, what it holds ([`super::group_what`]), its API and [`super::placement`].
-pub fn group_line(size: &str, what: &str, api: &str, placement: &str) -> String {
+/// How a format lays out the pieces of a sentence it takes from here: a size, words of ours,
+/// program text. The defaults are plain text (SARIF's messages, suppression files).
+pub trait Markup {
+    /// A group's size: [`human_bytes`] unless the format shows bytes exactly or in bold.
+    fn size(&self, bytes: u64) -> String {
+        human_bytes(bytes)
+    }
+    /// Words of ours (what a group holds, where it lives), escaped where the format must.
+    fn words(&self, s: &str) -> String {
+        s.to_string()
+    }
+    /// Program text (an API's name): made safe to show ([`clean`]), escaped, set as code.
+    fn code(&self, s: &str) -> String {
+        clean(s).into_owned()
+    }
+}
+
+/// Plain text: [`Markup`]'s defaults.
+pub struct Plain;
+
+impl Markup for Plain {}
+
+/// What a group's line says it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holds {
+    /// Its allocations, and the library handles never destroyed that own them
+    /// ([`super::group_what`]).
+    Handles,
+    /// Its allocations only.
+    Allocations,
+}
+
+/// `4.00 MiB in 3 allocations via cudaMalloc (device 0)`: a leak, cache or managed group's line,
+/// its pieces laid out by `m`.
+pub fn group_text(g: &LeakGroup, holds: Holds, m: &dyn Markup) -> String {
+    let what = match holds {
+        Holds::Handles => group_what(g),
+        Holds::Allocations => plural(g.allocations, "allocation", "allocations"),
+    };
+    group_line(
+        &m.size(g.bytes),
+        &m.words(&what),
+        &m.code(&g.api),
+        &m.words(&placement(g.kind, g.device)),
+    )
+}
+
+/// [`group_text`]'s sentence, from its pieces laid out.
+fn group_line(size: &str, what: &str, api: &str, placement: &str) -> String {
     format!("{size} in {what} via {api} {placement}")
+}
+
+/// A process's counters and bytes, as `--stats` and the HTML page state them: the figures are
+/// written once here, in the order and words each format has always used (the text report's two
+/// lines name each figure first, Markdown's sentence counts first, the HTML page puts the leaked
+/// total first). None holds program text, so no format escapes them.
+pub struct StatsText {
+    /// `allocations 5, frees 2, failed allocations 0, bad frees 1, untracked frees 0` (text).
+    pub calls: String,
+    /// `bytes allocated 8.00 MiB, peak live 6.00 MiB, live at end 4.00 MiB in 3 blocks` (text).
+    pub bytes: String,
+    /// `5 allocations, 2 frees, 0 failed, 1 bad frees; 8.00 MiB allocated, peak live 6.00 MiB,
+    /// live at end 4.00 MiB.` (Markdown, after its bold `Statistics:`).
+    pub sentence: String,
+    /// `Leaked: 4.00 MiB in 3 allocations from 2 callsites; peak live 6.00 MiB during the run;
+    /// live at end 4.00 MiB.` (HTML, each process's first line).
+    pub leaked: String,
+}
+
+/// [`StatsText`] of process `p`.
+pub fn stats_text(p: &ProcessFindings) -> StatsText {
+    let s = &p.summary;
+    let (allocated, peak, live) = (
+        human_bytes(s.bytes_allocated),
+        human_bytes(s.peak_live_bytes),
+        human_bytes(s.live_bytes),
+    );
+    StatsText {
+        calls: format!(
+            "allocations {}, frees {}, failed allocations {}, bad frees {}, untracked frees {}",
+            s.allocations,
+            s.frees,
+            s.failed_allocations,
+            p.bad_free_count(),
+            s.untracked_frees
+        ),
+        bytes: format!(
+            "bytes allocated {allocated}, peak live {peak}, live at end {live} in {}",
+            plural(s.live_allocations, "block", "blocks")
+        ),
+        sentence: format!(
+            "{} allocations, {} frees, {} failed, {} bad frees; {allocated} allocated, peak live \
+             {peak}, live at end {live}.",
+            s.allocations,
+            s.frees,
+            s.failed_allocations,
+            p.bad_free_count()
+        ),
+        leaked: format!(
+            "Leaked: {} from {}; peak live {peak} during the run; live at end {live}.",
+            counts_text(p.leaked),
+            plural(p.leaked.groups, "callsite", "callsites")
+        ),
+    }
 }
 
 /// A stack's innermost frame the user sees, for one-line listings (long C++ names shortened;

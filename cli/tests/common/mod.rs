@@ -1,5 +1,5 @@
 //! What the end-to-end tests of the `cudaleak` binary share: the binary with a clean
-//! environment, the fixtures, and `run`'s stand-in shim and output directory. Each test file
+//! environment, the fixtures, `run`'s stand-in shim and output directory, and a bounded wait. Each test file
 //! uses some of it, hence `dead_code` allowed here; nothing here asserts on output.
 
 #![allow(dead_code)]
@@ -88,4 +88,19 @@ pub fn dir_file(env: &RunEnv, name: &str) -> PathBuf {
 pub fn mkfifo(path: &Path) {
     let made = std::process::Command::new("mkfifo").arg(path).status();
     assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", path.display());
+}
+
+/// Polls `cond` until it holds, for at most `timeout`; past it, panics naming `what` it waited
+/// for. For an order a test must see, never a fixed sleep.
+pub fn wait_until(timeout: std::time::Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(100);
+    while !cond() {
+        assert!(
+            start.elapsed() < timeout,
+            "waited {timeout:?} for {what}, in vain"
+        );
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    }
 }

@@ -9,14 +9,11 @@ use super::MAX_PROCESSES;
 use crate::analyze::{BadFreeGroup, Findings, LeakGroup};
 use crate::report::wording::{
     address_text, bad_free_label, bad_free_what, cached_text, dropped_events_text, errors_text,
-    framework_kept_text, group_line, group_noun, managed_text, no_groups_text, pool_growth_text,
-    record_note_text, recording_stopped_text, script_end_line, script_end_text, teardown_text,
-    times_text, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TITLE,
+    framework_kept_text, group_noun, group_text, managed_text, no_groups_text, pool_growth_text,
+    record_note_text, recording_stopped_text, script_end_line, script_end_text, stats_text,
+    teardown_text, times_text, Holds, CACHED_TITLE, FAILED_ADVICE, MANAGED_ADVICE, TEARDOWN_TITLE,
 };
-use crate::report::{
-    cached_by_rule, counts_text, group_what, human_bytes, placement, plural, process_label,
-    suppressed_per_rule,
-};
+use crate::report::{cached_by_rule, counts_text, human_bytes, process_label, suppressed_per_rule};
 use cudaleak_format::EventType;
 
 pub(super) fn section(p: &mut Page, f: &Findings) {
@@ -44,14 +41,7 @@ pub(super) fn section(p: &mut Page, f: &Findings) {
                 esc_text(&record_note_text(&n.framework, &n.note))
             );
         }
-        let _ = writeln!(
-            p.s,
-            "<p>Leaked: {} from {}; peak live {} during the run; live at end {}.</p>",
-            counts_text(pf.leaked),
-            plural(pf.leaked.groups, "callsite", "callsites"),
-            human_bytes(pf.summary.peak_live_bytes),
-            human_bytes(pf.summary.live_bytes)
-        );
+        let _ = writeln!(p.s, "<p>{}</p>", stats_text(pf).leaked);
         if pf.leaked.groups == 0 {
             let _ = writeln!(p.s, "<p class=\"ok\">{}</p>", no_groups_text(pf));
         }
@@ -263,12 +253,7 @@ fn cached(p: &mut Page, pf: &crate::analyze::ProcessFindings, f: &Findings) {
 }
 
 fn leak_head(g: &LeakGroup) -> String {
-    let mut head = group_line(
-        &format!("<b>{}</b>", human_bytes(g.bytes)),
-        &esc_text(&group_what(g)),
-        &format!("<code>{}</code>", esc(&g.api)),
-        &esc_text(&placement(g.kind, g.device)),
-    );
+    let mut head = group_text(g, Holds::Handles, &super::Html);
     if let Some(id) = &g.framework {
         let _ = write!(
             head,

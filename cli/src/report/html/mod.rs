@@ -39,7 +39,7 @@ use crate::report::wording::{
     cached_text, gate_failed_text, growth_gate_reason, growth_summary_line, summary_line,
     teardown_text, tolerated_text,
 };
-use crate::report::{counts_text, gate_reasons, human_bytes, plural, Reporter};
+use crate::report::{self, counts_text, gate_reasons, human_bytes, plural, Reporter};
 
 pub struct Html;
 
@@ -58,7 +58,7 @@ pub const FLAME_NODES: usize = 1500;
 
 /// Which verdict the command's exit status is: the exit report's gate, or `--growth`'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gatekeeper {
+enum Gatekeeper {
     Report,
     Growth,
 }
@@ -106,7 +106,7 @@ fn growth_verdict(g: &GrowthFindings) -> (bool, String) {
 
 /// The page: the exit report (`exit`), the series (`series`), or both; `gate` says which verdict
 /// is this command's exit status.
-pub fn page(
+fn page(
     exit: Option<&Findings>,
     series: Option<&GrowthFindings>,
     gate: Gatekeeper,
@@ -275,6 +275,21 @@ impl Reporter for Html {
 
     fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
         page(None, Some(g), Gatekeeper::Growth, view, out)
+    }
+
+    fn shows_both(&self) -> bool {
+        true
+    }
+
+    fn page(&self, both: report::Page<'_>, view: &View, out: &mut dyn Write) -> io::Result<()> {
+        match both {
+            report::Page::Report { exit, series } => {
+                page(Some(exit), series, Gatekeeper::Report, view, out)
+            }
+            report::Page::Growth { series, exit } => {
+                page(exit, Some(series), Gatekeeper::Growth, view, out)
+            }
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use super::{MAX_FRAMES, MAX_GROUPS};
 use crate::analyze::{FrameView, StackView, View};
-use crate::report::wording::{folded_line, more_frames_text, not_shown_text, where_text};
-use crate::report::{clean, VERSION};
+use crate::report::wording::{folded_line, more_frames_text, not_shown_text, where_text, Markup};
+use crate::report::{clean, human_bytes, VERSION};
 
 /// The page's stylesheet, written into its `<style>`.
 const STYLE: &str = include_str!("style.css");
@@ -18,6 +18,20 @@ const STYLE: &str = include_str!("style.css");
 /// Click a flame-graph node to zoom into it (the root zooms out); hover or click a timeline's
 /// legend row to pick out its band. The page reads the same without it.
 const SCRIPT: &str = include_str!("script.js");
+
+/// How the page lays out a sentence's pieces: sizes in bold, words escaped, program text
+/// escaped in `<code>`.
+impl Markup for super::Html {
+    fn size(&self, bytes: u64) -> String {
+        format!("<b>{}</b>", human_bytes(bytes))
+    }
+    fn words(&self, s: &str) -> String {
+        esc_text(s)
+    }
+    fn code(&self, s: &str) -> String {
+        format!("<code>{}</code>", esc(s))
+    }
+}
 
 /// Program text made safe for HTML text and attribute values: control characters written
 /// visibly (as in text reports), then `&`, `<`, `>`, `"` and `'` as entities.
