@@ -14,7 +14,7 @@
 # Every build has host debug info and device line info (-g -lineinfo) so reports show file:line.
 #
 # Environment: NVCC (default: scripts/nvcc.sh finds or installs one), CUDA_ARCH (default sm_90),
-# NVCC_FLAGS (extra flags). Outputs newer than their inputs are not rebuilt.
+# NVCC_FLAGS (extra flags), CUDALEAK_SAMPLES_EXTRA (a folder of more one-file samples). Outputs newer than their inputs are not rebuilt.
 # Must never write outside OUTDIR (default build/samples) — except scripts/nvcc.sh's own cache.
 set -euo pipefail
 
@@ -24,7 +24,10 @@ src="$repo/cuda-samples"
 
 list_samples() {
     local f d
-    for f in "$src"/*.cu; do
+    # CUDALEAK_SAMPLES_EXTRA: a folder of more one-file samples (scripts/gpu-matrix.sh's
+    # tests/gpu/matrix/), built and checked like cuda-samples/*.cu.
+    for f in "$src"/*.cu ${CUDALEAK_SAMPLES_EXTRA:+"$CUDALEAK_SAMPLES_EXTRA"/*.cu}; do
+        [[ -e "$f" ]] || continue
         printf '%s %s\n' "$(basename "$f" .cu)" "$f"
     done
     for d in "$src"/*/; do

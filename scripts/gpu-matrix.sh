@@ -7,7 +7,8 @@
 #
 # build: for each VERSION (default: 11.8 12.4 13.0.88 13.5.37) takes that release's nvcc from
 # scripts/cuda-toolkit.sh (11.8 and 12.4 from Debian's packages, 13.x from PyPI's wheels; each
-# installed once outside the repository) and builds cuda-samples/ with scripts/build-samples.sh,
+# installed once outside the repository) and builds cuda-samples/ and tests/gpu/matrix/*.cu (CUDA
+# graphs, as each release instantiates them) with scripts/build-samples.sh,
 # static and `-cudart shared`, into DIR/VERSION/{static,shared}/, with that release's
 # libcudart.so.MAJOR in DIR/VERSION/lib/ (the GPU machine has only its own toolkit's runtime) and
 # nvcc's version in DIR/VERSION/nvcc-version. Then DIR.tar.xz (default DIR: build/matrix), small
@@ -22,6 +23,9 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+# Beside cuda-samples/: the graph programs each release instantiates its own way (they need a
+# real driver; the null-device runtime has no graphs).
+export CUDALEAK_SAMPLES_EXTRA="$repo/tests/gpu/matrix"
 
 build() {
     local out="$repo/build/matrix"

@@ -142,11 +142,26 @@ macro_rules! hooked {
                     fn(symbol: *const c_char, pfn: *mut *mut c_void, cuda_version: c_int, flags: u64,
                        status: *mut c_int)
                     => proc::get_proc_address(symbol, pfn, cuda_version, flags);
-                // What launches of a graph will allocate and free is learnt here.
+                // What launches of a graph will allocate and free is learnt here, in every form a
+                // runtime asks for (tests/data/runtime-requests/): the CUDA 10 and 11 ABI (an
+                // error node and a log buffer), which 11.x's cudaGraphInstantiate calls and every
+                // release still asks for; since CUDA 12 the base name `cuGraphInstantiate` means
+                // WithFlags (proc.rs); WithParams per thread for `--default-stream per-thread`.
+                cuGraphInstantiate("cuGraphInstantiate" 10000)
+                    fn(exec: *mut GraphExec, graph: Graph, error_node: *mut GraphNode,
+                       log: *mut c_char, log_size: usize)
+                    => graphs::instantiate(exec, graph);
+                cuGraphInstantiate_v2("cuGraphInstantiate" 11000)
+                    fn(exec: *mut GraphExec, graph: Graph, error_node: *mut GraphNode,
+                       log: *mut c_char, log_size: usize)
+                    => graphs::instantiate(exec, graph);
                 cuGraphInstantiateWithFlags("cuGraphInstantiateWithFlags" 11040)
                     fn(exec: *mut GraphExec, graph: Graph, flags: u64)
                     => graphs::instantiate(exec, graph);
                 cuGraphInstantiateWithParams("cuGraphInstantiateWithParams" 12000)
+                    fn(exec: *mut GraphExec, graph: Graph, params: *mut c_void)
+                    => graphs::instantiate(exec, graph);
+                cuGraphInstantiateWithParams_ptsz("cuGraphInstantiateWithParams" 12000 ptsz)
                     fn(exec: *mut GraphExec, graph: Graph, params: *mut c_void)
                     => graphs::instantiate(exec, graph);
                 cuGraphExecDestroy("cuGraphExecDestroy" 10000)

@@ -1002,9 +1002,11 @@ static const struct proc procs[] = {
     P("cuGraphMemAllocNodeGetParams", 11040, cuGraphMemAllocNodeGetParams),
     P("cuGraphMemFreeNodeGetParams", 11040, cuGraphMemFreeNodeGetParams),
     /* Since CUDA 12 the base name cuGraphInstantiate is the WithFlags ABI. */
+    P("cuGraphInstantiate", 10000, cuGraphInstantiate),
+    P("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     P("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags),
     P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
-    P("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
+    PT("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
     PT("cuGraphLaunch", 10000, cuGraphLaunch),
     P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
     P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
@@ -1189,8 +1191,10 @@ EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
-    (void)flags;
+/* Every instantiation form ends here, never in another exported form: an exported function
+ * called by name from inside this library would be the shim's hook of it (LD_PRELOAD), which the
+ * real driver never calls. */
+static CUresult instantiate_exec(CUgraphExec *phGraphExec, CUgraph hGraph) {
     if (!is_initialized())
         return fail(CUDA_ERROR_NOT_INITIALIZED);
     if (!phGraphExec || !hGraph)
@@ -1205,11 +1209,45 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+    (void)flags;
+    return instantiate_exec(phGraphExec, hGraph);
+}
+
 EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                              CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
-    CUresult r = cuGraphInstantiateWithFlags(phGraphExec, hGraph, instantiateParams ? instantiateParams->flags : 0);
+    CUresult r = instantiate_exec(phGraphExec, hGraph);
     if (instantiateParams)
         instantiateParams->result_out = r == CUDA_SUCCESS ? 0 : 1;
+    return r;
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+    CUresult r = instantiate_exec(phGraphExec, hGraph);
+    if (instantiateParams)
+        instantiateParams->result_out = r == CUDA_SUCCESS ? 0 : 1;
+    return r;
+}
+
+/* The CUDA 10 and 11 forms: an error node and a log buffer instead of flags. */
+EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                      char *logBuffer, size_t bufferSize) {
+    CUresult r = instantiate_exec(phGraphExec, hGraph);
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
+    return r;
+}
+
+EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                   char *logBuffer, size_t bufferSize) {
+    CUresult r = instantiate_exec(phGraphExec, hGraph);
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
     return r;
 }
 

@@ -11,7 +11,11 @@
  *   D. a 5 MiB cuMemAlloc_v2 block freed by a captured cuMemFreeAsync, at the graph's launch;
  *   E. an allocation node of 6 MiB in a graph that is instantiated but never launched.
  * `leak` leaves A's 1 MiB (made where node A was added) and C's 3 MiB (made where it was
- * captured); `clean` leaves nothing.
+ * captured); `clean` leaves nothing. argv[3], optional, is the form graphs are instantiated
+ * with: `flags` (the default: cuGraphInstantiateWithFlags, the base name at 12000), `v2` (the
+ * CUDA 11 cuGraphInstantiate_v2, base name at 11000, as an 11.x runtime's cudaGraphInstantiate
+ * calls it), `v1` (cuGraphInstantiate, at 10000) or `params_ptsz`
+ * (cuGraphInstantiateWithParams_ptsz, per-thread default stream).
  * build: -ldl -lcuda */
 #include "nullcuda.h"
 #include "scenario.h"
@@ -30,30 +34,49 @@ static struct {
     CUresult (*graphCreate)(CUgraph *, unsigned);
     PFN_cuGraphAddMemAllocNode addAllocNode;
     CUresult (*addFreeNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr);
-    PFN_cuGraphInstantiateWithFlags instantiate;
+    PFN_cuGraphInstantiateWithFlags instantiateWithFlags;
+    PFN_cuGraphInstantiate_v2 instantiateLegacy;
+    PFN_cuGraphInstantiateWithParams instantiateWithParams;
     PFN_cuGraphLaunch launch;
     CUresult (*execDestroy)(CUgraphExec);
     CUresult (*beginCapture)(CUstream, int);
     CUresult (*endCapture)(CUstream, CUgraph *);
 } cu;
 
-static const char *route;
+static const char *route, *form = "flags";
 static void *handle;
 static PFN_cuGetProcAddress_v2 gpa2;
 
-static void *get(const char *base, const char *elf, int version) {
+static void *get_with(const char *base, const char *elf, int version, cuuint64_t flags) {
     void *fn = NULL;
     if (strcmp(route, "dlsym") == 0) {
         fn = dlsym(handle, elf);
     } else {
         CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        CHECK(gpa2(base, &fn, version, 0, &status));
+        CHECK(gpa2(base, &fn, version, flags, &status));
     }
     if (!fn) {
         fprintf(stderr, "graph_mem: no %s\n", elf);
         exit(97);
     }
     return fn;
+}
+
+static void *get(const char *base, const char *elf, int version) { return get_with(base, elf, version, 0); }
+
+/* The instantiation form argv[3] names. */
+static CUresult instantiate(CUgraphExec *e, CUgraph g) {
+    if (strcmp(form, "v1") == 0 || strcmp(form, "v2") == 0) {
+        char log[64];
+        CUgraphNode error_node;
+        return cu.instantiateLegacy(e, g, &error_node, log, sizeof log);
+    }
+    if (strcmp(form, "params_ptsz") == 0) {
+        CUDA_GRAPH_INSTANTIATE_PARAMS params;
+        memset(&params, 0, sizeof params);
+        return cu.instantiateWithParams(e, g, &params);
+    }
+    return cu.instantiateWithFlags(e, g, 0);
 }
 
 static void resolve(void) {
@@ -68,7 +91,9 @@ static void resolve(void) {
         cu.graphCreate = cuGraphCreate;
         cu.addAllocNode = cuGraphAddMemAllocNode;
         cu.addFreeNode = cuGraphAddMemFreeNode;
-        cu.instantiate = cuGraphInstantiateWithFlags;
+        cu.instantiateWithFlags = cuGraphInstantiateWithFlags;
+        cu.instantiateLegacy = strcmp(form, "v1") == 0 ? cuGraphInstantiate : cuGraphInstantiate_v2;
+        cu.instantiateWithParams = cuGraphInstantiateWithParams_ptsz;
         cu.launch = cuGraphLaunch;
         cu.execDestroy = cuGraphExecDestroy;
         cu.beginCapture = cuStreamBeginCapture_v2;
@@ -89,7 +114,13 @@ static void resolve(void) {
     cu.graphCreate = get("cuGraphCreate", "cuGraphCreate", 10000);
     cu.addAllocNode = get("cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 11040);
     cu.addFreeNode = get("cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode", 11040);
-    cu.instantiate = get("cuGraphInstantiate", "cuGraphInstantiateWithFlags", 12000);
+    cu.instantiateWithFlags = get("cuGraphInstantiate", "cuGraphInstantiateWithFlags", 12000);
+    if (strcmp(form, "v1") == 0)
+        cu.instantiateLegacy = get("cuGraphInstantiate", "cuGraphInstantiate", 10000);
+    else
+        cu.instantiateLegacy = get("cuGraphInstantiate", "cuGraphInstantiate_v2", 11000);
+    cu.instantiateWithParams = get_with("cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams_ptsz", 12000,
+                                        CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
     cu.launch = get("cuGraphLaunch", "cuGraphLaunch", 10000);
     cu.execDestroy = get("cuGraphExecDestroy", "cuGraphExecDestroy", 10000);
     cu.beginCapture = get("cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010);
@@ -115,7 +146,7 @@ SITE void graph_a(int leak) {
     CUgraphExec e;
     CHECK(cu.graphCreate(&g, 0));
     CUdeviceptr a = add_alloc_node(g, &n, 1 << 20);
-    CHECK(cu.instantiate(&e, g, 0));
+    CHECK(instantiate(&e, g));
     CHECK(cu.launch(e, stream));
     CHECK(cu.memFree(a));
     CHECK(cu.launch(e, stream));
@@ -132,7 +163,7 @@ SITE void graph_b(void) {
     CHECK(cu.graphCreate(&g, 0));
     CUdeviceptr b = add_alloc_node(g, &n, 2 << 20);
     CHECK(cu.addFreeNode(&f, g, &n, 1, b));
-    CHECK(cu.instantiate(&e, g, 0));
+    CHECK(instantiate(&e, g));
     for (int i = 0; i < 3; i++)
         CHECK(cu.launch(e, stream));
     CHECK(cu.execDestroy(e));
@@ -156,7 +187,7 @@ SITE void graph_cd(int leak) {
     CUgraph g;
     CHECK(cu.endCapture(stream, &g));
     CUgraphExec e;
-    CHECK(cu.instantiate(&e, g, 0));
+    CHECK(instantiate(&e, g));
     CHECK(cu.launch(e, stream));
     if (!leak)
         CHECK(cu.memFreeAsync(c, stream));
@@ -169,7 +200,7 @@ SITE void graph_e(void) {
     CUgraphExec e;
     CHECK(cu.graphCreate(&g, 0));
     add_alloc_node(g, &n, 6 << 20);
-    CHECK(cu.instantiate(&e, g, 0));
+    CHECK(instantiate(&e, g));
 }
 
 int main(int argc, char **argv) {
@@ -177,6 +208,8 @@ int main(int argc, char **argv) {
         return 2;
     route = argv[1];
     int leak = strcmp(argv[2], "leak") == 0;
+    if (argc > 3)
+        form = argv[3];
     resolve();
     CUcontext ctx;
     CHECK(cu.init(0));

@@ -9,29 +9,45 @@ use cudaleak_tests::{assert_live, Expect, Scenario};
 const MIB: u64 = 1 << 20;
 
 fn check(route: &str) {
+    check_form(route, "flags");
+}
+
+/// `form`: how the graphs are instantiated (graph_mem.c): every form a runtime asks for must
+/// let the shim learn what an executable's launches allocate.
+fn check_form(route: &str, form: &str) {
     let plain = Scenario::new("graph_mem")
         .arg(route)
         .arg("leak")
+        .arg(form)
         .run_plain();
     plain
         .assert_exit(0)
         .assert_stdout(&format!("route={route} leaked 2\n"));
 
-    let run = Scenario::new("graph_mem").arg(route).arg("leak").run_shim();
+    let run = Scenario::new("graph_mem")
+        .arg(route)
+        .arg("leak")
+        .arg(form)
+        .run_shim();
     run.assert_exit(0)
         .assert_stdout(&format!("route={route} leaked 2\n"));
     let dump = run.dump();
-    assert!(dump.events.is_empty(), "{route}: {:#?}", dump.events);
+    assert!(dump.events.is_empty(), "{route} {form}: {:#?}", dump.events);
     // A: two launches (one freed), B: three launches freed in-graph (nothing recorded), C: one
     // launch, D: the 5 MiB block, E: nothing.
     assert_eq!(
         dump.summary.allocations,
         2 + 1 + 1,
-        "{route}: {:#?}",
+        "{route} {form}: {:#?}",
         dump.summary
     );
-    assert_eq!(dump.summary.frees, 1 + 1, "{route}: {:#?}", dump.summary);
-    assert_eq!(dump.summary.live_bytes, 4 * MIB, "{route}");
+    assert_eq!(
+        dump.summary.frees,
+        1 + 1,
+        "{route} {form}: {:#?}",
+        dump.summary
+    );
+    assert_eq!(dump.summary.live_bytes, 4 * MIB, "{route} {form}");
     assert_live(
         &dump,
         "graph_mem",
@@ -56,14 +72,18 @@ fn check(route: &str) {
     let clean = Scenario::new("graph_mem")
         .arg(route)
         .arg("clean")
+        .arg(form)
         .run_shim();
     clean
         .assert_exit(0)
         .assert_stdout(&format!("route={route} clean\n"));
     let dump = clean.dump();
-    assert!(dump.live.is_empty(), "{route}: {:#?}", dump.live);
-    assert!(dump.events.is_empty(), "{route}: {:#?}", dump.events);
-    assert_eq!(dump.summary.allocations, dump.summary.frees, "{route}");
+    assert!(dump.live.is_empty(), "{route} {form}: {:#?}", dump.live);
+    assert!(dump.events.is_empty(), "{route} {form}: {:#?}", dump.events);
+    assert_eq!(
+        dump.summary.allocations, dump.summary.frees,
+        "{route} {form}"
+    );
 }
 
 #[test]
@@ -79,4 +99,21 @@ fn graph_memory_through_get_proc_address() {
 #[test]
 fn graph_memory_through_dlsym() {
     check("dlsym");
+}
+
+#[test]
+fn graphs_instantiated_the_cuda_11_way_are_learnt() {
+    // cuGraphInstantiate_v2 (base name at 11000: an 11.x runtime's cudaGraphInstantiate) and
+    // cuGraphInstantiate (10000), through each route.
+    for route in ["export", "getproc", "dlsym"] {
+        check_form(route, "v2");
+        check_form(route, "v1");
+    }
+}
+
+#[test]
+fn graphs_instantiated_with_params_per_thread_are_learnt() {
+    for route in ["export", "getproc", "dlsym"] {
+        check_form(route, "params_ptsz");
+    }
 }

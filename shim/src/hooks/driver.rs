@@ -58,7 +58,7 @@ macro_rules! driver_hooks {
             fn($($arg:ident: $ty:ty),*) => $module:ident::$body:ident($($barg:expr),*);
         )* }
         unlabelled { $(
-            $uname:ident ($ubase:literal $usince:literal)
+            $uname:ident ($ubase:literal $usince:literal $($uptsz:ident)?)
             fn($($uarg:ident: $uty:ty),*) => $umodule:ident::$ubody:ident($($ubarg:expr),*);
         )* }
         runtime { $($runtime:tt)* }
@@ -77,7 +77,12 @@ macro_rules! driver_hooks {
                 $since,
                 driver_hooks!(@ptsz $($ptsz)?),
             ),)*
-            $(DriverHook::new(concat!(stringify!($uname), "\0").as_bytes(), $ubase, $usince, false),)*
+            $(DriverHook::new(
+                concat!(stringify!($uname), "\0").as_bytes(),
+                $ubase,
+                $usince,
+                driver_hooks!(@ptsz $($uptsz)?),
+            ),)*
         ];
 
         /// Our hook for table entry `i`.

@@ -58,6 +58,13 @@ fn exported_pointer(i: usize) -> *mut c_void {
 /// no hook may stand in for it): then none, said once on stderr. (A form older than every hook,
 /// like the 32-bit `cuMemAlloc` of cudaVersion 2000, matches no rule and passes silently.)
 fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Option<usize> {
+    // Since CUDA 12 the base name `cuGraphInstantiate` is the WithFlags ABI (cuda.h's macro and
+    // the driver's answer); below 12000 it is the error-node ABI of cuGraphInstantiate(_v2).
+    let name: &[u8] = if name == b"cuGraphInstantiate" && version >= 12000 {
+        b"cuGraphInstantiateWithFlags"
+    } else {
+        name
+    };
     let candidates = || HOOKS.iter().enumerate().filter(|(_, h)| h.base == name);
     if let Some((i, _)) = candidates().find(|(i, _)| exported_pointer(*i) == p) {
         return Some(i);
@@ -241,6 +248,37 @@ mod tests {
         assert_eq!(pick(b"cuMemPoolImportPointer", 11010), None);
         assert_eq!(pick(b"cuMemMap", 10020), Some(H::cuMemMap as usize));
         assert_eq!(pick(b"cuMemAddressReserve", 10010), None);
+    }
+
+    #[test]
+    fn graph_instantiation_is_hooked_in_every_form_a_runtime_asks_for() {
+        let p = 0x1234 as *mut c_void;
+        let pick = |name: &[u8], v, flags| hook_for_proc(name, p, v, flags);
+        assert_eq!(
+            pick(b"cuGraphInstantiate", 10000, 0),
+            Some(H::cuGraphInstantiate as usize)
+        );
+        assert_eq!(
+            pick(b"cuGraphInstantiate", 11080, 0),
+            Some(H::cuGraphInstantiate_v2 as usize)
+        );
+        // Since CUDA 12 the base name is the WithFlags ABI, never the error-node one.
+        assert_eq!(
+            pick(b"cuGraphInstantiate", 12000, 0),
+            Some(H::cuGraphInstantiateWithFlags as usize)
+        );
+        assert_eq!(
+            pick(b"cuGraphInstantiate", 13050, 0),
+            Some(H::cuGraphInstantiateWithFlags as usize)
+        );
+        assert_eq!(
+            pick(b"cuGraphInstantiateWithParams", 12000, PER_THREAD_STREAM),
+            Some(H::cuGraphInstantiateWithParams_ptsz as usize)
+        );
+        assert_eq!(
+            pick(b"cuGraphInstantiateWithParams", 12000, 0),
+            Some(H::cuGraphInstantiateWithParams as usize)
+        );
     }
 
     #[test]
