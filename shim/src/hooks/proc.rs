@@ -86,8 +86,9 @@ fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Opt
 /// The name the driver exports `p` under, when it is a form of `base` that no hook has: `base`
 /// itself or `base` with a `_vN`/`_ptsz`/`_ptds` suffix the table does not list.
 fn unknown_form(base: &[u8], p: *mut c_void) -> Option<&'static CStr> {
-    // SAFETY: dladdr only reads the loader's tables; info is a valid out-parameter.
+    // SAFETY: Dl_info is plain data (pointers and integers), valid when zeroed.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables; info is a valid out-parameter.
     if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_sname.is_null() {
         return None;
     }
