@@ -38,6 +38,7 @@ fi
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 work="$(mktemp -d)"
 out="${OUT:-$work}"
+mkdir -p "$out"
 "$cuda/bin/nvcc" -O2 -arch=sm_90 -o "$work/ab" "$repo/tests/bench/gpu/ab.cu" || exit 2
 
 median() { sort -g | awk '{v[NR]=$1} END{if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
