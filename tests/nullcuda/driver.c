@@ -1214,34 +1214,26 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
     return instantiate_exec(phGraphExec, hGraph);
 }
 
-EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+static CUresult instantiate_with_params(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                        CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
     CUresult r = instantiate_exec(phGraphExec, hGraph);
     if (instantiateParams)
         instantiateParams->result_out = r == CUDA_SUCCESS ? 0 : 1;
     return r;
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
+    return instantiate_with_params(phGraphExec, hGraph, instantiateParams);
 }
 
 EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
-    CUresult r = instantiate_exec(phGraphExec, hGraph);
-    if (instantiateParams)
-        instantiateParams->result_out = r == CUDA_SUCCESS ? 0 : 1;
-    return r;
+    return instantiate_with_params(phGraphExec, hGraph, instantiateParams);
 }
 
 /* The CUDA 10 and 11 forms: an error node and a log buffer instead of flags. */
-EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                      char *logBuffer, size_t bufferSize) {
-    CUresult r = instantiate_exec(phGraphExec, hGraph);
-    if (phErrorNode)
-        *phErrorNode = NULL;
-    if (logBuffer && bufferSize)
-        logBuffer[0] = 0;
-    return r;
-}
-
-EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+static CUresult instantiate_legacy(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                    char *logBuffer, size_t bufferSize) {
     CUresult r = instantiate_exec(phGraphExec, hGraph);
     if (phErrorNode)
@@ -1249,6 +1241,16 @@ EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUg
     if (logBuffer && bufferSize)
         logBuffer[0] = 0;
     return r;
+}
+
+EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                      char *logBuffer, size_t bufferSize) {
+    return instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                   char *logBuffer, size_t bufferSize) {
+    return instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 static int key_is_live(CUdeviceptr key) {

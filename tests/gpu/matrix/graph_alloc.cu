@@ -33,9 +33,15 @@ void *add_node(cudaGraph_t g, cudaGraphNode_t *node, size_t size) {
     return p.dptr;
 }
 
+// graph_alloc_ptds.cu defines GRAPH_ALLOC_WITH_PARAMS and includes this file.
 static cudaGraphExec_t instantiate(cudaGraph_t g) {
     cudaGraphExec_t e;
-#if CUDART_VERSION >= 12000
+#if defined(GRAPH_ALLOC_WITH_PARAMS) && CUDART_VERSION >= 12000
+    cudaGraphInstantiateParams p = {};
+    CHECK(cudaGraphInstantiateWithParams(&e, g, &p));
+#elif defined(GRAPH_ALLOC_WITH_PARAMS)
+    CHECK(cudaGraphInstantiateWithFlags(&e, g, 0));
+#elif CUDART_VERSION >= 12000
     CHECK(cudaGraphInstantiate(&e, g, 0));
 #else
     CHECK(cudaGraphInstantiate(&e, g, nullptr, nullptr, 0));
