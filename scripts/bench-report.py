@@ -107,7 +107,7 @@ def main():
     print("| command | exit | time | peak RSS | RSS / dump |")
     print("|---|---:|---:|---:|---:|")
     runs = [("report --format %s" % f, ["report", "--format", f, final])
-            for f in ("text", "json", "markdown", "sarif")]
+            for f in ("text", "json", "markdown", "sarif", "html", "folded")]
     runs += [("report --growth", ["report", "--growth", series]),
              ("report --growth --format sarif", ["report", "--growth", "--format", "sarif", series]),
              ("diff", ["diff", snap, final]),
@@ -129,7 +129,7 @@ def measure_shim_dump(a):
           % (a.blocks, a.blocks, size / mib))
     print("| command | exit | time | peak RSS | RSS / dump |")
     print("|---|---:|---:|---:|---:|")
-    for f in ("text", "json", "markdown", "sarif"):
+    for f in ("text", "json", "markdown", "sarif", "html", "folded"):
         label = "report --format %s" % f
         if any(t in label for t in a.skip):
             continue
