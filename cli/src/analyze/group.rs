@@ -4,6 +4,7 @@
 //! processes. No filters and no verdict here (`mod.rs` applies them).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::load::schema as format;
 use format::{EventType, Kind};
@@ -51,18 +52,29 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
             user[i] = true;
         }
     }
-    let callsite = Callsite::new(api, &stack.frames, &user_idx);
     let (idx, folded) = if view.native {
         (idx, Vec::new())
     } else {
         fold_native(&stack.frames, &idx)
     };
     let limit = view.frames.unwrap_or(usize::MAX);
-    let shown: Vec<std::sync::Arc<FrameView>> = idx
+    let shown: Vec<Arc<FrameView>> = idx
         .iter()
         .take(limit)
         .map(|&i| frame_view(&stack.frames[i], !user[i]))
         .collect();
+    let shown: Arc<[Arc<FrameView>]> = shown.into();
+    // The callsite holds the frames shown when they are the user's (the usual case), else the
+    // user's own list; either way the frames themselves are the shared views.
+    let callsite_frames = if idx.len() <= limit && idx == user_idx {
+        Arc::clone(&shown)
+    } else {
+        user_idx
+            .iter()
+            .map(|&i| frame_view(&stack.frames[i], false))
+            .collect()
+    };
+    let callsite = Callsite::new(api, callsite_frames);
     let folded_frames: usize = folded.iter().map(|r| r.frames).sum();
     // A run after the last frame `--frames` shows is cut with the frames after it.
     let cut_off = shown.len() < idx.len();
@@ -80,7 +92,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         view: StackView {
             omitted: idx.len() - shown.len() + cut_frames,
             hidden: stack.frames.len() - idx.len() - folded_frames,
-            frames: shown.into(),
+            frames: shown,
             folded,
             entry,
         },

@@ -230,6 +230,7 @@ mod tests {
             ip: 1,
             python: false,
             internal: false,
+            long: None,
         }
     }
 
