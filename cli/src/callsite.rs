@@ -18,8 +18,8 @@ use std::sync::Arc;
 use cudaleak_format::Name;
 
 use crate::frame::{FrameView, Whole};
-use crate::hash::Fnv;
 pub use crate::hash::fnv1a;
+use crate::hash::Fnv;
 use crate::names::basename;
 
 /// A name in a key: itself, or for one over [`MAX_NAME_BYTES`](crate::names::MAX_NAME_BYTES)
@@ -278,7 +278,10 @@ mod tests {
         assert_ne!(c, c.with_api("cudaMallocAsync"));
         assert!(c.same_frames(&c.with_api("cudaMallocAsync")));
         assert_ne!(c, callsite("cudaMalloc", &frames[..1]));
-        assert!(callsite("cudaMalloc", &frames[..1]) < c, "a prefix sorts first");
+        assert!(
+            callsite("cudaMalloc", &frames[..1]) < c,
+            "a prefix sorts first"
+        );
     }
 
     #[test]
@@ -293,7 +296,10 @@ mod tests {
         };
         let a = "f".repeat(MAX_NAME_BYTES + 10);
         let b = format!("{}g", "f".repeat(MAX_NAME_BYTES + 9));
-        let (ca, cb) = (callsite("cudaMalloc", &[cut(&a)]), callsite("cudaMalloc", &[cut(&b)]));
+        let (ca, cb) = (
+            callsite("cudaMalloc", &[cut(&a)]),
+            callsite("cudaMalloc", &[cut(&b)]),
+        );
         assert_ne!(ca, cb);
         assert_eq!(ca, callsite("cudaMalloc", &[cut(&a)]));
         let whole = |s: &str| fnv1a(s.as_bytes());
@@ -303,6 +309,9 @@ mod tests {
             a.len(),
             whole(&a)
         );
-        assert_eq!(ca.fingerprint("r"), format!("{:016x}", fnv1a(text.as_bytes())));
+        assert_eq!(
+            ca.fingerprint("r"),
+            format!("{:016x}", fnv1a(text.as_bytes()))
+        );
     }
 }

@@ -69,7 +69,11 @@ fn whole(s: &str) -> Option<Whole> {
 impl LongKey {
     /// What a frame with these names (as the dump has them) needs kept beside its cut names;
     /// `None` when no name is cut.
-    pub fn of(function: Option<&str>, file: Option<&str>, module: Option<&str>) -> Option<Box<Self>> {
+    pub fn of(
+        function: Option<&str>,
+        file: Option<&str>,
+        module: Option<&str>,
+    ) -> Option<Box<Self>> {
         let function = function.and_then(whole);
         let file = file.and_then(whole);
         let module = module.filter(|m| m.len() > MAX_NAME_BYTES).map(|m| {

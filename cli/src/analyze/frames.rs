@@ -9,14 +9,19 @@ use std::sync::{Arc, Mutex};
 use crate::load::schema as format;
 use format::Name;
 
-pub use crate::frame::{FrameView, LongKey};
 use crate::frame::python_library_of;
+pub use crate::frame::{FrameView, LongKey};
 pub use crate::names::{basename, MAX_NAME_BYTES};
 
 /// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
-/// Made once per stack; every group, callsite and event from that stack shares its frames.
+/// Made once per stack and shared, whole, by every group, callsite and event from that stack
+/// (a clone is a reference count): its parts are read through `Deref`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StackView {
+pub struct StackView(Arc<StackParts>);
+
+/// What a [`StackView`] holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StackParts {
     pub frames: Arc<[Arc<FrameView>]>,
     /// Internal frames left out.
     pub hidden: usize,
@@ -31,7 +36,20 @@ pub struct StackView {
 }
 
 impl StackView {
-    /// The frame a one-line listing names ([`StackView::entry`]).
+    pub fn new(parts: StackParts) -> Self {
+        StackView(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for StackView {
+    type Target = StackParts;
+    fn deref(&self) -> &StackParts {
+        &self.0
+    }
+}
+
+impl StackParts {
+    /// The frame a one-line listing names ([`StackParts::entry`]).
     pub fn where_frame(&self) -> Option<&FrameView> {
         self.frames
             .get(self.entry)

@@ -15,7 +15,7 @@ use crate::callsite::Callsite;
 use super::{
     cut, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
     visible_frames, BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup,
-    ProcessFindings, RecordNote, StackView, TeardownGroup, View,
+    ProcessFindings, RecordNote, StackParts, StackView, TeardownGroup, View,
 };
 
 /// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
@@ -89,13 +89,13 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         .unwrap_or(0);
     PreparedStack {
         callsite,
-        view: StackView {
+        view: StackView::new(StackParts {
             omitted: idx.len() - shown.len() + cut_frames,
             hidden: stack.frames.len() - idx.len() - folded_frames,
             frames: shown,
             folded,
             entry,
-        },
+        }),
         held_by,
     }
 }
@@ -194,7 +194,7 @@ pub(super) struct GroupAcc {
     pub(super) stacks: Vec<usize>,
     /// A framework's record group: its frames, which no stack of the dump holds (suppressions
     /// are matched on them).
-    pub(super) record: Option<format::Stack>,
+    pub(super) record: Option<Box<format::Stack>>,
 }
 
 /// The groups of the frameworks' own records (`frameworks.records`) as leak groups: each
@@ -230,10 +230,10 @@ pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>,
                     framework: Some(framework.clone()),
                 },
                 stacks: Vec::new(),
-                record: Some(format::Stack {
+                record: Some(Box::new(format::Stack {
                     frames,
                     python: Vec::new(),
-                }),
+                })),
             });
         }
     }

@@ -174,10 +174,10 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
             stack: p.view.clone(),
             callsite: key.1.clone(),
             held_by: None,
-            handles: Some(HandleCount {
+            handles: Some(Box::new(HandleCount {
                 library: key.0.clone(),
                 count: site.handles.len() as u64,
-            }),
+            })),
             framework: None,
         };
         // Memory held per kind: the group is of the kind that holds the most.

@@ -65,7 +65,7 @@ pub struct LeakGroup {
     pub held_by: Option<usize>,
     /// Library handles never destroyed that this group stands for (their create call is the
     /// stack; the blocks are those the library allocated for them), or `None` for blocks.
-    pub handles: Option<HandleCount>,
+    pub handles: Option<Box<HandleCount>>,
     /// The framework (`torch`, `jax`, `cupy`) whose own record named these blocks, kept inside
     /// its pool where the driver does not see them (a window's report, `--since`); `None` for
     /// blocks the shim recorded.
