@@ -282,11 +282,12 @@ mod tests {
             blocks: 1,
             class,
         };
-        let t = tree(&[
+        let stacks = [
             w(&["a", "main"], 10, Class::Leak),
             w(&["b", "main"], 30, Class::Cached),
             w(&["c", "main"], 0, Class::Leak),
-        ]);
+        ];
+        let t = tree(&stacks);
         assert_eq!(t.bytes, 40);
         assert_eq!(t.children.len(), 1, "one root frame: main");
         let main = &t.children[0];
