@@ -4,7 +4,10 @@
 //! processes. No filters and no verdict here (`mod.rs` applies them).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 use crate::load::schema as format;
 use format::{EventType, Kind};
@@ -248,12 +251,23 @@ pub(super) fn group_live<'a>(
     stacks: &mut Stacks<'a>,
     judged: &handles::Judged,
 ) -> Vec<GroupAcc> {
-    type Key = (Callsite, Option<usize>, Kind, Option<i32>);
-    let mut index: HashMap<Key, usize> = HashMap::new();
-    // Records of one stack index, API, kind and device share a group: found without hashing the
-    // callsite (a whole stack's worth of frames) for every record.
-    type Fast<'a> = (usize, &'a str, Kind, Option<i32>, bool, Option<usize>);
-    let mut fast: HashMap<Fast<'a>, usize> = HashMap::new();
+    // Groups are found by their key (callsite, cache, kind, device) through a table of their
+    // indices, hashed from the group itself: no second copy of any key.
+    let hasher = RandomState::new();
+    let key_hash = |g: &LeakGroup| hasher.hash_one((&g.callsite, g.held_by, g.kind, g.device));
+    let mut index: HashTable<u32> = HashTable::new();
+    // The group the last record of each stack index went to, and what else decided it: records
+    // of one stack index, API, kind and device share a group, found without hashing the callsite
+    // (a whole stack's worth of frames) for every record. A miss only takes the long way.
+    #[derive(Clone, Copy)]
+    struct Last {
+        slot: u32,
+        kind: Kind,
+        device: Option<i32>,
+        left_behind: bool,
+        owner_rule: Option<usize>,
+    }
+    let mut last: Vec<Option<Last>> = vec![None; dump.stacks.len()];
     let mut groups: Vec<GroupAcc> = Vec::new();
     for r in &dump.live {
         if judged.in_groups.contains(&r.seq) {
@@ -263,16 +277,15 @@ pub(super) fn group_live<'a>(
         // by a live one (that library's cache rule).
         let left_behind = judged.left_behind.contains(&r.seq);
         let owner_rule = judged.held.get(&r.seq).copied();
-        let fast_key = (
-            r.stack,
-            r.api.as_str(),
-            r.kind,
-            r.device,
-            left_behind,
-            owner_rule,
-        );
-        if let Some(&slot) = fast.get(&fast_key) {
-            let acc = &mut groups[slot];
+        let hit = last.get(r.stack).copied().flatten().filter(|l| {
+            l.kind == r.kind
+                && l.device == r.device
+                && l.left_behind == left_behind
+                && l.owner_rule == owner_rule
+                && groups[l.slot as usize].group.api == *r.api
+        });
+        if let Some(l) = hit {
+            let acc = &mut groups[l.slot as usize];
             acc.group.bytes = acc.group.bytes.saturating_add(r.size);
             acc.group.held = acc.group.held.saturating_add(r.held());
             acc.group.allocations += 1;
@@ -285,9 +298,17 @@ pub(super) fn group_live<'a>(
         } else {
             p.held_by.or(owner_rule)
         };
-        let slot = *index
-            .entry((callsite.clone(), held_by, r.kind, r.device))
-            .or_insert_with(|| {
+        let hash = hasher.hash_one((&callsite, held_by, r.kind, r.device));
+        let found = index.find(hash, |&i| {
+            let g = &groups[i as usize].group;
+            g.callsite == callsite
+                && g.held_by == held_by
+                && g.kind == r.kind
+                && g.device == r.device
+        });
+        let slot = match found {
+            Some(&i) => i as usize,
+            None => {
                 groups.push(GroupAcc {
                     group: LeakGroup {
                         api: cut(&r.api),
@@ -305,9 +326,20 @@ pub(super) fn group_live<'a>(
                     stacks: Vec::new(),
                     record: None,
                 });
-                groups.len() - 1
+                let i = groups.len() - 1;
+                index.insert_unique(hash, i as u32, |&j| key_hash(&groups[j as usize].group));
+                i
+            }
+        };
+        if let Some(l) = last.get_mut(r.stack) {
+            *l = Some(Last {
+                slot: slot as u32,
+                kind: r.kind,
+                device: r.device,
+                left_behind,
+                owner_rule,
             });
-        fast.insert(fast_key, slot);
+        }
         let acc = &mut groups[slot];
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
         acc.group.held = acc.group.held.saturating_add(r.held());
