@@ -192,6 +192,28 @@ pub(super) fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
         .then(a.device.cmp(&b.device))
 }
 
+/// Sorts groups [`by_size`], stably, without a scratch copy of half the groups (what a stable
+/// sort of the groups themselves takes): the order is sorted as indices, then applied in place.
+pub(super) fn sort_groups(groups: &mut [GroupAcc]) {
+    let n = u32::try_from(groups.len()).unwrap_or(u32::MAX);
+    let mut order: Vec<u32> = (0..n).collect();
+    order.sort_by(|&a, &b| by_size(&groups[a as usize].group, &groups[b as usize].group));
+    // Position i takes the group at order[i]: follow each cycle, marking what is done with
+    // order[j] = j.
+    for i in 0..order.len() {
+        let mut j = i;
+        while order[j] as usize != j {
+            let k = order[j] as usize;
+            order[j] = j as u32;
+            if k == i {
+                break;
+            }
+            groups.swap(j, k);
+            j = k;
+        }
+    }
+}
+
 pub(super) struct GroupAcc {
     pub(super) group: LeakGroup,
     pub(super) stacks: Vec<usize>,

@@ -33,7 +33,9 @@ pub use handles::HandleCount;
 pub use model::*;
 pub use status::*;
 
-use group::{by_size, group_events, group_live, group_records, merge_callsites, GroupAcc, Stacks};
+use group::{
+    group_events, group_live, group_records, merge_callsites, sort_groups, GroupAcc, Stacks,
+};
 pub use group::{prepare_frames, record_frames};
 use pools::{pools_still_growing, script_end};
 
@@ -83,7 +85,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let mut judged = handles::judge(dump, &mut stacks);
     let mut groups = group_live(dump, &mut stacks, &judged);
     groups.append(&mut judged.groups);
-    groups.sort_by(|a, b| by_size(&a.group, &b.group));
+    sort_groups(&mut groups);
 
     // Stats and managed memory look at every live group, before filters.
     let mut by_api = BTreeMap::new();
@@ -121,7 +123,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         let (mut records, notes) = group_records(dump, &cfg.view);
         record_notes = notes;
         groups.append(&mut records);
-        groups.sort_by(|a, b| by_size(&a.group, &b.group));
+        sort_groups(&mut groups);
     }
 
     let mut suppressed = vec![Counts::default(); cfg.rules.len()];
