@@ -12,8 +12,9 @@
 //! ([`FrameKey`], read from each frame when asked), never their addresses or cut names.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudaleak_format::Name;
 
@@ -107,6 +108,22 @@ impl<'a> FrameKey<'a> {
     }
 }
 
+/// The one copy of an API's name in this process: a program calls a few APIs from many
+/// callsites.
+fn api_name(api: &str) -> Name {
+    static NAMES: Mutex<Option<HashSet<Name>>> = Mutex::new(None);
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(n) = names.get(api) {
+        return n.clone();
+    }
+    let n = Name::from(api);
+    names.insert(n.clone());
+    n
+}
+
 /// A callsite: an API and the frames a user sees, innermost first. Cheap to clone; the frames
 /// are shared with the stack they came from and with every other callsite that has them.
 /// Comparing, ordering and hashing look at the frames' identities ([`FrameKey`]).
@@ -120,7 +137,7 @@ impl Callsite {
     /// The callsite of `api` at `frames` (the frames a user sees, as a user sees them).
     pub fn new(api: &str, frames: Arc<[Arc<FrameView>]>) -> Self {
         Callsite {
-            api: Name::from(api),
+            api: api_name(api),
             frames,
         }
     }
@@ -135,7 +152,7 @@ impl Callsite {
             return self.clone();
         }
         Callsite {
-            api: Name::from(api),
+            api: api_name(api),
             frames: Arc::clone(&self.frames),
         }
     }

@@ -16,7 +16,7 @@ use crate::caches::{self, CacheRule};
 use crate::callsite::Callsite;
 
 use super::{
-    cut, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
+    cut, cut_name, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
     visible_frames, BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup,
     ProcessFindings, RecordNote, StackParts, StackView, TeardownGroup, View,
 };
@@ -138,7 +138,11 @@ pub(super) struct Stacks<'a> {
     dump: &'a format::Dump,
     view: &'a View,
     pub(super) caches: &'a [CacheRule],
-    cache: HashMap<(usize, usize), PreparedStack>,
+    /// Per stack index, the stack prepared for the first leading count asked of it (the only
+    /// one, unless one stack allocates through APIs whose entry frames differ).
+    first: Vec<Option<(usize, PreparedStack)>>,
+    /// The others, by stack index and leading count.
+    more: HashMap<(usize, usize), PreparedStack>,
 }
 
 /// How many frames at the innermost end `visible_frames` drops as API entries for `api`
@@ -161,7 +165,8 @@ impl<'a> Stacks<'a> {
             dump,
             view,
             caches,
-            cache: HashMap::new(),
+            first: Vec::new(),
+            more: HashMap::new(),
         }
     }
     pub(super) fn get(&mut self, stack: usize, api: &str) -> &PreparedStack {
@@ -175,7 +180,20 @@ impl<'a> Stacks<'a> {
         // What is shown and which cache holds the blocks depend on the API only through this
         // count (with --show-internal nothing shown depends on it at all).
         let lead = leading_entries(&s.frames, api, false);
-        self.cache
+        if self.first.len() != dump.stacks.len() {
+            self.first = std::iter::repeat_with(|| None)
+                .take(dump.stacks.len())
+                .collect();
+        }
+        if let Some(slot @ None) = self.first.get_mut(stack) {
+            *slot = Some((lead, prepare(s, api, view, caches)));
+        }
+        if let Some(Some((l, p))) = self.first.get(stack) {
+            if *l == lead {
+                return p;
+            }
+        }
+        self.more
             .entry((stack, lead))
             .or_insert_with(|| prepare(s, api, view, caches))
     }
@@ -214,9 +232,36 @@ pub(super) fn sort_groups(groups: &mut [GroupAcc]) {
     }
 }
 
+/// The stack indices of a group's records, in order, each once: the first kept in place (a
+/// group of a distinct callsite has one), the rest in a list.
+#[derive(Debug, Default)]
+pub(super) struct StackList {
+    first: Option<usize>,
+    more: Vec<usize>,
+}
+
+impl StackList {
+    pub(super) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.first.into_iter().chain(self.more.iter().copied())
+    }
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+    pub(super) fn contains(&self, s: usize) -> bool {
+        self.first == Some(s) || self.more.contains(&s)
+    }
+    pub(super) fn push(&mut self, s: usize) {
+        if self.first.is_none() {
+            self.first = Some(s);
+        } else {
+            self.more.push(s);
+        }
+    }
+}
+
 pub(super) struct GroupAcc {
     pub(super) group: LeakGroup,
-    pub(super) stacks: Vec<usize>,
+    pub(super) stacks: StackList,
     /// A framework's record group: its frames, which no stack of the dump holds (suppressions
     /// are matched on them).
     pub(super) record: Option<Box<format::Stack>>,
@@ -242,7 +287,7 @@ pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>,
             let (callsite, stack) = prepare_frames(frames.clone(), &framework, view);
             groups.push(GroupAcc {
                 group: LeakGroup {
-                    api: framework.clone(),
+                    api: framework.as_str().into(),
                     kind: Kind::Device,
                     device: g.device,
                     bytes: g.bytes,
@@ -254,7 +299,7 @@ pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>,
                     handles: None,
                     framework: Some(framework.clone()),
                 },
-                stacks: Vec::new(),
+                stacks: StackList::default(),
                 record: Some(Box::new(format::Stack {
                     frames,
                     python: Vec::new(),
@@ -290,7 +335,9 @@ pub(super) fn group_live<'a>(
         owner_rule: Option<usize>,
     }
     let mut last: Vec<Option<Last>> = vec![None; dump.stacks.len()];
-    let mut groups: Vec<GroupAcc> = Vec::new();
+    // Room for a group per stack (what a dump of distinct callsites has) at once: a doubling
+    // of a large list copies it beside itself, and the room never written is never resident.
+    let mut groups: Vec<GroupAcc> = Vec::with_capacity(dump.live.len().min(dump.stacks.len()));
     for r in &dump.live {
         if judged.in_groups.contains(&r.seq) {
             continue;
@@ -333,7 +380,7 @@ pub(super) fn group_live<'a>(
             None => {
                 groups.push(GroupAcc {
                     group: LeakGroup {
-                        api: cut(&r.api),
+                        api: cut_name(&r.api),
                         kind: r.kind,
                         device: r.device,
                         bytes: 0,
@@ -345,7 +392,7 @@ pub(super) fn group_live<'a>(
                         handles: None,
                         framework: None,
                     },
-                    stacks: Vec::new(),
+                    stacks: StackList::default(),
                     record: None,
                 });
                 let i = groups.len() - 1;
@@ -366,10 +413,13 @@ pub(super) fn group_live<'a>(
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
         acc.group.held = acc.group.held.saturating_add(r.held());
         acc.group.allocations += 1;
-        if !acc.stacks.contains(&r.stack) && acc.stacks.len() < 64 {
+        if !acc.stacks.contains(r.stack) && acc.stacks.len() < 64 {
             acc.stacks.push(r.stack);
         }
     }
+    // The slack of the last doubling (up to half the groups) is given back before the groups
+    // are sorted and sifted.
+    groups.shrink_to_fit();
     groups
 }
 

@@ -157,7 +157,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
                 None => acc
                     .stacks
                     .iter()
-                    .filter_map(|&s| dump.stacks.get(s))
+                    .filter_map(|s| dump.stacks.get(s))
                     .find_map(|s| suppressing_rule(&cfg.rules, s)),
             };
             if let Some(r) = rule {

@@ -49,7 +49,8 @@ pub(super) fn group_counts(g: &LeakGroup) -> Counts {
 /// Live blocks allocated from one callsite with one API, kind and device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeakGroup {
-    pub api: String,
+    /// Shared with the dump's records (cut to `MAX_NAME_BYTES`).
+    pub api: format::Name,
     pub kind: Kind,
     pub device: Option<i32>,
     /// The records' sizes: for `reserved` and `mapped`, the address range.
@@ -338,7 +339,7 @@ impl Findings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsiteTotal {
     pub callsite: Callsite,
-    pub api: String,
+    pub api: format::Name,
     pub stack: StackView,
     pub bytes: u64,
     pub allocations: u64,
