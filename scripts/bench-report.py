@@ -6,7 +6,11 @@ Prints a Markdown table with each command's peak RSS and its ratio to the size o
 dump it reads (the target is at most 2x). Asserts nothing; numbers go to docs/performance.md.
 
   scripts/bench-report.py [--blocks 100000] [--depth 8] [--cudaleak target/release/cudaleak]
+  scripts/bench-report.py --blocks 100000 --depth 3 --distinct-frames
   scripts/bench-report.py --shim [--blocks 20000]
+
+With --distinct-frames no two stacks share a frame (gen-dump.py --distinct-frames): every frame
+is its own, so nothing the CLI interns is shared and each frame costs what it costs alone.
 
 With --shim the dump is the shim's own, of tests/bench/distinct_stacks.c (N blocks from N
 distinct stacks, built with cc and run under target/release/libcudaleak.so on the null-device
@@ -24,11 +28,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def generate(path, n, depth, snapshot=None):
+def generate(path, n, depth, snapshot=None, distinct=False):
     if os.path.exists(path):
         return
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "gen-dump.py"), str(n),
            "--depth", str(depth), "-o", path + ".part"]
+    if distinct:
+        cmd.append("--distinct-frames")
     if snapshot:
         cmd += ["--snapshot", str(snapshot)]
     subprocess.run(cmd, check=True)
@@ -78,26 +84,30 @@ def main():
     ap.add_argument("--skip", action="append", default=[], metavar="TEXT",
                     help="skip the commands whose label contains TEXT (e.g. sarif, for a build "
                          "whose SARIF report would not fit in memory)")
+    ap.add_argument("--distinct-frames", action="store_true",
+                    help="no two stacks share a frame (gen-dump.py --distinct-frames)")
     ap.add_argument("--shim", action="store_true",
                     help="measure on the shim's dump of tests/bench/distinct_stacks.c")
     a = ap.parse_args()
     if a.shim:
         return measure_shim_dump(a)
-    d = os.path.join(ROOT, "target", "bench-dumps", "n%d-d%d" % (a.blocks, a.depth))
+    d = os.path.join(ROOT, "target", "bench-dumps", "n%d-d%d%s" % (
+        a.blocks, a.depth, "-distinct" if a.distinct_frames else ""))
     series = os.path.join(d, "series")
     os.makedirs(series, exist_ok=True)
     final = os.path.join(series, "cudaleak.7001.json")
     snap = os.path.join(series, "cudaleak.7001.snapshot-1.json")
-    generate(final, a.blocks, a.depth)
-    generate(snap, a.blocks // 2, a.depth, snapshot=1)
+    generate(final, a.blocks, a.depth, distinct=a.distinct_frames)
+    generate(snap, a.blocks // 2, a.depth, snapshot=1, distinct=a.distinct_frames)
     size = os.path.getsize(final)
     mib = 1 << 20
-    print("%d live blocks from distinct stacks, depth %d: dump %.1f MiB (snapshot %.1f MiB)\n"
-          % (a.blocks, a.depth, size / mib, os.path.getsize(snap) / mib))
+    print("%d live blocks from distinct stacks%s, depth %d: dump %.1f MiB (snapshot %.1f MiB)\n"
+          % (a.blocks, " sharing no frame" if a.distinct_frames else "", a.depth, size / mib,
+             os.path.getsize(snap) / mib))
     print("| command | exit | time | peak RSS | RSS / dump |")
     print("|---|---:|---:|---:|---:|")
     runs = [("report --format %s" % f, ["report", "--format", f, final])
-            for f in ("text", "json", "markdown", "sarif")]
+            for f in ("text", "json", "markdown", "sarif", "html", "folded")]
     runs += [("report --growth", ["report", "--growth", series]),
              ("report --growth --format sarif", ["report", "--growth", "--format", "sarif", series]),
              ("diff", ["diff", snap, final]),
@@ -119,7 +129,7 @@ def measure_shim_dump(a):
           % (a.blocks, a.blocks, size / mib))
     print("| command | exit | time | peak RSS | RSS / dump |")
     print("|---|---:|---:|---:|---:|")
-    for f in ("text", "json", "markdown", "sarif"):
+    for f in ("text", "json", "markdown", "sarif", "html", "folded"):
         label = "report --format %s" % f
         if any(t in label for t in a.skip):
             continue

@@ -7,7 +7,12 @@ report), DEPTH user frames with demangled C++ names of 40-110 characters in a fe
 files and modules, then `main` and the C start-up frames (also hidden). Names repeat across
 stacks as they do in a program (a pool of FUNCTIONS functions), but no two blocks share a stack.
 
-  scripts/gen-dump.py N [--depth 8] [--functions 3000] [--pid 7001] [--snapshot K] [-o FILE]
+  scripts/gen-dump.py N [--depth 8] [--functions 3000] [--distinct-frames] [--pid 7001]
+                        [--snapshot K] [-o FILE]
+
+With --distinct-frames no two stacks share a frame: each stack is DEPTH frames of functions of
+its own (a program with that many distinct call paths, none through a common frame), so names
+repeat only in files and modules, and interning frames saves nothing.
 
 With --snapshot K the dump is snapshot K of a running process (same pid and start time as the
 final dump), so `gen-dump.py 50000 --snapshot 1` and `gen-dump.py 100000` make a series for
@@ -85,11 +90,30 @@ def stack(i, depth, pool):
     return {"frames": frames}
 
 
+def distinct_stack(i, depth):
+    """Stack i of --distinct-frames: DEPTH frames that no other stack has (names of a program
+    built in /src, shorter than the pool's)."""
+    frames = []
+    for k in range(depth):
+        j = i * depth + k
+        lib = LIBS[j % len(LIBS)].rsplit("/", 1)[1].split(".")[0].removeprefix("lib")
+        module = "/opt/lib/lib%s.so" % lib
+        name = "%s::%s_%d" % (lib, VERBS[(j // 3) % len(VERBS)], j)
+        file = "/src/%s.cu" % VERBS[j % len(VERBS)]
+        line = 20 + (j * 7) % 900
+        offset = 0x10000 + 0x40 * j
+        frames.append(frame(0x7f3a00000000 + 0x1000000 * (j % len(LIBS)) + offset, module,
+                            offset, name, file, line))
+    return {"frames": frames}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("n", type=int, help="live blocks (and distinct stacks)")
     ap.add_argument("--depth", type=int, default=8, help="user frames per stack (default 8)")
     ap.add_argument("--functions", type=int, default=3000, help="distinct functions (default 3000)")
+    ap.add_argument("--distinct-frames", action="store_true",
+                    help="no two stacks share a frame: DEPTH frames of functions of their own")
     ap.add_argument("--pid", type=int, default=7001)
     ap.add_argument("--snapshot", type=int, help="write snapshot K instead of the exit dump")
     ap.add_argument("-o", "--output", help="file to write (default: standard output)")
@@ -113,7 +137,8 @@ def main():
     for i in range(a.n):
         if i:
             w(",")
-        w(json.dumps(stack(i, a.depth, pool), separators=(",", ":")))
+        s = distinct_stack(i, a.depth) if a.distinct_frames else stack(i, a.depth, pool)
+        w(json.dumps(s, separators=(",", ":")))
     w('],"live":[')
     for i in range(a.n):
         if i:

@@ -6,40 +6,45 @@
 //! diff row and growth row. Nothing a display option changes (`--frames`, `--native`,
 //! `--show-internal`, `--top`, colour) may enter it: grouping, merging across processes and
 //! dumps, and SARIF fingerprints all hash this, never what a reporter shows.
+//!
+//! A callsite keeps no frames of its own: it holds the shared [`FrameView`]s the reports print
+//! (often the very list its stack shows) and compares, orders and hashes their identity
+//! ([`FrameKey`], read from each frame when asked), never their addresses or cut names.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use cudaleak_format::Name;
 
-use crate::load::schema as format;
-use crate::names::{basename, MAX_NAME_BYTES};
+use crate::frame::{FrameView, Whole};
+pub use crate::hash::fnv1a;
+use crate::hash::Fnv;
+use crate::names::basename;
 
-/// A name in a key: itself, or for one over [`MAX_NAME_BYTES`] its first bytes, its length and
-/// a hash of the whole, so keys stay small and still tell long names apart.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct KeyText {
-    head: Name,
+/// A name in a key: itself, or for one over [`MAX_NAME_BYTES`](crate::names::MAX_NAME_BYTES)
+/// its first bytes, its length and a hash of the whole, so keys stay small and still tell long
+/// names apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct KeyText<'a> {
+    head: &'a str,
     /// For a cut name: its whole length in bytes and its [`fnv1a`].
     whole: Option<(usize, u64)>,
 }
 
-impl KeyText {
-    fn new(s: &Name) -> Self {
-        if s.len() <= MAX_NAME_BYTES {
-            return KeyText {
-                head: s.clone(),
+impl<'a> KeyText<'a> {
+    /// The key of a name as a [`FrameView`] holds it: whole, or cut as `whole` says.
+    fn of(shown: &'a str, whole: Option<Whole>) -> Self {
+        match whole {
+            None => KeyText {
+                head: shown,
                 whole: None,
-            };
-        }
-        let mut end = MAX_NAME_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        KeyText {
-            head: Name::from(&s[..end]),
-            whole: Some((s.len(), fnv1a(s.as_bytes()))),
+            },
+            Some(w) => KeyText {
+                head: shown.get(..w.head).unwrap_or(shown),
+                whole: Some((w.len, w.hash)),
+            },
         }
     }
 
@@ -59,70 +64,86 @@ enum Place {
 }
 
 /// One frame's identity: the same code in another process or on another machine compares equal
-/// (addresses differ under ASLR, so they are used only without a symbol).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct FrameKey {
-    function: Option<KeyText>,
-    file: Option<KeyText>,
+/// (addresses differ under ASLR, so they are used only without a symbol). Fields in the order
+/// callsites sort by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct FrameKey<'a> {
+    function: Option<KeyText<'a>>,
+    file: Option<KeyText<'a>>,
     line: Option<u32>,
     /// The module's file name: the same library at another path is the same code.
-    module: Option<KeyText>,
+    module: Option<KeyText<'a>>,
     place: Option<Place>,
 }
 
-impl FrameKey {
-    fn new(f: &format::Frame) -> Self {
+impl<'a> FrameKey<'a> {
+    fn of(f: &'a FrameView) -> Self {
+        let long = f.long.as_deref();
         FrameKey {
-            function: f.function.as_ref().map(KeyText::new),
-            file: f.file.as_ref().map(KeyText::new),
-            line: f.line,
-            module: f
-                .module
+            function: f
+                .function
                 .as_deref()
-                .map(|m| KeyText::new(&basename(m).into())),
+                .map(|s| KeyText::of(s, long.and_then(|l| l.function))),
+            file: f
+                .file
+                .as_deref()
+                .map(|s| KeyText::of(s, long.and_then(|l| l.file))),
+            line: f.line,
+            module: match long.and_then(|l| l.module.as_ref()) {
+                Some((head, whole)) => Some(KeyText {
+                    head,
+                    whole: whole.map(|w| (w.len, w.hash)),
+                }),
+                None => f.module.as_deref().map(|m| KeyText {
+                    head: basename(m),
+                    whole: None,
+                }),
+            },
             place: match (&f.function, f.offset) {
                 (Some(_), _) => None,
-                (None, Some(o)) => Some(Place::Offset(o.0)),
-                (None, None) => Some(Place::Address(f.ip.0)),
+                (None, Some(o)) => Some(Place::Offset(o)),
+                (None, None) => Some(Place::Address(f.ip)),
             },
         }
     }
 }
 
-/// A callsite: an API and the frames a user sees, innermost first. Cheap to clone; two
-/// callsites of one stack share their frames, and every callsite shares each frame's identity
-/// with the others that have that frame ([`intern`]): a program has far fewer distinct frames
-/// than stacks, and a dump of 100 000 distinct stacks would otherwise hold 100 000 copies of
-/// `main`'s. Comparing, ordering and hashing look at the frames' contents, as before.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Callsite {
-    api: Name,
-    frames: Arc<[Arc<FrameKey>]>,
+/// The one copy of an API's name in this process: a program calls a few APIs from many
+/// callsites.
+fn api_name(api: &str) -> Name {
+    static NAMES: Mutex<Option<HashSet<Name>>> = Mutex::new(None);
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(n) = names.get(api) {
+        return n.clone();
+    }
+    let n = Name::from(api);
+    names.insert(n.clone());
+    n
 }
 
-/// The one copy of `key` in this process (every dump read shares it).
-fn intern(key: FrameKey) -> Arc<FrameKey> {
-    static KEYS: Mutex<Option<HashSet<Arc<FrameKey>>>> = Mutex::new(None);
-    let mut keys = KEYS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let keys = keys.get_or_insert_with(HashSet::new);
-    if let Some(k) = keys.get(&key) {
-        return Arc::clone(k);
-    }
-    let k = Arc::new(key);
-    keys.insert(Arc::clone(&k));
-    k
+/// A callsite: an API and the frames a user sees, innermost first. Cheap to clone; the frames
+/// are shared with the stack they came from and with every other callsite that has them.
+/// Comparing, ordering and hashing look at the frames' identities ([`FrameKey`]).
+#[derive(Debug, Clone)]
+pub struct Callsite {
+    api: Name,
+    frames: Arc<[Arc<FrameView>]>,
 }
 
 impl Callsite {
-    /// The callsite of `api` at `frames` (indices into `all`: the frames a user sees).
-    pub fn new(api: &str, all: &[format::Frame], frames: &[usize]) -> Self {
+    /// The callsite of `api` at `frames` (the frames a user sees, as a user sees them).
+    pub fn new(api: &str, frames: Arc<[Arc<FrameView>]>) -> Self {
         Callsite {
-            api: Name::from(api),
-            frames: frames
-                .iter()
-                .map(|&i| intern(FrameKey::new(&all[i])))
-                .collect(),
+            api: api_name(api),
+            frames,
         }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = FrameKey<'_>> {
+        self.frames.iter().map(|f| FrameKey::of(f))
     }
 
     /// The same frames called through another API.
@@ -131,14 +152,20 @@ impl Callsite {
             return self.clone();
         }
         Callsite {
-            api: Name::from(api),
+            api: api_name(api),
             frames: Arc::clone(&self.frames),
         }
     }
 
     /// The same frames, whatever the API (a double free's allocation stack).
     pub fn same_frames(&self, other: &Callsite) -> bool {
-        self.frames == other.frames
+        Arc::ptr_eq(&self.frames, &other.frames)
+            || (self.frames.len() == other.frames.len()
+                && self
+                    .frames
+                    .iter()
+                    .zip(other.frames.iter())
+                    .all(|(a, b)| Arc::ptr_eq(a, b) || FrameKey::of(a) == FrameKey::of(b)))
     }
 
     /// A stable fingerprint of this callsite for the result kind `rule` (a SARIF rule id):
@@ -150,7 +177,7 @@ impl Callsite {
         h.write(b"\x1d");
         h.write(self.api.as_bytes());
         h.write(b"\x1d");
-        for f in self.frames.iter() {
+        for f in self.keys() {
             let text = |h: &mut Fnv, t: &Option<KeyText>| {
                 if let Some(t) = t {
                     t.feed(h);
@@ -176,49 +203,61 @@ impl Callsite {
     }
 }
 
-/// 64-bit FNV-1a: small, stable across Rust versions and platforms (unlike `DefaultHasher`).
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
+impl PartialEq for Callsite {
+    fn eq(&self, other: &Self) -> bool {
+        self.api == other.api && self.same_frames(other)
     }
 }
 
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+impl Eq for Callsite {}
+
+impl Hash for Callsite {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.api.hash(state);
+        state.write_usize(self.frames.len());
+        for k in self.keys() {
+            k.hash(state);
         }
     }
-    fn finish(&self) -> u64 {
-        self.0
+}
+
+impl PartialOrd for Callsite {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
 }
 
-/// [`Fnv`] of `bytes`.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h = Fnv::new();
-    h.write(bytes);
-    h.finish()
+impl Ord for Callsite {
+    /// The API, then the frames' identities, innermost first (a shorter list first where one
+    /// is the start of the other).
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.api
+            .cmp(&other.api)
+            .then_with(|| self.keys().cmp(other.keys()))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use format::{Frame, Hex};
+    use crate::names::MAX_NAME_BYTES;
 
-    fn frame(function: Option<&str>, line: u32, module: &str) -> Frame {
-        Frame {
-            kind: None,
-            ip: Hex(0x4000),
-            module: Some(module.into()),
-            offset: Some(Hex(0x40)),
+    fn frame(function: Option<&str>, line: u32, module: &str) -> Arc<FrameView> {
+        Arc::new(FrameView {
             function: function.map(Name::from),
             file: function.map(|_| Name::from("app.cu")),
             line: function.map(|_| line),
-        }
+            module: Some(module.into()),
+            offset: Some(0x40),
+            ip: 0x4000,
+            python: false,
+            internal: false,
+            long: None,
+        })
+    }
+
+    fn callsite(api: &str, frames: &[Arc<FrameView>]) -> Callsite {
+        Callsite::new(api, frames.iter().cloned().collect())
     }
 
     #[test]
@@ -233,7 +272,7 @@ mod tests {
             frame(Some("leak"), 12, "/home/a/app"),
             frame(None, 0, "/home/a/libx.so"),
         ];
-        let c = Callsite::new("cudaMalloc", &frames, &[0, 1]);
+        let c = callsite("cudaMalloc", &frames);
         // The encoding of the callsite keys before this type (so leak fingerprints already
         // uploaded keep matching): API, then per frame function, file, line, module file name
         // and, without a function, `+offset`.
@@ -248,12 +287,48 @@ mod tests {
             frame(Some("leak"), 12, "/opt/b/app"),
             frame(None, 0, "/usr/lib/libx.so"),
         ];
-        let d = Callsite::new("cudaMalloc", &moved, &[0, 1]);
+        let d = callsite("cudaMalloc", &moved);
         assert_eq!(c, d);
+        assert_eq!(c.cmp(&d), Ordering::Equal);
         assert_eq!(c.fingerprint("r"), d.fingerprint("r"));
         assert_ne!(c.fingerprint("r"), c.fingerprint("s"));
         assert_ne!(c, c.with_api("cudaMallocAsync"));
         assert!(c.same_frames(&c.with_api("cudaMallocAsync")));
-        assert_ne!(c, Callsite::new("cudaMalloc", &frames, &[0]));
+        assert_ne!(c, callsite("cudaMalloc", &frames[..1]));
+        assert!(
+            callsite("cudaMalloc", &frames[..1]) < c,
+            "a prefix sorts first"
+        );
+    }
+
+    #[test]
+    fn a_cut_name_is_told_apart_by_its_whole_length_and_hash() {
+        let cut = |name: &str| {
+            let head = &name[..MAX_NAME_BYTES];
+            Arc::new(FrameView {
+                function: Some(format!("{head}…[{} more bytes]", name.len() - head.len()).into()),
+                long: crate::frame::LongKey::of(Some(name), Some("app.cu"), Some("/a/app")),
+                ..(*frame(Some("x"), 1, "/a/app")).clone()
+            })
+        };
+        let a = "f".repeat(MAX_NAME_BYTES + 10);
+        let b = format!("{}g", "f".repeat(MAX_NAME_BYTES + 9));
+        let (ca, cb) = (
+            callsite("cudaMalloc", &[cut(&a)]),
+            callsite("cudaMalloc", &[cut(&b)]),
+        );
+        assert_ne!(ca, cb);
+        assert_eq!(ca, callsite("cudaMalloc", &[cut(&a)]));
+        let whole = |s: &str| fnv1a(s.as_bytes());
+        let text = format!(
+            "r\u{1d}cudaMalloc\u{1d}{}\u{1c}{}:{:016x}\u{1f}app.cu\u{1f}1\u{1f}app\u{1e}",
+            &a[..MAX_NAME_BYTES],
+            a.len(),
+            whole(&a)
+        );
+        assert_eq!(
+            ca.fingerprint("r"),
+            format!("{:016x}", fnv1a(text.as_bytes()))
+        );
     }
 }

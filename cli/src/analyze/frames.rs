@@ -9,79 +9,19 @@ use std::sync::{Arc, Mutex};
 use crate::load::schema as format;
 use format::Name;
 
-/// One frame as reporters show it. Its names are shared with the dump and every other view
-/// of the same name (cut to [`MAX_NAME_BYTES`]), and each frame with every stack that shows it
-/// ([`frame_view`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FrameView {
-    pub function: Option<Name>,
-    pub file: Option<Name>,
-    pub line: Option<u32>,
-    /// Full path of the module, as in the dump.
-    pub module: Option<Name>,
-    pub offset: Option<u64>,
-    pub ip: u64,
-    /// A Python function's frame (the dump's `kind: python`).
-    pub python: bool,
-    /// Inside the CUDA runtime/driver, the shim or start-up code (shown only with
-    /// `--show-internal`).
-    pub internal: bool,
-}
-
-impl FrameView {
-    /// A frame of the program's own code: a source line outside the CUDA libraries (NCCL is
-    /// built with line tables) and the installed Python packages and standard library.
-    pub fn is_own(&self) -> bool {
-        !self.internal
-            && self.line.is_some()
-            && !self.module.as_deref().is_some_and(nvidia_library)
-            && self
-                .file
-                .as_deref()
-                .is_some_and(|file| !file.starts_with('<') && python_library_of(file).is_none())
-    }
-
-    /// The module's file name (`leak_error_path` for `/home/dev/leak_error_path`).
-    pub fn module_name(&self) -> Option<&str> {
-        self.module.as_deref().map(basename)
-    }
-
-    /// The module's file name; for a Python frame, its script's (`train.py`).
-    pub fn module_or_script(&self) -> Option<&str> {
-        match (self.python, &self.file) {
-            (true, Some(file)) => Some(basename(file)),
-            _ => self.module_name(),
-        }
-    }
-}
-
-/// A module of NVIDIA's CUDA libraries (cuBLAS, cuDNN, NCCL …), whatever its frames carry.
-fn nvidia_library(module: &str) -> bool {
-    const PREFIXES: [&str; 13] = [
-        "libcublas",
-        "libcudnn",
-        "libcufft",
-        "libcurand",
-        "libcusparse",
-        "libcusolver",
-        "libnccl",
-        "libnvrtc",
-        "libnvJitLink",
-        "libcupti",
-        "libnvjpeg",
-        "libnpp",
-        "libcutensor",
-    ];
-    let name = basename(module);
-    PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
+use crate::frame::python_library_of;
+pub use crate::frame::{FrameView, LongKey};
 pub use crate::names::{basename, MAX_NAME_BYTES};
 
 /// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
-/// Made once per stack; every group, callsite and event from that stack shares its frames.
+/// Made once per stack and shared, whole, by every group, callsite and event from that stack
+/// (a clone is a reference count): its parts are read through `Deref`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StackView {
+pub struct StackView(Arc<StackParts>);
+
+/// What a [`StackView`] holds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StackParts {
     pub frames: Arc<[Arc<FrameView>]>,
     /// Internal frames left out.
     pub hidden: usize,
@@ -96,7 +36,20 @@ pub struct StackView {
 }
 
 impl StackView {
-    /// The frame a one-line listing names ([`StackView::entry`]).
+    pub fn new(parts: StackParts) -> Self {
+        StackView(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for StackView {
+    type Target = StackParts;
+    fn deref(&self) -> &StackParts {
+        &self.0
+    }
+}
+
+impl StackParts {
+    /// The frame a one-line listing names ([`StackParts::entry`]).
     pub fn where_frame(&self) -> Option<&FrameView> {
         self.frames
             .get(self.entry)
@@ -121,17 +74,6 @@ pub struct Folded {
 /// frozen module — or `None` for the program's own scripts.
 pub(super) fn python_library(f: &format::Frame) -> Option<&str> {
     python_library_of(f.file.as_deref()?)
-}
-
-/// [`python_library`] of a source file's path.
-fn python_library_of(file: &str) -> Option<&str> {
-    for dir in ["/site-packages/", "/dist-packages/"] {
-        if let Some((_, rest)) = file.split_once(dir) {
-            return Some(rest.split('/').next().unwrap_or(rest));
-        }
-    }
-    let stdlib = file.contains("/lib/python3.") || file.starts_with("<frozen ");
-    stdlib.then(|| basename(file))
 }
 
 /// The header library of the CUDA toolkit a frame's code comes from — `thrust`, `cub` or
@@ -352,6 +294,11 @@ pub(super) fn frame_view(f: &format::Frame, internal: bool) -> Arc<FrameView> {
         offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
         python: f.is_python(),
+        long: LongKey::of(
+            f.function.as_deref(),
+            f.file.as_deref(),
+            f.module.as_deref(),
+        ),
     };
     let mut views = VIEWS
         .lock()

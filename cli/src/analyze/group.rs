@@ -4,6 +4,10 @@
 //! processes. No filters and no verdict here (`mod.rs` applies them).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+use hashbrown::HashTable;
 
 use crate::load::schema as format;
 use format::{EventType, Kind};
@@ -12,9 +16,9 @@ use crate::caches::{self, CacheRule};
 use crate::callsite::Callsite;
 
 use super::{
-    cut, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
+    cut, cut_name, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
     visible_frames, BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup,
-    ProcessFindings, RecordNote, StackView, TeardownGroup, View,
+    ProcessFindings, RecordNote, StackParts, StackView, TeardownGroup, View,
 };
 
 /// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
@@ -51,18 +55,29 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
             user[i] = true;
         }
     }
-    let callsite = Callsite::new(api, &stack.frames, &user_idx);
     let (idx, folded) = if view.native {
         (idx, Vec::new())
     } else {
         fold_native(&stack.frames, &idx)
     };
     let limit = view.frames.unwrap_or(usize::MAX);
-    let shown: Vec<std::sync::Arc<FrameView>> = idx
+    let shown: Vec<Arc<FrameView>> = idx
         .iter()
         .take(limit)
         .map(|&i| frame_view(&stack.frames[i], !user[i]))
         .collect();
+    let shown: Arc<[Arc<FrameView>]> = shown.into();
+    // The callsite holds the frames shown when they are the user's (the usual case), else the
+    // user's own list; either way the frames themselves are the shared views.
+    let callsite_frames = if idx.len() <= limit && idx == user_idx {
+        Arc::clone(&shown)
+    } else {
+        user_idx
+            .iter()
+            .map(|&i| frame_view(&stack.frames[i], false))
+            .collect()
+    };
+    let callsite = Callsite::new(api, callsite_frames);
     let folded_frames: usize = folded.iter().map(|r| r.frames).sum();
     // A run after the last frame `--frames` shows is cut with the frames after it.
     let cut_off = shown.len() < idx.len();
@@ -77,13 +92,13 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         .unwrap_or(0);
     PreparedStack {
         callsite,
-        view: StackView {
+        view: StackView::new(StackParts {
             omitted: idx.len() - shown.len() + cut_frames,
             hidden: stack.frames.len() - idx.len() - folded_frames,
-            frames: shown.into(),
+            frames: shown,
             folded,
             entry,
-        },
+        }),
         held_by,
     }
 }
@@ -123,7 +138,11 @@ pub(super) struct Stacks<'a> {
     dump: &'a format::Dump,
     view: &'a View,
     pub(super) caches: &'a [CacheRule],
-    cache: HashMap<(usize, usize), PreparedStack>,
+    /// Per stack index, the stack prepared for the first leading count asked of it (the only
+    /// one, unless one stack allocates through APIs whose entry frames differ).
+    first: Vec<Option<(usize, PreparedStack)>>,
+    /// The others, by stack index and leading count.
+    more: HashMap<(usize, usize), PreparedStack>,
 }
 
 /// How many frames at the innermost end `visible_frames` drops as API entries for `api`
@@ -146,7 +165,8 @@ impl<'a> Stacks<'a> {
             dump,
             view,
             caches,
-            cache: HashMap::new(),
+            first: Vec::new(),
+            more: HashMap::new(),
         }
     }
     pub(super) fn get(&mut self, stack: usize, api: &str) -> &PreparedStack {
@@ -160,7 +180,20 @@ impl<'a> Stacks<'a> {
         // What is shown and which cache holds the blocks depend on the API only through this
         // count (with --show-internal nothing shown depends on it at all).
         let lead = leading_entries(&s.frames, api, false);
-        self.cache
+        if self.first.len() != dump.stacks.len() {
+            self.first = std::iter::repeat_with(|| None)
+                .take(dump.stacks.len())
+                .collect();
+        }
+        if let Some(slot @ None) = self.first.get_mut(stack) {
+            *slot = Some((lead, prepare(s, api, view, caches)));
+        }
+        if let Some(Some((l, p))) = self.first.get(stack) {
+            if *l == lead {
+                return p;
+            }
+        }
+        self.more
             .entry((stack, lead))
             .or_insert_with(|| prepare(s, api, view, caches))
     }
@@ -177,12 +210,61 @@ pub(super) fn by_size(a: &LeakGroup, b: &LeakGroup) -> std::cmp::Ordering {
         .then(a.device.cmp(&b.device))
 }
 
+/// Sorts groups [`by_size`], stably, without a scratch copy of half the groups (what a stable
+/// sort of the groups themselves takes): the order is sorted as indices, then applied in place.
+pub(super) fn sort_groups(groups: &mut [GroupAcc]) {
+    let n = u32::try_from(groups.len()).unwrap_or(u32::MAX);
+    let mut order: Vec<u32> = (0..n).collect();
+    order.sort_by(|&a, &b| by_size(&groups[a as usize].group, &groups[b as usize].group));
+    // Position i takes the group at order[i]: follow each cycle, marking what is done with
+    // order[j] = j.
+    for i in 0..order.len() {
+        let mut j = i;
+        while order[j] as usize != j {
+            let k = order[j] as usize;
+            order[j] = j as u32;
+            if k == i {
+                break;
+            }
+            groups.swap(j, k);
+            j = k;
+        }
+    }
+}
+
+/// The stack indices of a group's records, in order, each once: the first kept in place (a
+/// group of a distinct callsite has one), the rest in a list.
+#[derive(Debug, Default)]
+pub(super) struct StackList {
+    first: Option<usize>,
+    more: Vec<usize>,
+}
+
+impl StackList {
+    pub(super) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.first.into_iter().chain(self.more.iter().copied())
+    }
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+    pub(super) fn contains(&self, s: usize) -> bool {
+        self.first == Some(s) || self.more.contains(&s)
+    }
+    pub(super) fn push(&mut self, s: usize) {
+        if self.first.is_none() {
+            self.first = Some(s);
+        } else {
+            self.more.push(s);
+        }
+    }
+}
+
 pub(super) struct GroupAcc {
     pub(super) group: LeakGroup,
-    pub(super) stacks: Vec<usize>,
+    pub(super) stacks: StackList,
     /// A framework's record group: its frames, which no stack of the dump holds (suppressions
     /// are matched on them).
-    pub(super) record: Option<format::Stack>,
+    pub(super) record: Option<Box<format::Stack>>,
 }
 
 /// The groups of the frameworks' own records (`frameworks.records`) as leak groups: each
@@ -205,7 +287,7 @@ pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>,
             let (callsite, stack) = prepare_frames(frames.clone(), &framework, view);
             groups.push(GroupAcc {
                 group: LeakGroup {
-                    api: framework.clone(),
+                    api: framework.as_str().into(),
                     kind: Kind::Device,
                     device: g.device,
                     bytes: g.bytes,
@@ -217,11 +299,11 @@ pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>,
                     handles: None,
                     framework: Some(framework.clone()),
                 },
-                stacks: Vec::new(),
-                record: Some(format::Stack {
+                stacks: StackList::default(),
+                record: Some(Box::new(format::Stack {
                     frames,
                     python: Vec::new(),
-                }),
+                })),
             });
         }
     }
@@ -236,13 +318,26 @@ pub(super) fn group_live<'a>(
     stacks: &mut Stacks<'a>,
     judged: &handles::Judged,
 ) -> Vec<GroupAcc> {
-    type Key = (Callsite, Option<usize>, Kind, Option<i32>);
-    let mut index: HashMap<Key, usize> = HashMap::new();
-    // Records of one stack index, API, kind and device share a group: found without hashing the
-    // callsite (a whole stack's worth of frames) for every record.
-    type Fast<'a> = (usize, &'a str, Kind, Option<i32>, bool, Option<usize>);
-    let mut fast: HashMap<Fast<'a>, usize> = HashMap::new();
-    let mut groups: Vec<GroupAcc> = Vec::new();
+    // Groups are found by their key (callsite, cache, kind, device) through a table of their
+    // indices, hashed from the group itself: no second copy of any key.
+    let hasher = RandomState::new();
+    let key_hash = |g: &LeakGroup| hasher.hash_one((&g.callsite, g.held_by, g.kind, g.device));
+    let mut index: HashTable<u32> = HashTable::new();
+    // The group the last record of each stack index went to, and what else decided it: records
+    // of one stack index, API, kind and device share a group, found without hashing the callsite
+    // (a whole stack's worth of frames) for every record. A miss only takes the long way.
+    #[derive(Clone, Copy)]
+    struct Last {
+        slot: u32,
+        kind: Kind,
+        device: Option<i32>,
+        left_behind: bool,
+        owner_rule: Option<usize>,
+    }
+    let mut last: Vec<Option<Last>> = vec![None; dump.stacks.len()];
+    // Room for a group per stack (what a dump of distinct callsites has) at once: a doubling
+    // of a large list copies it beside itself, and the room never written is never resident.
+    let mut groups: Vec<GroupAcc> = Vec::with_capacity(dump.live.len().min(dump.stacks.len()));
     for r in &dump.live {
         if judged.in_groups.contains(&r.seq) {
             continue;
@@ -251,16 +346,15 @@ pub(super) fn group_live<'a>(
         // by a live one (that library's cache rule).
         let left_behind = judged.left_behind.contains(&r.seq);
         let owner_rule = judged.held.get(&r.seq).copied();
-        let fast_key = (
-            r.stack,
-            r.api.as_str(),
-            r.kind,
-            r.device,
-            left_behind,
-            owner_rule,
-        );
-        if let Some(&slot) = fast.get(&fast_key) {
-            let acc = &mut groups[slot];
+        let hit = last.get(r.stack).copied().flatten().filter(|l| {
+            l.kind == r.kind
+                && l.device == r.device
+                && l.left_behind == left_behind
+                && l.owner_rule == owner_rule
+                && groups[l.slot as usize].group.api == *r.api
+        });
+        if let Some(l) = hit {
+            let acc = &mut groups[l.slot as usize];
             acc.group.bytes = acc.group.bytes.saturating_add(r.size);
             acc.group.held = acc.group.held.saturating_add(r.held());
             acc.group.allocations += 1;
@@ -273,12 +367,20 @@ pub(super) fn group_live<'a>(
         } else {
             p.held_by.or(owner_rule)
         };
-        let slot = *index
-            .entry((callsite.clone(), held_by, r.kind, r.device))
-            .or_insert_with(|| {
+        let hash = hasher.hash_one((&callsite, held_by, r.kind, r.device));
+        let found = index.find(hash, |&i| {
+            let g = &groups[i as usize].group;
+            g.callsite == callsite
+                && g.held_by == held_by
+                && g.kind == r.kind
+                && g.device == r.device
+        });
+        let slot = match found {
+            Some(&i) => i as usize,
+            None => {
                 groups.push(GroupAcc {
                     group: LeakGroup {
-                        api: cut(&r.api),
+                        api: cut_name(&r.api),
                         kind: r.kind,
                         device: r.device,
                         bytes: 0,
@@ -290,20 +392,34 @@ pub(super) fn group_live<'a>(
                         handles: None,
                         framework: None,
                     },
-                    stacks: Vec::new(),
+                    stacks: StackList::default(),
                     record: None,
                 });
-                groups.len() - 1
+                let i = groups.len() - 1;
+                index.insert_unique(hash, i as u32, |&j| key_hash(&groups[j as usize].group));
+                i
+            }
+        };
+        if let Some(l) = last.get_mut(r.stack) {
+            *l = Some(Last {
+                slot: slot as u32,
+                kind: r.kind,
+                device: r.device,
+                left_behind,
+                owner_rule,
             });
-        fast.insert(fast_key, slot);
+        }
         let acc = &mut groups[slot];
         acc.group.bytes = acc.group.bytes.saturating_add(r.size);
         acc.group.held = acc.group.held.saturating_add(r.held());
         acc.group.allocations += 1;
-        if !acc.stacks.contains(&r.stack) && acc.stacks.len() < 64 {
+        if !acc.stacks.contains(r.stack) && acc.stacks.len() < 64 {
             acc.stacks.push(r.stack);
         }
     }
+    // The slack of the last doubling (up to half the groups) is given back before the groups
+    // are sorted and sifted.
+    groups.shrink_to_fit();
     groups
 }
 

@@ -13,7 +13,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::frames::{basename, cut};
+use super::frames::{basename, cut_name};
+use super::group::StackList;
 use super::{format, GroupAcc, LeakGroup, Stacks};
 use crate::callsite::Callsite;
 
@@ -165,7 +166,7 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
         let first = site.handles[0];
         let p = stacks.get(first.stack, &first.create);
         let mut group = LeakGroup {
-            api: cut(&first.create),
+            api: cut_name(&first.create),
             kind: format::Kind::Device,
             device: first.device,
             bytes: 0,
@@ -174,20 +175,20 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
             stack: p.view.clone(),
             callsite: key.1.clone(),
             held_by: None,
-            handles: Some(HandleCount {
+            handles: Some(Box::new(HandleCount {
                 library: key.0.clone(),
                 count: site.handles.len() as u64,
-            }),
+            })),
             framework: None,
         };
         // Memory held per kind: the group is of the kind that holds the most.
         let mut kinds: Vec<(format::Kind, u64)> = Vec::new();
-        let mut stacks_of = Vec::new();
+        let mut stacks_of = StackList::default();
         for h in &site.handles {
             if group.device != h.device {
                 group.device = None;
             }
-            if !stacks_of.contains(&h.stack) && stacks_of.len() < 64 {
+            if !stacks_of.contains(h.stack) && stacks_of.len() < 64 {
                 stacks_of.push(h.stack);
             }
             for r in h.blocks.iter().filter_map(|seq| by_seq.get(seq)) {

@@ -33,7 +33,9 @@ pub use handles::HandleCount;
 pub use model::*;
 pub use status::*;
 
-use group::{by_size, group_events, group_live, group_records, merge_callsites, GroupAcc, Stacks};
+use group::{
+    group_events, group_live, group_records, merge_callsites, sort_groups, GroupAcc, Stacks,
+};
 pub use group::{prepare_frames, record_frames};
 use pools::{pools_still_growing, script_end};
 
@@ -83,7 +85,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     let mut judged = handles::judge(dump, &mut stacks);
     let mut groups = group_live(dump, &mut stacks, &judged);
     groups.append(&mut judged.groups);
-    groups.sort_by(|a, b| by_size(&a.group, &b.group));
+    sort_groups(&mut groups);
 
     // Stats and managed memory look at every live group, before filters.
     let mut by_api = BTreeMap::new();
@@ -121,46 +123,53 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
         let (mut records, notes) = group_records(dump, &cfg.view);
         record_notes = notes;
         groups.append(&mut records);
-        groups.sort_by(|a, b| by_size(&a.group, &b.group));
+        sort_groups(&mut groups);
     }
 
     let mut suppressed = vec![Counts::default(); cfg.rules.len()];
     let mut below_min_bytes = Counts::default();
-    let mut kept: Vec<LeakGroup> = Vec::new();
     let mut cached: Vec<LeakGroup> = Vec::new();
     let mut cached_per_rule = vec![Counts::default(); cfg.caches.len()];
-    for acc in groups {
-        // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply. Unless
-        // the program emptied its pools: then what a pool still holds, its objects keep.
-        let kept_in_emptied = cfg.pools_emptied
-            && acc
-                .group
-                .held_by
-                .and_then(|c| cfg.caches.get(c))
-                .is_some_and(|r| r.empty.is_some());
-        if let (Some(c), false) = (acc.group.held_by, kept_in_emptied) {
-            if let Some(n) = cached_per_rule.get_mut(c) {
-                n.add(group_counts(&acc.group));
+    // The leaks kept are collected from the groups' own allocation (std reuses it for a
+    // `filter_map` over `into_iter` of a larger type), so the groups and the leaks made of them
+    // are never held side by side: on 100 000 distinct callsites, both were the peak.
+    let kept: Vec<LeakGroup> = groups
+        .into_iter()
+        .filter_map(|acc| {
+            // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply.
+            // Unless the program emptied its pools: then what a pool still holds, its objects
+            // keep.
+            let kept_in_emptied = cfg.pools_emptied
+                && acc
+                    .group
+                    .held_by
+                    .and_then(|c| cfg.caches.get(c))
+                    .is_some_and(|r| r.empty.is_some());
+            if let (Some(c), false) = (acc.group.held_by, kept_in_emptied) {
+                if let Some(n) = cached_per_rule.get_mut(c) {
+                    n.add(group_counts(&acc.group));
+                }
+                cached.push(acc.group);
+                return None;
             }
-            cached.push(acc.group);
-            continue;
-        }
-        let rule = match &acc.record {
-            Some(frames) => suppressing_rule(&cfg.rules, frames),
-            None => acc
-                .stacks
-                .iter()
-                .filter_map(|&s| dump.stacks.get(s))
-                .find_map(|s| suppressing_rule(&cfg.rules, s)),
-        };
-        if let Some(r) = rule {
-            suppressed[r].add(group_counts(&acc.group));
-        } else if acc.group.bytes < cfg.min_bytes {
-            below_min_bytes.add(group_counts(&acc.group));
-        } else {
-            kept.push(acc.group);
-        }
-    }
+            let rule = match &acc.record {
+                Some(frames) => suppressing_rule(&cfg.rules, frames),
+                None => acc
+                    .stacks
+                    .iter()
+                    .filter_map(|s| dump.stacks.get(s))
+                    .find_map(|s| suppressing_rule(&cfg.rules, s)),
+            };
+            if let Some(r) = rule {
+                suppressed[r].add(group_counts(&acc.group));
+            } else if acc.group.bytes < cfg.min_bytes {
+                below_min_bytes.add(group_counts(&acc.group));
+            } else {
+                return Some(acc.group);
+            }
+            None
+        })
+        .collect();
     let leaked = sum_groups(&kept);
     let leaked_handles = kept
         .iter()

@@ -49,7 +49,8 @@ pub(super) fn group_counts(g: &LeakGroup) -> Counts {
 /// Live blocks allocated from one callsite with one API, kind and device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeakGroup {
-    pub api: String,
+    /// Shared with the dump's records (cut to `MAX_NAME_BYTES`).
+    pub api: format::Name,
     pub kind: Kind,
     pub device: Option<i32>,
     /// The records' sizes: for `reserved` and `mapped`, the address range.
@@ -65,7 +66,7 @@ pub struct LeakGroup {
     pub held_by: Option<usize>,
     /// Library handles never destroyed that this group stands for (their create call is the
     /// stack; the blocks are those the library allocated for them), or `None` for blocks.
-    pub handles: Option<HandleCount>,
+    pub handles: Option<Box<HandleCount>>,
     /// The framework (`torch`, `jax`, `cupy`) whose own record named these blocks, kept inside
     /// its pool where the driver does not see them (a window's report, `--since`); `None` for
     /// blocks the shim recorded.
@@ -338,7 +339,7 @@ impl Findings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallsiteTotal {
     pub callsite: Callsite,
-    pub api: String,
+    pub api: format::Name,
     pub stack: StackView,
     pub bytes: u64,
     pub allocations: u64,

@@ -217,7 +217,7 @@ pub(super) fn prepare(
             }
         })
         .collect();
-    let callsite = callsite.unwrap_or_else(|| Callsite::new(&key, &[], &[]));
+    let callsite = callsite.unwrap_or_else(|| Callsite::new(&key, Vec::new().into()));
     let stack = groups.first().map(|g| g.stack.clone()).unwrap_or_default();
     let line = stack.frames.iter().any(|f| f.is_own());
     let (title, objects) = fw.map_or((c.framework.as_str(), "objects"), |f| (f.title, f.objects));

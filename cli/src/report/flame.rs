@@ -5,7 +5,7 @@
 //! Pure: no I/O, no markup. Never changes what `analyze` or `growth` decided; bytes are memory
 //! held (`LeakGroup::held`), the figure every total adds.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use super::{clean, folded_text, frame_text_under, plural};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
@@ -25,7 +25,7 @@ pub enum Class {
 }
 
 /// One frame of a weighted stack.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
     /// `function at file:line (module)`, as text reports write it (sources under the
     /// current directory relative to it); program text cleaned of control characters.
@@ -151,68 +151,79 @@ pub fn diff(d: &DiffFindings, root: Option<&str>) -> Vec<Weighted> {
         .collect()
 }
 
-/// A node of the merged tree: one frame reached by one path from the root.
+/// A node of the merged tree: one frame reached by one path from the root. Its frame is
+/// borrowed from the stacks the tree was made of.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Node {
-    pub frame: Option<Frame>,
+pub struct Node<'a> {
+    pub frame: Option<&'a Frame>,
     pub bytes: u64,
     pub blocks: u64,
-    /// Bytes per class below this node.
-    pub by_class: BTreeMap<Class, u64>,
+    /// Bytes per class below this node, in [`Class`] order.
+    by_class: [u64; 4],
     /// Largest first, then by label: the order is the same for the same input.
-    pub children: Vec<Node>,
+    pub children: Vec<Node<'a>>,
 }
 
-impl Node {
+impl Node<'_> {
     /// The class holding most of this node's bytes.
     pub fn class(&self) -> Class {
-        self.by_class
+        const CLASSES: [Class; 4] = [Class::Leak, Class::Cached, Class::Suspect, Class::Grew];
+        CLASSES
             .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .zip(self.by_class)
+            .filter(|(_, b)| *b > 0)
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
             .map_or(Class::Leak, |(c, _)| *c)
+    }
+
+    fn add(&mut self, w: &Weighted) {
+        self.bytes = self.bytes.saturating_add(w.bytes);
+        self.blocks = self.blocks.saturating_add(w.blocks);
+        let c = &mut self.by_class[w.class as usize];
+        *c = c.saturating_add(w.bytes);
     }
 }
 
 /// Merges stacks that share a path from the root into one tree (stacks of no bytes left out).
-pub fn tree(stacks: &[Weighted]) -> Node {
-    #[derive(Default)]
-    struct Acc {
-        bytes: u64,
-        blocks: u64,
-        by_class: BTreeMap<Class, u64>,
-        children: BTreeMap<Frame, Acc>,
-    }
-    fn add(a: &mut Acc, w: &Weighted) {
-        a.bytes = a.bytes.saturating_add(w.bytes);
-        a.blocks = a.blocks.saturating_add(w.blocks);
-        let c = a.by_class.entry(w.class).or_default();
-        *c = c.saturating_add(w.bytes);
-    }
-    fn finish(frame: Option<Frame>, a: Acc) -> Node {
-        let mut children: Vec<Node> = a
-            .children
-            .into_iter()
-            .map(|(f, c)| finish(Some(f), c))
-            .collect();
-        children.sort_by(|x, y| y.bytes.cmp(&x.bytes).then_with(|| x.frame.cmp(&y.frame)));
-        Node {
-            frame,
-            bytes: a.bytes,
-            blocks: a.blocks,
-            by_class: a.by_class,
-            children,
-        }
-    }
-    let mut root = Acc::default();
+/// Built flat first (each node once, found by its parent and frame, frames borrowed, never
+/// copied), then nested.
+pub fn tree(stacks: &[Weighted]) -> Node<'_> {
+    let mut nodes: Vec<(Node, Vec<u32>)> = vec![(Node::default(), Vec::new())];
+    let mut index: HashMap<(u32, &Frame), u32> = HashMap::new();
     for w in stacks.iter().filter(|w| w.bytes > 0) {
-        add(&mut root, w);
-        let mut at = &mut root;
+        nodes[0].0.add(w);
+        let mut at = 0u32;
         for f in &w.frames {
-            at = at.children.entry(f.clone()).or_default();
-            add(at, w);
+            let next = *index.entry((at, f)).or_insert_with(|| {
+                let n = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+                nodes.push((
+                    Node {
+                        frame: Some(f),
+                        ..Node::default()
+                    },
+                    Vec::new(),
+                ));
+                nodes[at as usize].1.push(n);
+                n
+            });
+            nodes[next as usize].0.add(w);
+            at = next;
         }
     }
-    finish(None, root)
+    drop(index);
+    let mut slots: Vec<Option<(Node, Vec<u32>)>> = nodes.into_iter().map(Some).collect();
+    nest(&mut slots, 0)
+}
+
+/// Node `i` of the flat tree with its children nested, largest first, then by frame.
+fn nest<'a>(slots: &mut [Option<(Node<'a>, Vec<u32>)>], i: u32) -> Node<'a> {
+    let Some((mut node, kids)) = slots.get_mut(i as usize).and_then(Option::take) else {
+        return Node::default();
+    };
+    node.children = kids.into_iter().map(|k| nest(slots, k)).collect();
+    node.children
+        .sort_by(|x, y| y.bytes.cmp(&x.bytes).then_with(|| x.frame.cmp(&y.frame)));
+    node
 }
 
 #[cfg(test)]
@@ -230,11 +241,12 @@ mod tests {
             ip: 1,
             python: false,
             internal: false,
+            long: None,
         }
     }
 
     fn stack(names: &[&str], omitted: usize) -> StackView {
-        StackView {
+        StackView::new(crate::analyze::StackParts {
             frames: names
                 .iter()
                 .map(|n| std::sync::Arc::new(fv(n)))
@@ -244,7 +256,7 @@ mod tests {
             omitted,
             folded: Vec::new(),
             entry: 0,
-        }
+        })
     }
 
     #[test]
@@ -270,11 +282,12 @@ mod tests {
             blocks: 1,
             class,
         };
-        let t = tree(&[
+        let stacks = [
             w(&["a", "main"], 10, Class::Leak),
             w(&["b", "main"], 30, Class::Cached),
             w(&["c", "main"], 0, Class::Leak),
-        ]);
+        ];
+        let t = tree(&stacks);
         assert_eq!(t.bytes, 40);
         assert_eq!(t.children.len(), 1, "one root frame: main");
         let main = &t.children[0];

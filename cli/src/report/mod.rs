@@ -556,6 +556,7 @@ mod tests {
             ip: 0x55d4c2a01a3f,
             python: false,
             internal: false,
+            long: None,
         };
         assert_eq!(
             frame_text(&f),

@@ -252,10 +252,10 @@ fn a_create_site_that_leaves_two_handles_on_one_thread_leaks_them_all() {
     let g = &p.leaks[0];
     assert_eq!(
         g.handles,
-        Some(HandleCount {
+        Some(Box::new(HandleCount {
             library: "cublas".into(),
             count: 3
-        })
+        }))
     );
     assert_eq!((g.allocations, g.bytes), (4, 4 * (64 << 20)));
     assert_eq!(g.api, "cublasCreate_v2");
