@@ -368,10 +368,16 @@ fn library_handles_made_while_attached_are_tracked_as_under_run() {
         .spawn_plain();
     let child = spawned.child.take().expect("a child");
     let maps = format!("/proc/{}/maps", spawned.pid);
+    // The loader maps the program's libraries in its own order: the driver may be in before the
+    // C library, whose dlopen the attach needs.
     wait_until(
         std::time::Duration::from_secs(20),
-        "the program to map the driver",
-        || std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("libcuda.so")),
+        "the program to map the driver and the C library",
+        || {
+            std::fs::read_to_string(&maps).is_ok_and(|m| {
+                m.contains("libcuda.so") && m.lines().any(|l| l.contains("/libc.so"))
+            })
+        },
     );
     let out = tempfile::tempdir().expect("a temporary directory");
     let o = attach(spawned.pid, out.path(), &["--for", "2.6"]);
