@@ -13,7 +13,10 @@ use common::{copy_dump, dir_file, run_env, wait_until, RunEnv};
 #[test]
 fn run_forwards_sigterm_to_the_program() {
     let env = run_env();
-    let script = format!("{}; exec sleep 30", copy_dump("leak_loop.json"));
+    let script = format!(
+        "{}; touch \"${{CUDALEAK_OUTPUT}}{STARTED}\"; exec sleep 30",
+        copy_dump("leak_loop.json")
+    );
     let start = Instant::now();
     let child = spawn_run_and_wait(&env, &script);
     kill("-TERM", child.id());
@@ -27,9 +30,13 @@ fn run_forwards_sigterm_to_the_program() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("SUMMARY: 40.00 KiB leaked"));
 }
 
-/// `cudaleak run` of `sh -c SCRIPT` in the background, once the script has written a file into
-/// the run directory (it is running by then) and `cudaleak` waits for it (it passes signals on
-/// from then).
+/// The file a test's script touches in the run directory once it runs (after writing its dump,
+/// where it writes one first): `cudaleak run` itself may have put other files there before the
+/// program started.
+const STARTED: &str = "started";
+
+/// `cudaleak run` of `sh -c SCRIPT` in the background, once the script has touched [`STARTED`]
+/// (it is running by then) and `cudaleak` waits for it (it passes signals on from then).
 fn spawn_run_and_wait(env: &RunEnv, script: &str) -> std::process::Child {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_cudaleak"))
         .arg("run")
@@ -43,9 +50,7 @@ fn spawn_run_and_wait(env: &RunEnv, script: &str) -> std::process::Child {
         .spawn()
         .unwrap();
     wait_until(Duration::from_secs(20), "the program to start", || {
-        env.run_dirs()
-            .iter()
-            .any(|d| std::fs::read_dir(d).is_ok_and(|mut r| r.next().is_some()))
+        env.run_dirs().iter().any(|d| d.join(STARTED).exists())
     });
     wait_until(
         Duration::from_secs(20),
@@ -82,7 +87,7 @@ fn run_forwards_sigusr1_to_a_program_that_catches_it() {
     let marker = dir_file(&env, "usr1");
     // Bounded, so that a cudaleak killed by SIGUSR1 leaves no endless orphan behind.
     let script = format!(
-        "trap 'touch {}; {}; exit 0' USR1; touch \"${{CUDALEAK_OUTPUT}}started\"; \
+        "trap 'touch {}; {}; exit 0' USR1; touch \"${{CUDALEAK_OUTPUT}}{STARTED}\"; \
          i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
         marker.display(),
         copy_dump("leak_loop.json")
@@ -99,7 +104,10 @@ fn run_forwards_sigusr1_to_a_program_that_catches_it() {
 #[test]
 fn run_keeps_sigusr1_from_a_program_without_a_handler_and_says_so() {
     let env = run_env();
-    let script = format!("{}; exec sleep 10", copy_dump("leak_loop.json"));
+    let script = format!(
+        "{}; touch \"${{CUDALEAK_OUTPUT}}{STARTED}\"; exec sleep 10",
+        copy_dump("leak_loop.json")
+    );
     let mut child = spawn_run_and_wait(&env, &script);
     // cudaleak's stderr as it comes, to see it decide before the next signal is sent.
     let stderr = Arc::new(Mutex::new(String::new()));

@@ -77,8 +77,14 @@ impl RunEnv {
     }
 }
 
+/// A shell command that puts fixture `name` into the run directory as the program's dump, whole
+/// or not at all (copied beside it, then renamed): a test that waits for the dump to appear
+/// never sees half of it.
 pub fn copy_dump(name: &str) -> String {
-    format!("cp '{}' \"${{CUDALEAK_OUTPUT}}cudaleak.$$.json\"", fx(name))
+    format!(
+        "cp '{}' \"${{CUDALEAK_OUTPUT}}.copy.$$\" && mv \"${{CUDALEAK_OUTPUT}}.copy.$$\" \"${{CUDALEAK_OUTPUT}}cudaleak.$$.json\"",
+        fx(name)
+    )
 }
 
 pub fn dir_file(env: &RunEnv, name: &str) -> PathBuf {
