@@ -75,7 +75,7 @@ run() {
     local out="${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/cudaleak-matrix-out.XXXXXX")}"
     mkdir -p "$out"
     local versions=() v failures=0
-    while IFS= read -r v; do versions+=("$v"); done < <(find "$dir" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -V)
+    while IFS= read -r v; do versions+=("$v"); done < <(releases "$dir")
     for v in "${versions[@]}"; do
         echo "gpu-matrix: CUDA $v" >&2
         OUT="$out/$v" bash scripts/gpu-validate.sh "${bin_args[@]}" --samples "$dir/$v" >"$out/$v.stdout" 2>&1 ||
@@ -113,6 +113,11 @@ PY
     [[ $failures -eq 0 ]]
 }
 
+# The releases a built matrix holds (its folders), oldest first.
+releases() {
+    find "$1" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -V
+}
+
 # The folder a DIR|DIR.tar.xz argument names, unpacked into a temporary folder if need be.
 unpacked() {
     local dir="$1" tmp
@@ -135,7 +140,7 @@ spy() {
     mkdir -p "$out"
     so="$(mktemp -d "${TMPDIR:-/tmp}/cudaleak-spy-so.XXXXXX")/gpa_spy.so"
     cc -shared -fPIC -O1 -o "$so" tests/gpu/matrix/gpa_spy.c -ldl
-    for v in $(find "$dir" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -V); do
+    for v in $(releases "$dir"); do
         for flavour in static shared; do
             local log="$out/.raw-$v-$flavour"
             : >"$log"
