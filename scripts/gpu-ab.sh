@@ -13,6 +13,14 @@
 # turn so drift hits all alike, and prints every run's ratio (median round recording on / median
 # round off) and the median ratio per build and mode as a Markdown table. Writes the table and
 # the raw lines under $OUT when set. Asserts nothing. Needs no Rust.
+#
+# MODES (default "batch sync") may also name the Python path's A/Bs, which need PyTorch and run
+# under --exact-pools' allocator (every tensor a recorded cudaMallocAsync with its Python frames):
+# `torch_alloc` (tests/bench/gpu/torch_alloc.py: one tensor's allocation and free from 20 Python
+# frames; its column is the nanoseconds the shim adds to a pair, not a ratio; `torch_alloc_nopy`
+# the same with CUDALEAK_PY_DEPTH=0, so the difference is the Python capture), `small_exact`
+# (mlp.py 200 256 ab ROUNDS: the CPU-bound small model) and `mlp_exact` (mlp.py 100 4096 ab
+# ROUNDS).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,14 +51,33 @@ mkdir -p "$out"
 
 median() { sort -g | awk '{v[NR]=$1} END{if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
 
+modes=(${MODES:-batch sync})
+exact=(env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync python3)
+bench="$repo/tests/bench/gpu"
+# command MODE: the command of one run of MODE
+command_of() {
+    case "$1" in
+        batch | sync | kernel) echo "$work/ab $1 $rounds" ;;
+        torch_alloc) echo "${exact[*]} $bench/torch_alloc.py 20 20000 20" ;;
+        torch_alloc_nopy) echo "env CUDALEAK_PY_DEPTH=0 ${exact[*]} $bench/torch_alloc.py 20 20000 20" ;;
+        small_exact) echo "${exact[*]} $bench/mlp.py 200 256 ab $rounds" ;;
+        mlp_exact) echo "${exact[*]} $bench/mlp.py 100 4096 ab $rounds" ;;
+        *) echo "gpu-ab: unknown mode $1" >&2; exit 2 ;;
+    esac
+}
+# What a run's line is judged by: a ratio of median rounds, or torch_alloc's added nanoseconds.
+result_key() { if [[ $1 == torch_alloc* ]]; then echo added_ns; else echo ratio; fi; }
+
 raw="$out/gpu-ab.raw.txt"
 : >"$raw"
-for mode in batch sync; do
+for mode in "${modes[@]}"; do
+    cmd="$(command_of "$mode")" || exit 2
     for ((i = 1; i <= runs; i++)); do
         for b in "${!sos[@]}"; do
             build="${names[$b]}" so="${sos[$b]}"
-            line="$(LD_PRELOAD="$so" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 \
-                timeout 300 "$work/ab" "$mode" "$rounds" | tr '\n' ' ')"
+            # shellcheck disable=SC2086 # cmd is words
+            line="$(cd "$bench" && LD_PRELOAD="$so" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 \
+                timeout 300 $cmd 2>>"$out/gpu-ab.stderr.txt" | tr '\n' ' ')"
             echo "$mode $build run=$i $line" | tee -a "$raw"
         done
     done
@@ -58,13 +85,15 @@ done
 
 table="$out/gpu-ab.md"
 {
-    echo "| mode | build | ratios (on/off, each run) | median ratio | median round on (s) | median round off (s) |"
+    echo "| mode | build | each run (ratio on/off; torch_alloc: ns added a pair) | median | median round on | median round off |"
     echo "|---|---|---|---:|---:|---:|"
-    for mode in batch sync; do
+    for mode in "${modes[@]}"; do
+        key="$(result_key "$mode")" on=round_on_s off=round_off_s
+        [[ $mode == torch_alloc* ]] && on=pair_on_ns off=pair_off_ns
         for build in "${names[@]}"; do
             sel() { awk -v m="$mode" -v b="$build" -v k="$1" '$1==m && $2==b {for (i=1;i<NF;i++) if ($i==k) print $(i+1)}' "$raw"; }
-            ratios="$(sel ratio | tr '\n' ' ')"
-            echo "| $mode | $build | $ratios| $(sel ratio | median) | $(sel round_on_s | median) | $(sel round_off_s | median) |"
+            results="$(sel "$key" | tr '\n' ' ')"
+            echo "| $mode | $build | $results| $(sel "$key" | median) | $(sel $on | median) | $(sel $off | median) |"
         done
     done
 } | tee "$table"

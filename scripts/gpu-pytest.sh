@@ -9,29 +9,53 @@
 # and with the shim, and tests/gpu/pytest/probe_torch.py (what the plugin asks of PyTorch).
 #
 # usage: scripts/gpu-pytest.sh WHEELS OUT
+#        scripts/gpu-pytest.sh --cost BEFORE_WHEELS WHEELS OUT [REPS]
 #   WHEELS  a directory with the cudaleak wheel (make wheel) and, where the machine has no
 #           package index, pytest's and pytest-xdist's wheels (pip download pytest pytest-xdist)
 #   OUT     where each run's output goes (SUITE-MODE.txt), probe_torch.txt, and summary.txt: per
 #           run, the exit status, the wall time, and the tests that failed
+#   --cost  only the plugin's cost on the 20 correct PyTorch tests, and what it is made of: REPS
+#           rounds (default 3), each running in turn no plugin, the shim preloaded without the
+#           plugin, BEFORE_WHEELS' plugin, WHEELS' plugin, and WHEELS' plugin with PyTorch's
+#           allocation record left off (tests/gpu/pytest/cudaleak_norecord.py); then the verdicts
+#           of both suites under WHEELS' plugin in both allocator modes. Each plugin run's
+#           `checks:` line (the plugin's own time before and after the calls) is kept in the
+#           summary.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cost_mode=0
+if [[ ${1:-} == --cost ]]; then
+    cost_mode=1
+    before_wheels=$(realpath "$2")
+    shift 2
+fi
 wheels=$(realpath "$1")
 out=$(mkdir -p "$2" && realpath "$2")
+reps=${3:-3}
 work=$(mktemp -d)
-python3 -m venv --system-site-packages "$work/venv"
-# Where python3 is itself a virtual environment (the machine's PyTorch and CuPy live there), the
-# new one sees only the base interpreter's packages: name python3's own package directories in a
-# .pth file, after the venv's own, so it sees what python3 sees, as a user's environment would.
-purelib=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
-    >"$purelib/zz-machine-packages.pth"
-# The machine's own pytest and pytest-xdist serve when they import (the venv sees them); WHEELS
-# supplies them only where they are missing.
-"$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" cudaleak \
-    || { echo "gpu-pytest: pip install cudaleak failed" >&2; exit 1; }
-"$work/venv/bin/python" -c 'import pytest, xdist' 2>/dev/null \
-    || "$work/venv/bin/pip" install --quiet --no-index --find-links "$wheels" pytest pytest-xdist \
-    || { echo "gpu-pytest: pip install pytest pytest-xdist failed" >&2; exit 1; }
+make_venv() { # DIR WHEELS: a venv in DIR with the cudaleak wheel of WHEELS
+    local dir=$1 from=$2
+    python3 -m venv --system-site-packages "$dir"
+    # Where python3 is itself a virtual environment (the machine's PyTorch and CuPy live there),
+    # the new one sees only the base interpreter's packages: name python3's own package
+    # directories in a .pth file, after the venv's own, so it sees what python3 sees, as a
+    # user's environment would.
+    local purelib
+    purelib=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+        >"$purelib/zz-machine-packages.pth"
+    # The machine's own pytest and pytest-xdist serve when they import (the venv sees them);
+    # WHEELS supplies them only where they are missing.
+    "$dir/bin/pip" install --quiet --no-index --find-links "$from" cudaleak \
+        || { echo "gpu-pytest: pip install cudaleak from $from failed" >&2; exit 1; }
+    "$dir/bin/python" -c 'import pytest, xdist' 2>/dev/null \
+        || "$dir/bin/pip" install --quiet --no-index --find-links "$from" pytest pytest-xdist \
+        || { echo "gpu-pytest: pip install pytest pytest-xdist failed" >&2; exit 1; }
+}
+make_venv "$work/venv" "$wheels"
+if ((cost_mode)); then
+    make_venv "$work/venv-before" "$before_wheels"
+fi
 "$work/venv/bin/python" -c 'import pytest, xdist; print("pytest", pytest.__version__, "xdist", xdist.__version__)' >"$out/versions.txt" 2>&1
 cp tests/gpu/pytest/*.py "$work/"
 summary="$out/summary.txt"
@@ -39,26 +63,50 @@ summary="$out/summary.txt"
 seconds() { # T0 T1: nanosecond stamps (date +%s%N) -> seconds between them
     awk -v a="$1" -v b="$2" 'BEGIN { print (b - a) / 1e9 }'
 }
-run() { # NAME ARGS...
+run() { # NAME ARGS...: pytest in the venv $VENV (default: WHEELS')
     local name=$1
     shift
     local t0 t1 rc
     t0=$(date +%s%N)
     # shellcheck disable=SC2086 # RUN_ENV: KEY=VALUE words for env, when set
-    (cd "$work" && env ${RUN_ENV:-} "$work/venv/bin/python" -m pytest -rA -p no:cacheprovider "$@") >"$out/$name.txt" 2>&1
+    (cd "$work" && env ${RUN_ENV:-} "${VENV:-$work/venv}/bin/python" -m pytest -rA -p no:cacheprovider "$@") >"$out/$name.txt" 2>&1
     rc=$?
     t1=$(date +%s%N)
     local failed
     # FAILED and ERROR lines of -rA's summary (a collection error is not a verdict on a test).
     failed=$(grep -E '^(FAILED|ERROR) ' "$out/$name.txt" | sed -E 's/^(FAILED|ERROR) ([^ ]+).*/\1 \2/' | tr '\n' ' ')
-    printf '%-22s exit %s  %6.2f s  failed: %s\n' "$name" "$rc" "$(seconds "$t0" "$t1")" \
-        "${failed:-none}" | tee -a "$summary"
+    local checks
+    checks=$(grep -o 'checks: .*' "$out/$name.txt" | head -1)
+    printf '%-26s exit %s  %6.2f s  failed: %s%s\n' "$name" "$rc" "$(seconds "$t0" "$t1")" \
+        "${failed:-none}" "${checks:+  ($checks)}" | tee -a "$summary"
 }
 # One untimed run of each suite first: the first process on a fresh machine fills the kernel,
 # module and page caches, and would time that rather than the plugin.
-for suite in torch cupy; do
-    (cd "$work" && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "test_${suite}_suite.py") >"$out/$suite-warm-up.txt" 2>&1
-done
+warm_up() {
+    for suite in torch cupy; do
+        (cd "$work" && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "test_${suite}_suite.py") >"$out/$suite-warm-up.txt" 2>&1
+    done
+}
+correct=(-k "not keeps_history" test_torch_suite.py)
+if ((cost_mode)); then
+    warm_up
+    shim_env=$("$work/venv/bin/cudaleak" env --out "$work/shim-only")
+    for ((i = 1; i <= reps; i++)); do
+        run "correct-plain-$i" "${correct[@]}"
+        RUN_ENV="CUDALEAK_QUIET=1 $shim_env" run "correct-shim-only-$i" "${correct[@]}"
+        VENV=$work/venv-before run "correct-plugin-before-$i" --cudaleak "${correct[@]}"
+        run "correct-plugin-$i" --cudaleak "${correct[@]}"
+        run "correct-plugin-norecord-$i" --cudaleak -p cudaleak_norecord "${correct[@]}"
+    done
+    for suite in torch cupy; do
+        run "$suite-default" --cudaleak "test_${suite}_suite.py"
+        run "$suite-exact" --cudaleak --cudaleak-exact-pools "test_${suite}_suite.py"
+    done
+    cat "$out/versions.txt" >>"$summary"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$summary" 2>&1
+    exit 0
+fi
+warm_up
 for suite in torch cupy; do
     file="test_${suite}_suite.py"
     run "$suite-plain" "$file"
@@ -70,7 +118,6 @@ run torch-default-xdist2 --cudaleak -n 2 test_torch_suite.py
 # plugin, with the shim preloaded but the plugin off, and with the plugin, alternating three
 # times; then PyTorch's import and CUDA start alone, without and with the shim.
 shim_env=$("$work/venv/bin/cudaleak" env --out "$work/shim-only")
-correct=(-k "not keeps_history" test_torch_suite.py)
 for i in 1 2 3; do
     run "correct-plain-$i" "${correct[@]}"
     RUN_ENV="CUDALEAK_QUIET=1 $shim_env" run "correct-shim-only-$i" "${correct[@]}"

@@ -124,9 +124,13 @@ class TorchWindow:
         return cls(allocated(torch), seen, int(time.time() * 1000), note)
 
     def grown(self):
-        """How much PyTorch's count rose since the start (0 when it cannot be read now)."""
+        """How much PyTorch's count rose since the start (0 when it cannot be read now), cuBLAS's
+        workspaces given back first, as they were at the start (`start_window`)."""
         torch = torch_in_use()
-        return 0 if torch is None else allocated(torch) - self.before
+        if torch is None:
+            return 0
+        _clear_workspaces(torch)
+        return allocated(torch) - self.before
 
     def records(self, shim, mark, limit=0, owned=None):
         """At the window's end (the pools emptied): the framework records (a list for the
@@ -218,6 +222,50 @@ def _driver_blocks_since(shim, mark):
     return ranges
 
 
+def _clear_workspaces(torch):
+    """Gives cuBLAS's workspaces back to PyTorch's pool. They live in the caching allocator, one
+    per handle and stream, made at a window's first matrix product: PyTorch's count would blame
+    that window. Cheap: the blocks stay in the pool, and the next product takes one again."""
+    clear = getattr(getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        try:
+            clear()
+        except Exception:  # noqa: BLE001 - a framework's failure is not the program's
+            pass
+
+
+def start_window():
+    """What a window's start needs of the pools, and no more (a test's start: the pytest
+    plugin). PyTorch: cuBLAS's workspaces given back, so that its count at the start is taken as
+    at the end (`TorchWindow.grown`); its cached segments stay, so a test reuses them rather
+    than allocating new ones at the driver (a tensor kept inside one is found by PyTorch's count,
+    and named by its record). CuPy: its pools emptied, since CuPy has no record: an array the
+    window keeps then takes a new block, which the driver sees with its line; the same for
+    PyTorch's pinned host memory, which its count does not cover."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                _clear_workspaces(torch)
+                # Pinned host memory has no count to tell a kept block by: emptied, as CuPy's.
+                host_empty = getattr(torch._C, "_host_emptyCache", None)
+                if host_empty is not None:
+                    host_empty()
+        except Exception:  # noqa: BLE001
+            pass
+    _empty_cupy()
+
+
+def _empty_cupy():
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def empty_pools():
     """Gives back what the frameworks' pools hold that no object uses, so that what is still
     allocated after a window is what its objects keep (each pool's `empty` line in
@@ -227,23 +275,11 @@ def empty_pools():
         try:
             if torch.cuda.is_initialized():
                 torch.cuda.synchronize()
-                # cuBLAS's workspaces live in the caching allocator, one per handle and stream,
-                # made at a window's first matrix product: PyTorch's count would blame it.
-                clear_workspaces = getattr(
-                    getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None
-                )
-                if clear_workspaces is not None:
-                    clear_workspaces()
+                _clear_workspaces(torch)
                 torch.cuda.empty_cache()
                 host_empty = getattr(torch._C, "_host_emptyCache", None)
                 if host_empty is not None:
                     host_empty()
         except Exception:  # noqa: BLE001 - a framework's failure is not the program's
             pass
-    cupy = sys.modules.get("cupy")
-    if cupy is not None:
-        try:
-            cupy.get_default_memory_pool().free_all_blocks()
-            cupy.get_default_pinned_memory_pool().free_all_blocks()
-        except Exception:  # noqa: BLE001
-            pass
+    _empty_cupy()

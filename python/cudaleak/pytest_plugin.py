@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pluggy
 import pytest
@@ -302,6 +303,8 @@ class Checker:
         self.dumps = 0
         # Blocks of PyTorch's an earlier test was failed for: not blamed again.
         self.reported = set()
+        #: What the checks of the test being run cost (`Cost`).
+        self.cost = None
 
     def pytest_unconfigure(self, config):
         if not self.keep:
@@ -314,11 +317,16 @@ class Checker:
         warmups = int(leaks.kwargs.get("warmups", 0)) if leaks else 0
         leak_limit = parse_size(marker_arg(leaks, "0 B"))
         memory_limit = parse_size(marker_arg(memory, None)) if memory else None
+        self.cost = cost = {"before_s": 0.0, "after_s": 0.0, "emptied": 0, "judged": 0}
+        t0 = time.perf_counter()
         self.shim.refresh()  # an attached shim: the modules imported since the last test
         count_before = _frameworks.count()
-        for _ in range(warmups):
-            item.runtest()
-        _frameworks.empty_pools()
+        if warmups:
+            cost["before_s"] += time.perf_counter() - t0
+            for _ in range(warmups):
+                item.runtest()
+            t0 = time.perf_counter()
+        _frameworks.start_window()
         # PyTorch's record is turned on at the first test; what warm-up runs made and kept is
         # theirs, not the judged run's: read only when they changed PyTorch's count (the
         # record's first read in a process can be slow).
@@ -328,7 +336,16 @@ class Checker:
         mark = self.shim.mark()
         self.shim.restart_peak()
         before = self.shim.peak_bytes()  # the window starts at what is live now
+        cost["before_s"] += time.perf_counter() - t0
         outcome = yield
+        t0 = time.perf_counter()
+        try:
+            self.after_call(item, outcome, before, mark, leak_limit, memory_limit, window)
+        finally:
+            cost["after_s"] += time.perf_counter() - t0
+            item.user_properties.append(("cudaleak-cost", cost))
+
+    def after_call(self, item, outcome, before, mark, leak_limit, memory_limit, window):
         peak = self.shim.peak_bytes() - before
         if outcome.excinfo is not None:
             return  # the test failed on its own: what it left is its traceback's
@@ -354,6 +371,7 @@ class Checker:
         before (the driver cannot see those). The CLI judges and words both."""
         if not self.left_something(mark, window, limit):
             return 0, None, None
+        self.cost["emptied"] = 1
         gc.collect()
         _frameworks.empty_pools()
         records = None
@@ -362,6 +380,7 @@ class Checker:
         if self.shim.live_since(mark)[0] == 0 and not records:
             return 0, None, None
         self.dumps += 1
+        self.cost["judged"] = 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)[:80]
         path = os.path.join(self.dir, f"test.{self.worker}.{self.dumps}.{name}.json")
         self.shim.dump(path, records)
@@ -433,6 +452,39 @@ class Checker:
 
 
 PROBLEMS = pytest.StashKey[str]()
+
+
+class Cost:
+    """What the plugin's own work around the tests took, summed over the tests' reports (an xdist
+    worker's too): seconds before the calls (pools, PyTorch's count, the mark) and after them
+    (the checks; for a test that seemed to leave something, `gc.collect()` and emptying the
+    pools; for one that still did, its dump and the CLI's verdict). Not included: the shim's
+    cost inside the tests, and pytest's start under the shim."""
+
+    def __init__(self, reports):
+        self.tests = 0
+        self.before = self.after = 0.0
+        self.emptied = self.judged = 0
+        for rep in reports:
+            for key, value in getattr(rep, "user_properties", []):
+                if key == "cudaleak-cost":
+                    self.tests += 1
+                    self.before += value["before_s"]
+                    self.after += value["after_s"]
+                    self.emptied += value["emptied"]
+                    self.judged += value["judged"]
+
+    def line(self):
+        """The terminal summary's `checks:` line, or None when no test was checked."""
+        if not self.tests:
+            return None
+        spent = self.before + self.after
+        return (
+            f"checks: {spent:.2f} s ({spent / self.tests * 1000:.1f} ms a test: "
+            f"{self.before:.2f} s before the calls, {self.after:.2f} s after them); "
+            f"pools emptied after {plural(self.emptied, 'test')}, "
+            f"{plural(self.judged, 'dump')} judged by the CLI"
+        )
 
 
 def marker_arg(marker, default):
@@ -524,6 +576,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 rows.append((rep.nodeid, value))
     tr = terminalreporter
     tr.section("cudaleak")
+    cost = Cost(r for reps in tr.stats.values() for r in reps if getattr(r, "when", None) == "call")
+    if cost.line():
+        tr.write_line(cost.line())
     run_dir = os.environ.get(_names.var("output"), "").rstrip("/")
     if run_dir and os.path.isdir(run_dir):
         tr.write_line(f"dumps: {run_dir} (cudaleak report {run_dir}: what the session left at exit)")

@@ -602,6 +602,22 @@ fn a_tensor_kept_in_a_caching_pool_fails_its_test_in_both_allocator_modes() {
              named these blocks",
         );
         assert_eq!(by_count, pool == "pytorch-native", "{args:?}\n{o}");
+        // What the checks cost is summed up, with how many tests needed more than the cheap
+        // checks: the failing three, and no more than the tests that made a new segment.
+        let checks = o
+            .lines()
+            .find_map(|l| l.strip_prefix("checks: "))
+            .unwrap_or_else(|| panic!("the summary's checks line ({args:?})\n{o}"));
+        let emptied: usize = checks
+            .split("pools emptied after ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{checks}"));
+        assert!(
+            (3..7).contains(&emptied) && checks.contains("3 dumps judged by the CLI"),
+            "7 tests, 3 of them failing: {checks}"
+        );
         // A tensor in a segment the test made is that segment's leak, listed once: not again
         // by PyTorch's record.
         let whole = &o[o
