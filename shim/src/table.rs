@@ -334,14 +334,6 @@ impl Table {
     /// stops at a number not yet written, and the signal's dump should find this one.
     #[inline]
     fn write(&self, t: &Thread, entry: impl FnOnce(u64) -> Entry) -> u64 {
-        // Room is looked for before a number is taken, while waiting holds nothing back: a
-        // writer waiting with its number taken stops every fold at that number, and the
-        // writers behind it wait in turn (with 32 threads on 2 cores and a driver of 1.5 µs a
-        // call, 0.6 yields a pair).
-        let next = self.shared.seq.load(Relaxed) + 1;
-        if !self.ring.has_room(next) {
-            self.wait_for_room(next);
-        }
         crate::critical::enter_in(t);
         let ticket = self.shared.seq.fetch_add(1, Relaxed) + 1;
         if !self.ring.has_room(ticket) {
@@ -350,22 +342,6 @@ impl Table {
         self.ring.publish(ticket, entry(ticket));
         crate::critical::leave_in(t);
         ticket
-    }
-
-    /// The ring is full where the next number writes, `next`: fold (or let the fold under way
-    /// finish) until its entry is folded, holding no number.
-    #[cold]
-    #[inline(never)]
-    fn wait_for_room(&self, next: u64) {
-        loop {
-            if let Some(n) = self.fold.try_lock() {
-                self.fold_from(n);
-            }
-            if self.ring.has_room(next) || self.shared.seq.load(Relaxed) >= next {
-                return;
-            }
-            std::thread::yield_now();
-        }
     }
 
     /// The ring is full where `ticket` writes: fold until the entry there is folded. Numbers
