@@ -6,10 +6,19 @@
  * caches: run through 1 024 distinct functions (one cache line each, 64 KiB of code, twice a
  * 32 KiB instruction cache) and write one byte in each line of 64 KiB of data, so that the shim
  * finds its own code and data cold at every call, as it does around a real cuMemAlloc (about
- * 1.5 us of driver work on an H200). `bench --cold` counts the shim's cache misses this way. */
+ * 1.5 us of driver work on an H200). `bench --cold` counts the shim's cache misses this way.
+ *
+ * BENCHDRV_SPIN_NS=N makes every allocation and free (cuMemAlloc_v2, cuMemFree_v2 and their
+ * stream-ordered forms) compute for about N ns first, as a real driver's call takes 1-2 us of a
+ * core: threads then spend most of their time in the driver, each on its own core, and what
+ * they share in the shim is what is left to queue on (scripts/thread-scaling.sh). The spin is a
+ * loop of dependent multiplications whose speed is measured once, at load: work, not a
+ * deadline, so a thread descheduled mid-call still owes the rest of its call, as with a real
+ * driver. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 typedef unsigned long long CUdeviceptr;
@@ -43,8 +52,47 @@ static int evict = -1;
 static unsigned evict_sink;
 static volatile unsigned char evict_data[EVICT_DATA];
 
-/* A real driver call's footprint, with BENCHDRV_EVICT=1 (see the top of the file). */
+/* BENCHDRV_SPIN_NS's loop: `n` dependent multiply-adds; returns its result, so none is dropped. */
+__attribute__((noinline)) static unsigned long long spin(unsigned long long n) {
+    unsigned long long x = n | 1;
+    for (unsigned long long i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        __asm__ volatile("" : "+r"(x));
+    }
+    return x;
+}
+
+static double mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Iterations of `spin` per call, from BENCHDRV_SPIN_NS: set once at load, before the program's
+ * threads start, from the fastest of five timed loops (the others were interrupted). */
+static unsigned long long spin_iterations;
+static volatile unsigned long long spin_sink;
+
+__attribute__((constructor)) static void spin_setup(void) {
+    const char *e = getenv("BENCHDRV_SPIN_NS");
+    double ns = e ? atof(e) : 0;
+    if (ns <= 0) return;
+    const unsigned long long probe = 1000000;
+    double best = 0;
+    for (int i = 0; i < 5; i++) {
+        double t0 = mono_ns();
+        spin_sink = spin(probe);
+        double t = mono_ns() - t0;
+        if (best == 0 || t < best) best = t;
+    }
+    spin_iterations = (unsigned long long)(ns * (double)probe / best + 0.5);
+    if (spin_iterations == 0) spin_iterations = 1;
+}
+
+/* A real driver call's footprint, with BENCHDRV_EVICT=1 (see the top of the file), and its time,
+ * with BENCHDRV_SPIN_NS. */
 static void driver_work(void) {
+    if (spin_iterations) spin_sink = spin(spin_iterations);
     if (evict < 0) {
         const char *e = getenv("BENCHDRV_EVICT");
         evict = e && e[0] == '1';
@@ -85,6 +133,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *stream) {
 
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, void *stream) {
     (void)stream;
+    if (spin_iterations) spin_sink = spin(spin_iterations);
     return dptr ? 0 : 1;
 }
 
