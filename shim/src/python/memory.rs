@@ -158,14 +158,46 @@ macro_rules! plain {
 }
 plain!(u8, u16, u32, u64, usize, i32, i64, isize);
 
-/// A copy of a range of interpreter memory, for reading fields at offsets into it.
-pub struct Fields<'a>(pub &'a [u8]);
+/// A range of interpreter memory, for reading fields at offsets into it: a copy of it, or (for a
+/// reader that may load from it directly) the range itself.
+pub struct Fields<'a> {
+    start: *const u8,
+    len: usize,
+    _copy: std::marker::PhantomData<&'a [u8]>,
+}
 
-impl Fields<'_> {
-    /// The value at byte `offset` of the copy (`None` past its end).
+impl<'a> Fields<'a> {
+    /// Fields of a copy.
+    pub fn new(copy: &'a [u8]) -> Fields<'a> {
+        Fields {
+            start: copy.as_ptr(),
+            len: copy.len(),
+            _copy: std::marker::PhantomData,
+        }
+    }
+
+    /// Fields read straight from `[addr, addr + len)`, with plain loads and no copy.
+    ///
+    /// # Safety
+    /// The range must stay mapped and readable while the result is used, and hold one structure
+    /// that no other thread frees meanwhile (python/walk.rs: `Reader::direct`).
+    pub unsafe fn direct(addr: usize, len: usize) -> Fields<'a> {
+        Fields {
+            start: addr as *const u8,
+            len,
+            _copy: std::marker::PhantomData,
+        }
+    }
+
+    /// The value at byte `offset` of the range (`None` past its end).
     pub fn get<T: Plain>(&self, offset: usize) -> Option<T> {
         let end = offset.checked_add(std::mem::size_of::<T>())?;
-        self.0.get(offset..end).map(T::from_bytes)
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: inside the range, which `new` borrows or `direct`'s caller vouches for; `T`
+        // is valid for any bits and read unaligned.
+        Some(unsafe { std::ptr::read_unaligned(self.start.add(offset).cast::<T>()) })
     }
 }
 
@@ -234,10 +266,10 @@ mod tests {
         let mut out = [0u8; 32];
         let ranges = [(base, 8), (base + 8, 8), (m + page(), 8), (base + 16, 8)];
         assert_eq!(read_scattered(&ranges, &mut out), 2);
-        assert_eq!(Fields(&out).get::<u64>(0), Some(1));
-        assert_eq!(Fields(&out).get::<u64>(8), Some(2));
+        assert_eq!(Fields::new(&out).get::<u64>(0), Some(1));
+        assert_eq!(Fields::new(&out).get::<u64>(8), Some(2));
         assert_eq!(read_scattered(&[(base + 16, 8), (base, 4)], &mut out), 2);
-        assert_eq!(Fields(&out).get::<u64>(0), Some(3));
+        assert_eq!(Fields::new(&out).get::<u64>(0), Some(3));
         assert_eq!(
             read_scattered(&[(base, 16), (base, 8)], &mut out[..20]),
             1,
@@ -260,7 +292,7 @@ mod tests {
     #[test]
     fn fields_are_read_inside_the_copy_only() {
         let bytes = 0x1122_3344_5566_7788u64.to_ne_bytes();
-        let c = Fields(&bytes);
+        let c = Fields::new(&bytes);
         assert_eq!(c.get::<u32>(4), Some(0x1122_3344));
         assert_eq!(c.get::<u64>(1), None);
         assert_eq!(c.get::<u8>(usize::MAX), None);

@@ -499,7 +499,7 @@ fn read_str(rt: &Runtime, p: usize) -> Option<String> {
     let start = layout::OB_TYPE;
     let mut h = [0u8; layout::UNICODE_STATE + 4 - layout::OB_TYPE];
     memory::read_into(p + start, &mut h).then_some(())?;
-    let h = Fields(&h);
+    let h = Fields::new(&h);
     if h.get::<usize>(0)? != rt.unicode_type {
         return None;
     }
@@ -541,7 +541,7 @@ fn read_bytes(rt: &Runtime, p: usize) -> Option<Box<[u8]>> {
     let start = layout::OB_TYPE;
     let mut h = [0u8; layout::OB_SIZE + 8 - layout::OB_TYPE];
     memory::read_into(p + start, &mut h).then_some(())?;
-    let h = Fields(&h);
+    let h = Fields::new(&h);
     if h.get::<usize>(0)? != rt.bytes_type {
         return None;
     }

@@ -124,14 +124,16 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Whether `[addr, addr + len)` is a range a structure can have, for [`Reader::direct`]
+    /// (not null, small or past the user half): garbage ends the walk.
+    fn direct_range(addr: usize, len: usize) -> bool {
+        super::plausible(addr, 1) && addr.checked_add(len).is_some_and(|end| end < 1usize << 47)
+    }
+
     /// A plain copy of `out.len()` bytes at `addr`, for [`Reader::direct`]; false for an address
-    /// no structure can have (null, small, past the user half): garbage ends the walk.
+    /// no structure can have.
     fn copy_direct(addr: usize, out: &mut [u8]) -> bool {
-        if !super::plausible(addr, 1)
-            || addr
-                .checked_add(out.len())
-                .is_none_or(|end| end >= 1usize << 47)
-        {
+        if !Self::direct_range(addr, out.len()) {
             return false;
         }
         // SAFETY: `direct` is only set where the interpreter's structures of this thread stay
@@ -139,6 +141,15 @@ impl Reader<'_> {
         // finalization), and every read is within one structure's span.
         unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
         true
+    }
+
+    /// For [`Reader::direct`]: the structure at `[addr, addr + len)` read in place, with plain
+    /// loads and nothing copied; `None` for an address no structure can have.
+    fn in_place(&self, addr: usize, len: usize) -> Option<Fields<'static>> {
+        debug_assert!(self.direct);
+        // SAFETY: as in `copy_direct`: a direct reader's structures stay allocated for the
+        // capture, and each range is one structure's span.
+        Self::direct_range(addr, len).then(|| unsafe { Fields::direct(addr, len) })
     }
 
     fn read_into(&mut self, addr: usize, out: &mut [u8]) -> bool {
@@ -182,14 +193,7 @@ impl Reader<'_> {
     /// Reads `ranges` into `out` one after another, as [`memory::read_scattered`], but every
     /// range: `valid[i]` says whether range `i` was read whole.
     fn read_all(&mut self, ranges: &[(usize, usize)], out: &mut [u8], valid: &mut [bool]) {
-        if self.direct {
-            let mut offset = 0;
-            for (i, &(addr, len)) in ranges.iter().enumerate() {
-                valid[i] = Self::copy_direct(addr, &mut out[offset..offset + len]);
-                offset += len;
-            }
-            return;
-        }
+        debug_assert!(!self.direct, "a direct reader reads in place");
         let mut missing = [(0usize, 0usize, 0usize); BATCH]; // (index, addr, len)
         let mut m = 0;
         let mut offset = 0;
@@ -244,7 +248,7 @@ thread_local! {
 }
 
 /// A frame as the walk first reads it; its code object is read with its batch's.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct RawFrame {
     /// The entry frame of an evaluation-loop run (3.12+), not a Python frame.
     entry: bool,
@@ -294,7 +298,7 @@ impl Window {
             (self.base, self.len) = (start, end - start);
         }
         let at = addr - self.base;
-        Some(Fields(&self.buf[at..at + span]))
+        Some(Fields::new(&self.buf[at..at + span]))
     }
 }
 
@@ -355,23 +359,29 @@ impl CodeHeaders {
         let mut buf = [0u8; BATCH * CODE_BUF];
         let mut valid = [false; BATCH];
         reader.read_all(&ranges[..m], &mut buf[..m * len], &mut valid[..m]);
-        let c = &rt.layout.code;
         for (j, &code) in want[..m].iter().enumerate() {
-            let f = Fields(&buf[j * len..(j + 1) * len]);
-            let at = |o: usize| o - start;
-            let key = CodeKey {
-                code,
-                filename: f.get(at(c.filename)).unwrap_or(0),
-                name: f.get(at(c.name)).unwrap_or(0),
-                linetable: f.get(at(c.linetable)).unwrap_or(0),
-                first_line: f.get(at(c.firstlineno)).unwrap_or(0),
-            };
-            self.insert(CodeHeader {
+            let f = Fields::new(&buf[j * len..(j + 1) * len]);
+            self.insert(Self::header(rt, code, valid[j].then_some(&f)));
+        }
+    }
+
+    /// What the walk needs of the code object at `code`, from `f`, its fields from `OB_TYPE`
+    /// on (`None`: it could not be read).
+    fn header(rt: &Runtime, code: usize, f: Option<&Fields>) -> CodeHeader {
+        let Some(f) = f else {
+            return CodeHeader {
                 addr: code,
-                valid: valid[j] && f.get::<usize>(0) == Some(rt.code_type),
-                key,
-                firsttraceable: c.firsttraceable.and_then(|o| f.get(at(o))).unwrap_or(0),
-            });
+                ..CodeHeader::default()
+            };
+        };
+        let firsttraceable = rt.layout.code.firsttraceable;
+        CodeHeader {
+            addr: code,
+            valid: f.get::<usize>(0) == Some(rt.code_type),
+            key: code_key(rt, code, f),
+            firsttraceable: firsttraceable
+                .and_then(|o| f.get(o - layout::OB_TYPE))
+                .unwrap_or(0),
         }
     }
 }
@@ -387,12 +397,20 @@ pub(super) fn walk(
     out: &mut [usize],
 ) -> usize {
     let l = &rt.layout;
-    let mut t = [0u8; TSTATE_BUF];
-    let t = &mut t[..rt.tstate_span];
-    if !reader.read_into(tstate, t) {
-        return 0;
-    }
-    let t = Fields(t);
+    let mut copy: [u8; TSTATE_BUF];
+    let t = if reader.direct {
+        let Some(t) = reader.in_place(tstate, rt.tstate_span) else {
+            return 0;
+        };
+        t
+    } else {
+        copy = [0u8; TSTATE_BUF];
+        let t = &mut copy[..rt.tstate_span];
+        if !reader.read_into(tstate, t) {
+            return 0;
+        }
+        Fields::new(t)
+    };
     // SAFETY: pthread_self has no preconditions.
     let me = unsafe { libc::pthread_self() };
     // The thread state belongs to this thread, not to a thread that died before it.
@@ -409,12 +427,109 @@ pub(super) fn walk(
             .filter(|&c| plausible(c, 8))
             .and_then(|c| reader.read::<usize>(c + current_frame)),
     };
-    let Some(mut frame) = first else { return 0 };
-    let mut window = Window::new(l, rt.frame_span);
+    let Some(frame) = first else { return 0 };
+    if reader.direct {
+        walk_in_place(rt, registry, seen, reader, frame, out)
+    } else {
+        walk_batched(rt, registry, seen, reader, frame, out)
+    }
+}
+
+/// The most frames a walk filling `out` reads: bounded even if the chain were a cycle (skipped
+/// frames count too).
+fn budget(out: &[usize]) -> usize {
+    out.len() * 4 + 16
+}
+
+/// The walk of a direct reader: each frame and code object read in place, one after another.
+/// A frame that reads as the frame at the same step of this thread's last walk did (its fields,
+/// and its code object's [`CodeKey`]) gives what that one gave, from the thread's [`Memo`]: an
+/// allocation loop's stack is the same walk after walk, and its frames then cost a few loads
+/// each, not the code object's checks and the registry's lookup.
+fn walk_in_place(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    reader: &mut Reader,
+    frame: usize,
+    out: &mut [usize],
+) -> usize {
+    let mut walk = |memo: &mut Memo| walk_memo(rt, registry, seen, reader, frame, out, memo);
+    let mut n = None;
+    let _ = MEMO.try_with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            n = Some(walk(&mut m));
+        }
+    });
+    // Without the thread's memo (its thread-local storage gone, or in use by a signal handler's
+    // capture under this one): an empty one, for this walk only.
+    n.unwrap_or_else(|| {
+        let mut empty = Memo::EMPTY;
+        walk(&mut empty)
+    })
+}
+
+fn walk_memo(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    reader: &mut Reader,
+    mut frame: usize,
+    out: &mut [usize],
+    memo: &mut Memo,
+) -> usize {
+    let mut budget = budget(out);
+    let code_len = rt.code_end - layout::OB_TYPE;
+    let mut n = 0;
+    let mut step = 0;
+    while n < out.len() && budget > 0 && plausible(frame, 8) {
+        budget -= 1;
+        let Some(f) = reader.in_place(frame, rt.frame_span) else {
+            break;
+        };
+        let (r, next) = raw_frame(&rt.layout, &f);
+        let code = (!r.entry).then(|| {
+            r.code
+                .checked_add(layout::OB_TYPE)
+                .and_then(|a| reader.in_place(a, code_len))
+        });
+        let key = match &code {
+            Some(Some(f)) => Some(code_key(rt, r.code, f)),
+            Some(None) => break, // a code object no structure can have
+            None => None,
+        };
+        let outcome = match memo.get(step, &r, key.as_ref()) {
+            Some(outcome) => outcome,
+            None => {
+                let header = code.map(|f| CodeHeaders::header(rt, r.code, f.as_ref()));
+                let outcome = outcome_of(rt, registry, seen, &r, header.as_ref());
+                memo.put(step, r, key, outcome);
+                outcome
+            }
+        };
+        if !apply(outcome, out, &mut n) {
+            break;
+        }
+        step += 1;
+        frame = next;
+    }
+    n
+}
+
+/// The walk of a reader through system calls: frames through a window, and the code objects of
+/// up to [`BATCH`] frames in one read.
+fn walk_batched(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    reader: &mut Reader,
+    mut frame: usize,
+    out: &mut [usize],
+) -> usize {
+    let mut budget = budget(out);
+    let mut window = Window::new(&rt.layout, rt.frame_span);
     let mut codes = CodeHeaders::new();
     let mut n = 0;
-    // Bounded even if the chain were a cycle: skipped frames count too.
-    let mut budget = out.len() * 4 + 16;
     let mut batch = [RawFrame::default(); BATCH];
     loop {
         // Up to BATCH frames, no more Python ones than `out` has room for.
@@ -430,81 +545,190 @@ pub(super) fn walk(
                 more = false;
                 break;
             };
-            let next = f.get::<usize>(l.frame.back).unwrap_or(0);
-            let owner = l.frame.owner.and_then(|o| f.get::<u8>(o));
-            let entry = matches!((owner, l.frame.owned_by_cstack), (Some(o), Some(e)) if o >= e);
-            batch[k] = if entry {
-                RawFrame {
-                    entry,
-                    ..RawFrame::default()
-                }
-            } else {
-                python += 1;
-                RawFrame {
-                    entry,
-                    code: f.get::<usize>(l.frame.code).unwrap_or(0) & !l.frame.code_tag_bits,
-                    instr: match l.frame.instr {
-                        Instr::LastiBytes(o) | Instr::LastiUnits(o) => {
-                            i64::from(f.get::<i32>(o).unwrap_or(-1))
-                        }
-                        Instr::Pointer(o) => f.get::<usize>(o).unwrap_or(0) as i64,
-                    },
-                    owner,
-                    ends_eval: match l.frame.is_entry {
-                        Some(o) => f.get::<u8>(o).unwrap_or(0) != 0,
-                        None => l.frame.owner.is_none(), // 3.9, 3.10: one run per frame
-                    },
-                }
-            };
+            let (r, next) = raw_frame(&rt.layout, &f);
+            python += usize::from(!r.entry);
+            batch[k] = r;
             k += 1;
             frame = next;
         }
         codes.fetch(rt, reader, &batch[..k]);
         for r in &batch[..k] {
-            if r.entry {
-                // The entry frame of an evaluation-loop run: the frames before it were that run's.
-                if n > 0 {
-                    out[n - 1] |= 1;
-                }
-                continue;
-            }
-            let Some(code) = codes
-                .get(r.code)
-                .filter(|c| c.valid && plausible(c.addr, 8))
-            else {
+            let code = if r.entry { None } else { codes.get(r.code) };
+            if !apply(outcome_of(rt, registry, seen, r, code), out, &mut n) {
                 return n;
-            };
-            let Some(offset) = instruction_offset(l, r, code.addr) else {
-                return n;
-            };
-            let incomplete = match (l.code.firsttraceable, r.owner) {
-                (Some(_), Some(owner)) => {
-                    owner != l.frame.owned_by_generator
-                        && offset < 2 * i64::from(code.firsttraceable)
-                }
-                _ => false,
-            };
-            if incomplete {
-                if r.ends_eval && n > 0 {
-                    out[n - 1] |= 1;
-                }
-                continue;
             }
-            let Some(index) = code_index(rt, registry, seen, &code.key) else {
-                return n;
-            };
-            out[n] = PyFrame {
-                code: index,
-                offset: offset.clamp(-1, i64::from(i32::MAX >> 1)) as i32,
-                ends_eval: r.ends_eval,
-            }
-            .pack();
-            n += 1;
         }
         if !more || n == out.len() {
             return n;
         }
     }
+}
+
+/// A frame's fields, and the next (older) frame's address.
+fn raw_frame(l: &Layout, f: &Fields) -> (RawFrame, usize) {
+    let next = f.get::<usize>(l.frame.back).unwrap_or(0);
+    let owner = l.frame.owner.and_then(|o| f.get::<u8>(o));
+    let entry = matches!((owner, l.frame.owned_by_cstack), (Some(o), Some(e)) if o >= e);
+    if entry {
+        let r = RawFrame {
+            entry,
+            ..RawFrame::default()
+        };
+        return (r, next);
+    }
+    let r = RawFrame {
+        entry,
+        code: f.get::<usize>(l.frame.code).unwrap_or(0) & !l.frame.code_tag_bits,
+        instr: match l.frame.instr {
+            Instr::LastiBytes(o) | Instr::LastiUnits(o) => i64::from(f.get::<i32>(o).unwrap_or(-1)),
+            Instr::Pointer(o) => f.get::<usize>(o).unwrap_or(0) as i64,
+        },
+        owner,
+        ends_eval: match l.frame.is_entry {
+            Some(o) => f.get::<u8>(o).unwrap_or(0) != 0,
+            None => l.frame.owner.is_none(), // 3.9, 3.10: one run per frame
+        },
+    };
+    (r, next)
+}
+
+/// What a frame adds to a capture.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A Python frame, packed ([`PyFrame::pack`]).
+    Frame(usize),
+    /// The frame before it (the newer one) ends a run of the evaluation loop: an entry frame, or
+    /// an incomplete frame that ends one.
+    EndsRun,
+    /// Nothing: a frame not yet started.
+    Nothing,
+    /// The walk ends here: a code object that cannot be read or named.
+    End,
+}
+
+/// What frame `r`, whose code object is `code` (None for an entry frame), adds to a capture.
+fn outcome_of(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    r: &RawFrame,
+    code: Option<&CodeHeader>,
+) -> Outcome {
+    let l = &rt.layout;
+    if r.entry {
+        // The entry frame of an evaluation-loop run: the frames before it were that run's.
+        return Outcome::EndsRun;
+    }
+    let Some(code) = code.filter(|c| c.valid && plausible(c.addr, 8)) else {
+        return Outcome::End;
+    };
+    let Some(offset) = instruction_offset(l, r, code.addr) else {
+        return Outcome::End;
+    };
+    let incomplete = match (l.code.firsttraceable, r.owner) {
+        (Some(_), Some(owner)) => {
+            owner != l.frame.owned_by_generator && offset < 2 * i64::from(code.firsttraceable)
+        }
+        _ => false,
+    };
+    if incomplete {
+        return if r.ends_eval {
+            Outcome::EndsRun
+        } else {
+            Outcome::Nothing
+        };
+    }
+    let Some(index) = code_index(rt, registry, seen, &code.key) else {
+        return Outcome::End;
+    };
+    let frame = PyFrame {
+        code: index,
+        offset: offset.clamp(-1, i64::from(i32::MAX >> 1)) as i32,
+        ends_eval: r.ends_eval,
+    };
+    Outcome::Frame(frame.pack())
+}
+
+/// Adds `outcome` to `out[..n]`; false where the walk ends.
+fn apply(outcome: Outcome, out: &mut [usize], n: &mut usize) -> bool {
+    match outcome {
+        Outcome::Frame(word) => {
+            out[*n] = word;
+            *n += 1;
+        }
+        Outcome::EndsRun if *n > 0 => out[*n - 1] |= 1,
+        Outcome::EndsRun | Outcome::Nothing => {}
+        Outcome::End => return false,
+    }
+    true
+}
+
+/// The key of the code object at `code`, from its fields `f` (from `OB_TYPE` on).
+fn code_key(rt: &Runtime, code: usize, f: &Fields) -> CodeKey {
+    let c = &rt.layout.code;
+    let at = |o: usize| o - layout::OB_TYPE;
+    CodeKey {
+        code,
+        filename: f.get(at(c.filename)).unwrap_or(0),
+        name: f.get(at(c.name)).unwrap_or(0),
+        linetable: f.get(at(c.linetable)).unwrap_or(0),
+        first_line: f.get(at(c.firstlineno)).unwrap_or(0),
+    }
+}
+
+/// Steps of a walk a thread's [`Memo`] remembers.
+const MEMO_STEPS: usize = 64;
+
+/// What each step of a thread's last direct walk read and gave. A step whose frame reads the
+/// same (every field the walk uses) and whose code object has the same [`CodeKey`] gives the same
+/// outcome: the key is what the registry and [`Seen`] already tell code objects apart by (a code
+/// object freed and another made at its address has other name, file or line-table objects).
+#[derive(Clone, Copy)]
+pub(super) struct Memo {
+    len: usize,
+    steps: [MemoStep; MEMO_STEPS],
+}
+
+#[derive(Clone, Copy)]
+struct MemoStep {
+    raw: RawFrame,
+    key: Option<CodeKey>,
+    outcome: Outcome,
+}
+
+impl Memo {
+    const EMPTY: Memo = Memo {
+        len: 0,
+        steps: [MemoStep {
+            raw: RawFrame {
+                entry: false,
+                code: 0,
+                instr: 0,
+                owner: None,
+                ends_eval: false,
+            },
+            key: None,
+            outcome: Outcome::End,
+        }; MEMO_STEPS],
+    };
+
+    /// The outcome step `step` gave last time, if its frame and code object read the same now.
+    fn get(&self, step: usize, raw: &RawFrame, key: Option<&CodeKey>) -> Option<Outcome> {
+        let s = self.steps.get(step).filter(|_| step < self.len)?;
+        (s.raw == *raw && s.key.as_ref() == key).then_some(s.outcome)
+    }
+
+    fn put(&mut self, step: usize, raw: RawFrame, key: Option<CodeKey>, outcome: Outcome) {
+        if let Some(s) = self.steps.get_mut(step) {
+            *s = MemoStep { raw, key, outcome };
+            self.len = self.len.max(step + 1);
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's [`Memo`]. Plain `Copy` data: no destructor to register.
+    static MEMO: RefCell<Memo> = const { RefCell::new(Memo::EMPTY) };
 }
 
 /// The byte offset in the code's bytecode of the instruction `frame` executes (as
