@@ -69,6 +69,7 @@ impl Default for Ring {
 }
 
 impl Ring {
+    #[inline]
     fn slot(&self, ticket: u64) -> &Slot {
         &self.slots[(ticket % SLOTS) as usize]
     }
@@ -84,6 +85,7 @@ impl Ring {
     }
 
     /// Whether number `ticket` may write its slot now (the entry of `ticket - SLOTS` was folded).
+    #[inline]
     pub fn has_room(&self, ticket: u64) -> bool {
         self.slot(ticket).state.load(Acquire) == ticket
     }
@@ -93,6 +95,7 @@ impl Ring {
     /// Then asks for the next slot's line, to write: the next call is likely this thread's
     /// next number, and between the two the driver's own work leaves the caches cold; the
     /// line comes (from the fold's core, which read it last) while the driver works.
+    #[inline]
     pub fn publish(&self, ticket: u64, entry: Entry) {
         let slot = self.slot(ticket);
         debug_assert!(slot.state.load(Relaxed) == ticket);
@@ -106,6 +109,7 @@ impl Ring {
 
     /// Number `ticket`'s entry, if it was written, and its slot handed to `ticket + SLOTS`.
     /// `None` when `ticket` has not written it yet. Called by one thread at a time (the fold).
+    #[inline]
     pub fn take(&self, ticket: u64) -> Option<Entry> {
         let slot = self.slot(ticket);
         if slot.state.load(Acquire) != ticket | PUBLISHED {
@@ -120,6 +124,7 @@ impl Ring {
     }
 }
 
+#[inline]
 fn encode(entry: Entry) -> [u64; 5] {
     match entry {
         Entry::Nop => [NOP, 0, 0, 0, 0],
@@ -137,6 +142,7 @@ fn encode(entry: Entry) -> [u64; 5] {
     }
 }
 
+#[inline]
 fn decode(ticket: u64, w: [u64; 5]) -> Entry {
     let space = (w[0] >> 8 & 0xff) as usize;
     match w[0] & 0xff {
