@@ -11,6 +11,7 @@ CLI reports them with the rest: no finding is worded here.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -20,21 +21,31 @@ from . import _bootstrap
 _recording = None
 
 
-def torch_in_use():
+def torch_in_use(started=True):
     """PyTorch, when the program imported it, CUDA is initialised and the native caching
     allocator serves the tensors; else None. (With `backend:cudaMallocAsync` every tensor is
-    its own driver allocation, which the shim sees.)"""
+    its own driver allocation, which the shim sees.) STARTED=False: also before CUDA is
+    initialised, when nothing is allocated yet and the backend is what the allocator variable
+    says (asking PyTorch could initialise CUDA, which a program that forks later must not find
+    done)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     try:
         if not torch.cuda.is_initialized():
-            return None
+            if started:
+                return None
+            conf = ",".join(os.environ.get(v, "") for v in ALLOC_CONF_VARS).replace(" ", "")
+            return None if "backend:cudaMallocAsync" in conf else torch
         if torch.cuda.get_allocator_backend() != "native":
             return None
     except Exception:  # noqa: BLE001 - a framework's failure is not the program's
         return None
     return torch
+
+
+# The variables PyTorch reads its allocator's settings from (the second one since 2.8).
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 
 
 def allocated(torch):
@@ -43,6 +54,14 @@ def allocated(torch):
         return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
     except Exception:  # noqa: BLE001
         return 0
+
+
+def reserved(torch):
+    """What PyTorch's caching allocator holds from the driver (its segments), over every device."""
+    try:
+        return sum(torch.cuda.memory_reserved(d) for d in range(torch.cuda.device_count()))
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def count():
@@ -94,8 +113,9 @@ def block_addresses(snapshot):
 class TorchWindow:
     """PyTorch's count at a window's start, to tell at its end what the window kept."""
 
-    def __init__(self, before, seen, since_ms, note):
+    def __init__(self, before, seen, since_ms, note, reserved_before=None):
         self.before = before
+        self.reserved_before = reserved_before
         self.seen = seen
         self.since_ms = since_ms
         self.note = note
@@ -108,7 +128,7 @@ class TorchWindow:
         allocator here. Turns PyTorch's record on the first time. READ_LIVE: whether to read the
         blocks live now, so that none of them is blamed on the window (None: when the record
         was on before, so they may carry frames; blocks made before it have none)."""
-        torch = torch_in_use()
+        torch = torch_in_use(started=False)
         if torch is None:
             return None
         was_on = _recording is True or _bootstrap_recording()
@@ -120,8 +140,21 @@ class TorchWindow:
             )
         if read_live is None:
             read_live = was_on
+        since_ms = int(time.time() * 1000)
+        if not torch.cuda.is_initialized():
+            return cls(0, set(), since_ms, note, 0)  # nothing allocated yet
         seen = block_addresses(live_blocks(torch)) if read_live else set()
-        return cls(allocated(torch), seen, int(time.time() * 1000), note)
+        return cls(allocated(torch), seen, since_ms, note, reserved(torch))
+
+    def pool_grew_by(self, nbytes):
+        """Whether PyTorch's segments grew by exactly NBYTES since the start: then blocks of that
+        many bytes that the driver saw allocated are PyTorch's own new segments (the pool's
+        cache), and, if its count did not grow, they hold no tensor the window kept."""
+        torch = torch_in_use()
+        if torch is None or self.reserved_before is None:
+            return False
+        now = reserved(torch)
+        return now is not None and now - self.reserved_before == nbytes
 
     def grown(self):
         """How much PyTorch's count rose since the start (0 when it cannot be read now), cuBLAS's

@@ -422,10 +422,16 @@ class Checker:
 
     def left_something(self, mark, window, limit):
         """Whether the test may have left anything: blocks at the driver, or PyTorch's count
-        above where it started (cheap reads; the judging reads only then)."""
-        return self.shim.live_since(mark)[0] > 0 or (
-            window is not None and window.grown() > limit
-        )
+        above where it started (cheap reads; the judging reads only then). New blocks that are
+        exactly the segments PyTorch's pool grew by, while its count did not grow, are its cache:
+        nothing to empty and judge (emptying them would only make the next test allocate its
+        segments again)."""
+        if window is not None and window.grown() > limit:
+            return True
+        blocks, nbytes = self.shim.live_since(mark)
+        if blocks == 0:
+            return False
+        return window is None or not window.pool_grew_by(nbytes)
 
     def owned_by(self, item):
         """Whether a block PyTorch's record names is the test's: made below its own function

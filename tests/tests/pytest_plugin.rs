@@ -603,7 +603,9 @@ fn a_tensor_kept_in_a_caching_pool_fails_its_test_in_both_allocator_modes() {
         );
         assert_eq!(by_count, pool == "pytorch-native", "{args:?}\n{o}");
         // What the checks cost is summed up, with how many tests needed more than the cheap
-        // checks: the failing three, and no more than the tests that made a new segment.
+        // checks: the failing three only. A test whose new blocks are the segments PyTorch's
+        // pool grew by (its count unchanged) is passed without emptying the pools, which would
+        // only make the next test allocate them again.
         let checks = o
             .lines()
             .find_map(|l| l.strip_prefix("checks: "))
@@ -615,8 +617,8 @@ fn a_tensor_kept_in_a_caching_pool_fails_its_test_in_both_allocator_modes() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{checks}"));
         assert!(
-            (3..7).contains(&emptied) && checks.contains("3 dumps judged by the CLI"),
-            "7 tests, 3 of them failing: {checks}"
+            emptied == 3 && checks.contains("3 dumps judged by the CLI"),
+            "7 tests, 3 of them failing ({args:?}): {checks}"
         );
         // A tensor in a segment the test made is that segment's leak, listed once: not again
         // by PyTorch's record.

@@ -682,45 +682,119 @@ const MEMO_STEPS: usize = 64;
 /// What each step of a thread's last direct walk read and gave. A step whose frame reads the
 /// same (every field the walk uses) and whose code object has the same [`CodeKey`] gives the same
 /// outcome: the key is what the registry and [`Seen`] already tell code objects apart by (a code
-/// object freed and another made at its address has other name, file or line-table objects).
+/// object freed and another made at its address has other name, file or line-table objects). A
+/// step is kept in five words, its key as a hash of the four that are not the address (the
+/// address is kept whole), so that a walk's memo spans few cache lines: on the GPU machine a
+/// capture finds them cold after the driver's call.
 #[derive(Clone, Copy)]
 pub(super) struct Memo {
     len: usize,
     steps: [MemoStep; MEMO_STEPS],
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct MemoStep {
-    raw: RawFrame,
-    key: Option<CodeKey>,
-    outcome: Outcome,
+    code: usize,
+    instr: i64,
+    key: u64,
+    /// [`RawFrame`]'s flags and owner, and the outcome's kind ([`MemoStep::flags`]).
+    flags: u32,
+    word: usize,
+}
+
+impl MemoStep {
+    const EMPTY: MemoStep = MemoStep {
+        code: 0,
+        instr: 0,
+        key: 0,
+        flags: 0,
+        word: 0,
+    };
+
+    /// A frame's flags, owner and outcome kind in one word: bit 0 entry, bit 1 ends a run, bit 2
+    /// an owner is read, bits 8-15 the owner, bits 16-17 the outcome's kind.
+    fn flags(raw: &RawFrame, kind: u32) -> u32 {
+        u32::from(raw.entry)
+            | u32::from(raw.ends_eval) << 1
+            | u32::from(raw.owner.is_some()) << 2
+            | u32::from(raw.owner.unwrap_or(0)) << 8
+            | kind << 16
+    }
+
+    /// The step as read now, to compare with the one remembered (kind and word as remembered).
+    fn read(raw: &RawFrame, key: Option<&CodeKey>) -> MemoStep {
+        MemoStep {
+            code: raw.code,
+            instr: raw.instr,
+            key: key.map_or(0, key_hash),
+            flags: MemoStep::flags(raw, 0),
+            word: 0,
+        }
+    }
+}
+
+/// A hash of the parts of a code object's key other than its address.
+fn key_hash(k: &CodeKey) -> u64 {
+    let mut h = 0u64;
+    for w in [
+        k.filename,
+        k.name,
+        k.linetable,
+        k.first_line as u32 as usize,
+    ] {
+        h = (h ^ w as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+    h | 1 // never 0, the key of a step without a code object
+}
+
+impl Outcome {
+    /// The outcome as a kind (bits 16-17 of [`MemoStep::flags`]) and a word.
+    fn pack(self) -> (u32, usize) {
+        match self {
+            Outcome::Frame(w) => (0, w),
+            Outcome::EndsRun => (1, 0),
+            Outcome::Nothing => (2, 0),
+            Outcome::End => (3, 0),
+        }
+    }
+
+    fn unpack(kind: u32, word: usize) -> Outcome {
+        match kind {
+            0 => Outcome::Frame(word),
+            1 => Outcome::EndsRun,
+            2 => Outcome::Nothing,
+            _ => Outcome::End,
+        }
+    }
 }
 
 impl Memo {
     const EMPTY: Memo = Memo {
         len: 0,
-        steps: [MemoStep {
-            raw: RawFrame {
-                entry: false,
-                code: 0,
-                instr: 0,
-                owner: None,
-                ends_eval: false,
-            },
-            key: None,
-            outcome: Outcome::End,
-        }; MEMO_STEPS],
+        steps: [MemoStep::EMPTY; MEMO_STEPS],
     };
 
     /// The outcome step `step` gave last time, if its frame and code object read the same now.
     fn get(&self, step: usize, raw: &RawFrame, key: Option<&CodeKey>) -> Option<Outcome> {
         let s = self.steps.get(step).filter(|_| step < self.len)?;
-        (s.raw == *raw && s.key.as_ref() == key).then_some(s.outcome)
+        let now = MemoStep::read(raw, key);
+        let same = s.code == now.code
+            && s.instr == now.instr
+            && s.key == now.key
+            && s.flags & 0xffff == now.flags;
+        same.then(|| Outcome::unpack(s.flags >> 16, s.word))
     }
 
     fn put(&mut self, step: usize, raw: RawFrame, key: Option<CodeKey>, outcome: Outcome) {
         if let Some(s) = self.steps.get_mut(step) {
-            *s = MemoStep { raw, key, outcome };
+            let (kind, word) = outcome.pack();
+            *s = MemoStep {
+                flags: MemoStep::flags(&raw, kind),
+                word,
+                ..MemoStep::read(&raw, key.as_ref())
+            };
             self.len = self.len.max(step + 1);
         }
     }
@@ -821,6 +895,99 @@ mod tests {
         assert_eq!(reader.read::<u64>(pages + 8), None);
         // SAFETY: unmapping what this test mapped.
         unsafe { libc::munmap(pages as *mut c_void, 8192) };
+    }
+
+    #[test]
+    fn a_memo_step_answers_only_a_frame_and_code_object_that_read_the_same() {
+        let raw = RawFrame {
+            entry: false,
+            code: 0x7000_1000,
+            instr: 0x7000_10c4,
+            owner: Some(0),
+            ends_eval: true,
+        };
+        let key = CodeKey {
+            code: 0x7000_1000,
+            filename: 0x7100_0000,
+            name: 0x7100_0040,
+            linetable: 0x7100_0080,
+            first_line: 12,
+        };
+        let word = PyFrame {
+            code: 3,
+            offset: 0xc4,
+            ends_eval: true,
+        }
+        .pack();
+        let mut memo = Memo::EMPTY;
+        assert!(
+            memo.get(0, &raw, Some(&key)).is_none(),
+            "nothing remembered yet"
+        );
+        memo.put(0, raw, Some(key), Outcome::Frame(word));
+        memo.put(
+            1,
+            RawFrame {
+                entry: true,
+                ..RawFrame::default()
+            },
+            None,
+            Outcome::EndsRun,
+        );
+        assert!(memo.get(0, &raw, Some(&key)) == Some(Outcome::Frame(word)));
+        let entry = RawFrame {
+            entry: true,
+            ..RawFrame::default()
+        };
+        assert!(memo.get(1, &entry, None) == Some(Outcome::EndsRun));
+        assert!(memo.get(2, &raw, Some(&key)).is_none(), "another step");
+        assert!(
+            memo.get(1, &raw, Some(&key)).is_none(),
+            "another frame at that step"
+        );
+        for changed in [
+            RawFrame {
+                instr: raw.instr + 2,
+                ..raw
+            },
+            RawFrame {
+                code: raw.code + 16,
+                ..raw
+            },
+            RawFrame {
+                owner: Some(1),
+                ..raw
+            },
+            RawFrame { owner: None, ..raw },
+            RawFrame {
+                ends_eval: false,
+                ..raw
+            },
+        ] {
+            assert!(memo.get(0, &changed, Some(&key)).is_none());
+        }
+        // A code object at the same address that is another one: other names or line table.
+        for other in [
+            CodeKey {
+                name: key.name + 8,
+                ..key
+            },
+            CodeKey {
+                filename: key.filename + 8,
+                ..key
+            },
+            CodeKey {
+                linetable: key.linetable + 8,
+                ..key
+            },
+            CodeKey {
+                first_line: 13,
+                ..key
+            },
+        ] {
+            assert!(memo.get(0, &raw, Some(&other)).is_none());
+        }
+        assert!(memo.get(0, &raw, None).is_none(), "no code object read");
     }
 
     #[test]

@@ -3,7 +3,8 @@ of `torch` for the plugin to empty its pool, with a caching allocator that behav
 does where it matters here. Segments come from the libc10_cuda.so stand-in
 (tests/frameworks/c10_cuda.cpp), so the shim sees them under PyTorch's own names
 (`DeviceCachingAllocator::alloc_block`: the pytorch-native cache rule); a freed tensor's segment
-goes back to the pool, not to the driver, until `torch.cuda.empty_cache()`. Requests of 1 MiB or
+goes back to the pool, not to the driver, until `torch.cuda.empty_cache()`; `memory_reserved()`
+is what the pool holds from the driver. Requests of 1 MiB or
 less share one 2 MiB segment (PyTorch's small pool), so a small tensor kept by a test may lie in a
 segment live before it: only PyTorch's own count (`torch.cuda.memory_allocated()`) and its record
 of live blocks (`torch.cuda.memory._snapshot()`, with the Python frames of each allocation,
@@ -33,6 +34,7 @@ SMALL = 1 << 20  # requests up to this size share the small segment
 SMALL_SEGMENT = 2 << 20
 _small = {"segment": None, "used": 0, "live": 0}  # bump pointer; reset when no small tensor lives
 _live = {}  # address -> (bytes, frames): the tensors alive
+_segments = {}  # address -> bytes: the driver allocations the pool holds (memory_reserved)
 _recording = False
 
 
@@ -52,6 +54,7 @@ class Tensor:
         elif nbytes <= SMALL:
             if _small["segment"] is None:
                 _small["segment"] = _c10.c10_cuda_malloc(SMALL_SEGMENT, None)
+                _segments[_small["segment"]] = SMALL_SEGMENT
             if _small["live"] == 0:
                 _small["used"] = 0
             assert _small["used"] + nbytes <= SMALL_SEGMENT, "the fake small pool is full"
@@ -61,6 +64,7 @@ class Tensor:
         else:
             cached = _free.get(nbytes)
             self.ptr = cached.pop() if cached else _c10.c10_cuda_malloc(nbytes, None)
+            _segments[self.ptr] = nbytes
         assert self.ptr
         _live[self.ptr] = (nbytes, _frames() if _recording else [])
 
@@ -92,9 +96,11 @@ class cuda:  # noqa: N801 - the module's name in PyTorch
         for segments in _free.values():
             for p in segments:
                 assert _rt.cudaFree(p) == 0
+                del _segments[p]
             segments.clear()
         if _small["segment"] is not None and _small["live"] == 0:
             assert _rt.cudaFree(_small["segment"]) == 0
+            del _segments[_small["segment"]]
             _small["segment"] = None
 
     @staticmethod
@@ -108,6 +114,10 @@ class cuda:  # noqa: N801 - the module's name in PyTorch
     @staticmethod
     def memory_allocated(device=None):
         return sum(nbytes for nbytes, _ in _live.values())
+
+    @staticmethod
+    def memory_reserved(device=None):
+        return 0 if _ASYNC else sum(_segments.values())
 
     class memory:  # noqa: N801
         @staticmethod
