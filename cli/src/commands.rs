@@ -128,8 +128,10 @@ fn read_dumps<'a>(
         if let Some(seq) = since {
             analyze::keep_after(&mut dump, seq);
         }
+        // A path named twice is two processes with the same findings.
+        let findings = analyze::analyze_process(dump, f, cfg);
         for &i in at {
-            processes[i] = Some(analyze::analyze_process(&dump, f, cfg));
+            processes[i] = Some(findings.clone());
         }
     };
     let mut builder = None;

@@ -99,12 +99,10 @@ pub fn live_by_callsite(
         None => (r.stack, r.api.as_str(), 1, r.held()),
     });
     by_callsite(
-        dump,
+        &mut Stacks::new(dump, view, caches),
         records,
         dump.floors.as_deref().unwrap_or(&[]),
-        view,
         rules,
-        caches,
     )
 }
 
@@ -116,23 +114,31 @@ pub fn held_at_finalizing(
     rules: &[Rule],
     caches: &[CacheRule],
 ) -> Option<Vec<CallsiteLive>> {
+    held_at_finalizing_in(dump, &mut Stacks::new(dump, view, caches), rules)
+}
+
+/// [`held_at_finalizing`] of the stacks an analysis prepares (which may hold them only as
+/// their views).
+pub(super) fn held_at_finalizing_in(
+    dump: &format::Dump,
+    stacks: &mut Stacks<'_>,
+    rules: &[Rule],
+) -> Option<Vec<CallsiteLive>> {
     let f = dump.finalizing.as_ref()?;
     let held = f
         .held
         .iter()
         .map(|h| (h.stack, h.api.as_str(), h.allocations, h.bytes));
-    Some(by_callsite(dump, held, &f.floors, view, rules, caches).0)
+    Some(by_callsite(stacks, held, &f.floors, rules).0)
 }
 
 /// Sums (stack, API, blocks, bytes) per callsite, with each stack's floor (where `floors` names
 /// none, its floor is what it holds) taken off the callsite its stack went to first.
 fn by_callsite<'d>(
-    dump: &'d format::Dump,
+    stacks: &mut Stacks<'_>,
     held: impl Iterator<Item = (usize, &'d str, u64, u64)>,
     floors: &[format::StackCounts],
-    view: &View,
     rules: &[Rule],
-    caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
@@ -143,14 +149,11 @@ fn by_callsite<'d>(
     let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
     // Per stack: the callsite it went to first, and what it holds in all.
     let mut by_stack: HashMap<usize, (usize, u64, u64)> = HashMap::new();
-    let mut stacks = Stacks::new(dump, view, caches);
     for (stack, api, blocks, bytes) in held {
         if !rules.is_empty() {
-            let rule = *rule_of.entry(stack).or_insert_with(|| {
-                dump.stacks
-                    .get(stack)
-                    .and_then(|s| suppressing_rule(rules, s))
-            });
+            let rule = *rule_of
+                .entry(stack)
+                .or_insert_with(|| suppressing_rule(rules, &stacks.frames(stack)));
             if let Some(i) = rule {
                 suppressed[i].add(Counts {
                     groups: 0,

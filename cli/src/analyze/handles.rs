@@ -97,9 +97,8 @@ fn framework_module(module: &str) -> bool {
 
 /// Whether the handle's create call was made by a framework: its caller, the stack's first
 /// frame, lies in one.
-fn made_by_framework(stack: &format::Stack) -> bool {
-    stack
-        .frames
+fn made_by_framework(frames: &[format::Frame]) -> bool {
+    frames
         .first()
         .and_then(|f| f.module.as_deref())
         .is_some_and(framework_module)
@@ -110,7 +109,11 @@ fn made_by_framework(stack: &format::Stack) -> bool {
 pub(super) fn owned_by_program(dump: &format::Dump) -> HashMap<u64, (usize, &str)> {
     let mut owned = HashMap::new();
     for h in dump.handles.iter().filter(|h| !h.destroyed) {
-        if dump.stacks.get(h.stack).is_none_or(made_by_framework) {
+        if dump
+            .stacks
+            .get(h.stack)
+            .is_none_or(|s| made_by_framework(&s.frames))
+        {
             continue;
         }
         for &seq in &h.blocks {
@@ -145,7 +148,7 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
             Site {
                 handles: Vec::new(),
                 per_thread: HashMap::new(),
-                framework: dump.stacks.get(h.stack).is_some_and(made_by_framework),
+                framework: made_by_framework(&stacks.frames(h.stack)),
             }
         });
         site.handles.push(h);

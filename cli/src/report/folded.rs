@@ -25,9 +25,10 @@ pub fn frame_label(label: &str) -> String {
 }
 
 /// One line per unique stack (identical stacks summed), sorted, as `flamegraph.pl` expects.
-fn write(stacks: &[Weighted], out: &mut dyn Write) -> io::Result<()> {
+/// The stacks are taken one at a time: only the lines are held.
+fn write(stacks: impl Iterator<Item = Weighted>, out: &mut dyn Write) -> io::Result<()> {
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-    for w in stacks.iter().filter(|w| w.bytes > 0) {
+    for w in stacks.filter(|w| w.bytes > 0) {
         let key: Vec<String> = w.frames.iter().map(|f| frame_label(&f.label)).collect();
         let total = lines.entry(key.join(";")).or_default();
         *total = total.saturating_add(w.bytes);
@@ -41,17 +42,17 @@ fn write(stacks: &[Weighted], out: &mut dyn Write) -> io::Result<()> {
 impl Reporter for Folded {
     fn report(&self, f: &Findings, view: &View, out: &mut dyn Write) -> io::Result<()> {
         write(
-            &flame::live_at_exit(f, false, view.source_root.as_deref()),
+            flame::live_at_exit(f, false, view.source_root.as_deref()),
             out,
         )
     }
 
     fn diff(&self, d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        write(&flame::diff(d, view.source_root.as_deref()), out)
+        write(flame::diff(d, view.source_root.as_deref()), out)
     }
 
     fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        write(&flame::growth(g, view.source_root.as_deref()), out)
+        write(flame::growth(g, view.source_root.as_deref()), out)
     }
 }
 
