@@ -130,8 +130,11 @@ fn read_dumps<'a>(
         }
         // A path named twice is two processes with the same findings.
         let findings = analyze::analyze_process(dump, f, cfg);
-        for &i in at {
-            processes[i] = Some(findings.clone());
+        if let Some((&last, more)) = at.split_last() {
+            for &i in more {
+                processes[i] = Some(findings.clone());
+            }
+            processes[last] = Some(findings);
         }
     };
     let mut builder = None;
@@ -144,7 +147,9 @@ fn read_dumps<'a>(
                 Some(_) if s.judged && since.is_some() => Some(dump.clone()),
                 _ => None,
             };
-            add_to_series(b, &mut dump, f, s.judged.then_some(since), s.cfg);
+            // The series may take the dump's stacks where the exit report does not read it.
+            let last_use = at.is_none() || as_written.is_some();
+            add_to_series(b, &mut dump, f, s.judged.then_some(since), s.cfg, last_use);
             if let Some(at) = at {
                 analyse(as_written.unwrap_or(dump), f, &at);
             }
@@ -159,13 +164,15 @@ fn read_dumps<'a>(
 }
 
 /// Adds a dump to a series; `judged`: `--growth`'s series, of the window after `Some(seq)`
-/// (`--since`), leaving out a process that made no CUDA call where `cfg.hide_quiet` says so.
+/// (`--since`), leaving out a process that made no CUDA call where `cfg.hide_quiet` says so;
+/// `last_use`: nothing reads the dump after, so the series may take its stack table.
 fn add_to_series(
     b: &mut growth::Builder,
     dump: &mut load::schema::Dump,
     f: &Path,
     judged: Option<Option<u64>>,
     cfg: &Config,
+    last_use: bool,
 ) {
     if let Some(since) = judged {
         if cfg.hide_quiet && dump.is_quiet() {
@@ -175,7 +182,11 @@ fn add_to_series(
             growth::keep_after(dump, seq);
         }
     }
-    b.add(dump, f);
+    if last_use {
+        b.add_taking_stacks(dump, f);
+    } else {
+        b.add(dump, f);
+    }
 }
 
 /// Whether the format shows the series beside the exit report (and the exit report beside the
@@ -548,8 +559,8 @@ pub fn diff(a: &DiffArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         let view = a.view();
         // One dump in memory at a time: each is reduced to its callsites before the next is read.
-        let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
-        let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
+        let old = analyze::diff_input(load::read(&a.old)?, &a.old, &view);
+        let new = analyze::diff_input(load::read(&a.new)?, &a.new, &view);
         let d = analyze::diff_of(old, new, &view);
         let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {

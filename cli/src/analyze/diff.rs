@@ -3,6 +3,7 @@
 //! callsite, never per address or stack index.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 
 use crate::load::schema as format;
@@ -11,6 +12,7 @@ use super::*;
 use crate::caches::CacheRule;
 use crate::callsite::Callsite;
 use crate::suppressions::Rule;
+use hashbrown::HashTable;
 
 // ---------------------------------------------------------------------------------------------
 // diff
@@ -93,13 +95,38 @@ pub fn live_by_callsite(
     rules: &[Rule],
     caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    let owners = super::handles::owned_by_program(dump);
+    live_in(dump, &mut Stacks::new(dump, view, caches), rules)
+}
+
+/// [`live_by_callsite`] and [`held_at_finalizing`] of a dump the caller has no further use
+/// for: its stack table is taken from it (`dump.stacks` is left empty), and each stack's
+/// frames are dropped once the view made of them holds them all, so a frame is held once.
+pub fn live_and_finalizing_taking_stacks(
+    dump: &mut format::Dump,
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> (Vec<CallsiteLive>, Vec<Counts>, Option<Vec<CallsiteLive>>) {
+    let table = std::mem::take(&mut dump.stacks);
+    let mut stacks = Stacks::owning(table, view, caches);
+    let (live, suppressed) = live_in(dump, &mut stacks, rules);
+    let finalizing = held_at_finalizing_in(dump, &mut stacks, rules);
+    (live, suppressed, finalizing)
+}
+
+/// [`live_by_callsite`] through `stacks` (the dump's, prepared).
+fn live_in(
+    dump: &format::Dump,
+    stacks: &mut Stacks<'_>,
+    rules: &[Rule],
+) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    let owners = super::handles::owned_by_program(dump, stacks);
     let records = dump.live.iter().map(|r| match owners.get(&r.seq) {
         Some(&(stack, create)) => (stack, create, 1, r.held()),
         None => (r.stack, r.api.as_str(), 1, r.held()),
     });
     by_callsite(
-        &mut Stacks::new(dump, view, caches),
+        stacks,
         records,
         dump.floors.as_deref().unwrap_or(&[]),
         rules,
@@ -142,13 +169,17 @@ fn by_callsite<'d>(
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
     let mut out: Vec<CallsiteLive> = Vec::new();
     let mut suppressed = vec![Counts::default(); rules.len()];
-    let mut index: HashMap<Callsite, usize> = HashMap::new();
+    // Callsites are found by their key through a table of their indices, hashed from the
+    // callsite itself: no second copy of any key.
+    let hasher = RandomState::new();
+    let mut index: HashTable<u32> = HashTable::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
-    // Records of one stack index and API share a callsite: found without building its key.
-    let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
-    // Per stack: the callsite it went to first, and what it holds in all.
-    let mut by_stack: HashMap<usize, (usize, u64, u64)> = HashMap::new();
+    // Per stack index, the API of its last record and the callsite it went to: records of one
+    // stack index and API share a callsite, found without building its key.
+    let mut last: Vec<Option<(&str, u32)>> = vec![None; stacks.len()];
+    // Per stack index: the callsite it went to first, and what it holds in all.
+    let mut by_stack: Vec<Option<(u32, u64, u64)>> = vec![None; stacks.len()];
     for (stack, api, blocks, bytes) in held {
         if !rules.is_empty() {
             let rule = *rule_of
@@ -163,16 +194,22 @@ fn by_callsite<'d>(
                 continue;
             }
         }
-        let slot = match fast.get(&(stack, api)) {
-            Some(&slot) => slot,
+        let hit = last
+            .get(stack)
+            .copied()
+            .flatten()
+            .filter(|&(a, _)| a == api);
+        let slot = match hit {
+            Some((_, slot)) => slot as usize,
             None => {
                 let p = stacks.get(stack, api);
                 let key = p.callsite(api);
-                let slot = match index.get(&key) {
-                    Some(&i) => i,
+                let hash = hasher.hash_one(&key);
+                let slot = match index.find(hash, |&i| out[i as usize].key == key) {
+                    Some(&i) => i as usize,
                     None => {
                         out.push(CallsiteLive {
-                            key: key.clone(),
+                            key,
                             api: cut(api),
                             stack: p.view.clone(),
                             live: Counts {
@@ -182,20 +219,27 @@ fn by_callsite<'d>(
                             floor: Counts::default(),
                             held_by: p.held_by,
                         });
-                        index.insert(key, out.len() - 1);
-                        out.len() - 1
+                        let i = out.len() - 1;
+                        index.insert_unique(hash, i as u32, |&j| {
+                            hasher.hash_one(&out[j as usize].key)
+                        });
+                        i
                     }
                 };
-                fast.insert((stack, api), slot);
+                if let Some(l) = last.get_mut(stack) {
+                    *l = Some((api, slot as u32));
+                }
                 slot
             }
         };
         let c = &mut out[slot].live;
         c.allocations += blocks;
         c.bytes = c.bytes.saturating_add(bytes);
-        let s = by_stack.entry(stack).or_insert((slot, 0, 0));
-        s.1 += blocks;
-        s.2 = s.2.saturating_add(bytes);
+        if let Some(s) = by_stack.get_mut(stack) {
+            let s = s.get_or_insert((slot as u32, 0, 0));
+            s.1 += blocks;
+            s.2 = s.2.saturating_add(bytes);
+        }
     }
     for c in &mut out {
         c.floor = Counts {
@@ -205,9 +249,10 @@ fn by_callsite<'d>(
     }
     for f in floors {
         // A floor of a stack with nothing left (all freed since) or one suppressed: no row.
-        let Some(&(slot, blocks, bytes)) = by_stack.get(&f.stack) else {
+        let Some(&Some((slot, blocks, bytes))) = by_stack.get(f.stack) else {
             continue;
         };
+        let slot = slot as usize;
         let c = &mut out[slot].floor;
         c.allocations = c
             .allocations
@@ -227,8 +272,8 @@ pub fn diff(
     view: &View,
 ) -> DiffFindings {
     diff_of(
-        diff_input(old, old_source, view),
-        diff_input(new, new_source, view),
+        diff_input(old.clone(), old_source, view),
+        diff_input(new.clone(), new_source, view),
         view,
     )
 }
@@ -240,14 +285,18 @@ pub struct DiffInput {
     callsites: Vec<CallsiteLive>,
 }
 
-pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput {
+/// Consumes the dump: its frames are dropped as the views of its callsites hold them.
+pub fn diff_input(mut dump: format::Dump, source: &Path, view: &View) -> DiffInput {
+    let side = DiffSide {
+        source: source.to_path_buf(),
+        process: process_view(&dump.process),
+        live: side_counts(&dump),
+    };
+    let table = std::mem::take(&mut dump.stacks);
+    let mut stacks = Stacks::owning(table, view, &[]);
     DiffInput {
-        side: DiffSide {
-            source: source.to_path_buf(),
-            process: process_view(&dump.process),
-            live: side_counts(dump),
-        },
-        callsites: live_by_callsite(dump, view, &[], &[]).0,
+        side,
+        callsites: live_in(&dump, &mut stacks, &[]).0,
     }
 }
 

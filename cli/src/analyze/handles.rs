@@ -106,14 +106,13 @@ fn made_by_framework(frames: &[format::Frame]) -> bool {
 
 /// The blocks of the live handles the program's own code made (not a framework): each block's
 /// `seq`, with the handle's create stack and function.
-pub(super) fn owned_by_program(dump: &format::Dump) -> HashMap<u64, (usize, &str)> {
+pub(super) fn owned_by_program<'d>(
+    dump: &'d format::Dump,
+    stacks: &Stacks<'_>,
+) -> HashMap<u64, (usize, &'d str)> {
     let mut owned = HashMap::new();
     for h in dump.handles.iter().filter(|h| !h.destroyed) {
-        if dump
-            .stacks
-            .get(h.stack)
-            .is_none_or(|s| made_by_framework(&s.frames))
-        {
+        if h.stack >= stacks.len() || made_by_framework(&stacks.frames(h.stack)) {
             continue;
         }
         for &seq in &h.blocks {
