@@ -167,7 +167,9 @@ fn by_callsite<'d>(
     floors: &[format::StackCounts],
     rules: &[Rule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    let mut out: Vec<CallsiteLive> = Vec::new();
+    // Room for a callsite per record (up to one per stack) at once: a doubling copies the
+    // list beside itself; what is not used is given back at the end.
+    let mut out: Vec<CallsiteLive> = Vec::with_capacity(held.size_hint().0.min(stacks.len()));
     let mut suppressed = vec![Counts::default(); rules.len()];
     // Callsites are found by their key through a table of their indices, hashed from the
     // callsite itself: no second copy of any key.
@@ -241,6 +243,7 @@ fn by_callsite<'d>(
             s.2 = s.2.saturating_add(bytes);
         }
     }
+    out.shrink_to_fit();
     for c in &mut out {
         c.floor = Counts {
             groups: 0,

@@ -602,7 +602,10 @@ pub(super) fn group_events<'a>(
 /// Sums leak groups by callsite over all processes.
 pub(super) fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTotal> {
     let mut index: HashMap<&Callsite, (usize, usize)> = HashMap::new();
-    let mut out: Vec<CallsiteTotal> = Vec::new();
+    // At most a callsite per group, room for all at once (a doubling copies the list beside
+    // itself); what is not used is given back.
+    let groups = processes.iter().map(|p| p.leaks.len()).sum();
+    let mut out: Vec<CallsiteTotal> = Vec::with_capacity(groups);
     for (pi, p) in processes.iter().enumerate() {
         for g in &p.leaks {
             let slot = index.entry(&g.callsite).or_insert_with(|| {
@@ -625,6 +628,8 @@ pub(super) fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTota
             }
         }
     }
+    drop(index);
+    out.shrink_to_fit();
     out.sort_by(|a, b| {
         b.bytes
             .cmp(&a.bytes)

@@ -136,7 +136,7 @@ pub fn analyze_process(mut dump: format::Dump, source: &Path, cfg: &Config) -> P
     // The leaks kept are collected from the groups' own allocation (std reuses it for a
     // `filter_map` over `into_iter` of a larger type), so the groups and the leaks made of them
     // are never held side by side: on 100 000 distinct callsites, both were the peak.
-    let kept: Vec<LeakGroup> = groups
+    let mut kept: Vec<LeakGroup> = groups
         .into_iter()
         .filter_map(|acc| {
             // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply.
@@ -174,6 +174,8 @@ pub fn analyze_process(mut dump: format::Dump, source: &Path, cfg: &Config) -> P
             None
         })
         .collect();
+    // The groups' allocation is larger than the leaks kept in it need: give the rest back.
+    kept.shrink_to_fit();
     let leaked = sum_groups(&kept);
     let leaked_handles = kept
         .iter()
