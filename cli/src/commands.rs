@@ -215,6 +215,7 @@ fn exit_report(
         cfg,
     });
     let (processes, builder) = read_dumps(Some(files), series, cfg, since)?;
+    analyze::forget_shared_views();
     Ok((
         analyze::finish(processes, cfg),
         builder.and_then(|b| b.finish().ok()),
@@ -271,6 +272,7 @@ pub(crate) fn growth_and_exit(
         cfg,
     };
     let (processes, builder) = read_dumps(exit, Some(series), exit_cfg, since)?;
+    analyze::forget_shared_views();
     let growth = builder.map_or_else(|| Err(String::new()), |b| b.finish().map_err(|e| e.0));
     Ok((growth, processes))
 }
@@ -561,6 +563,7 @@ pub fn diff(a: &DiffArgs) -> u8 {
         // One dump in memory at a time: each is reduced to its callsites before the next is read.
         let old = analyze::diff_input(load::read(&a.old)?, &a.old, &view);
         let new = analyze::diff_input(load::read(&a.new)?, &a.new, &view);
+        analyze::forget_shared_views();
         let d = analyze::diff_of(old, new, &view);
         let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {
