@@ -128,8 +128,13 @@ fn read_dumps<'a>(
         if let Some(seq) = since {
             analyze::keep_after(&mut dump, seq);
         }
-        for &i in at {
-            processes[i] = Some(analyze::analyze_process(&dump, f, cfg));
+        // A path named twice is two processes with the same findings.
+        let findings = analyze::analyze_process(dump, f, cfg);
+        if let Some((&last, more)) = at.split_last() {
+            for &i in more {
+                processes[i] = Some(findings.clone());
+            }
+            processes[last] = Some(findings);
         }
     };
     let mut builder = None;
@@ -142,7 +147,9 @@ fn read_dumps<'a>(
                 Some(_) if s.judged && since.is_some() => Some(dump.clone()),
                 _ => None,
             };
-            add_to_series(b, &mut dump, f, s.judged.then_some(since), s.cfg);
+            // The series may take the dump's stacks where the exit report does not read it.
+            let last_use = at.is_none() || as_written.is_some();
+            add_to_series(b, &mut dump, f, s.judged.then_some(since), s.cfg, last_use);
             if let Some(at) = at {
                 analyse(as_written.unwrap_or(dump), f, &at);
             }
@@ -157,13 +164,15 @@ fn read_dumps<'a>(
 }
 
 /// Adds a dump to a series; `judged`: `--growth`'s series, of the window after `Some(seq)`
-/// (`--since`), leaving out a process that made no CUDA call where `cfg.hide_quiet` says so.
+/// (`--since`), leaving out a process that made no CUDA call where `cfg.hide_quiet` says so;
+/// `last_use`: nothing reads the dump after, so the series may take its stack table.
 fn add_to_series(
     b: &mut growth::Builder,
     dump: &mut load::schema::Dump,
     f: &Path,
     judged: Option<Option<u64>>,
     cfg: &Config,
+    last_use: bool,
 ) {
     if let Some(since) = judged {
         if cfg.hide_quiet && dump.is_quiet() {
@@ -173,7 +182,11 @@ fn add_to_series(
             growth::keep_after(dump, seq);
         }
     }
-    b.add(dump, f);
+    if last_use {
+        b.add_taking_stacks(dump, f);
+    } else {
+        b.add(dump, f);
+    }
 }
 
 /// Whether the format shows the series beside the exit report (and the exit report beside the
@@ -202,6 +215,7 @@ fn exit_report(
         cfg,
     });
     let (processes, builder) = read_dumps(Some(files), series, cfg, since)?;
+    analyze::forget_shared_views();
     Ok((
         analyze::finish(processes, cfg),
         builder.and_then(|b| b.finish().ok()),
@@ -258,6 +272,7 @@ pub(crate) fn growth_and_exit(
         cfg,
     };
     let (processes, builder) = read_dumps(exit, Some(series), exit_cfg, since)?;
+    analyze::forget_shared_views();
     let growth = builder.map_or_else(|| Err(String::new()), |b| b.finish().map_err(|e| e.0));
     Ok((growth, processes))
 }
@@ -546,8 +561,9 @@ pub fn diff(a: &DiffArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         let view = a.view();
         // One dump in memory at a time: each is reduced to its callsites before the next is read.
-        let old = analyze::diff_input(&load::read(&a.old)?, &a.old, &view);
-        let new = analyze::diff_input(&load::read(&a.new)?, &a.new, &view);
+        let old = analyze::diff_input(load::read(&a.old)?, &a.old, &view);
+        let new = analyze::diff_input(load::read(&a.new)?, &a.new, &view);
+        analyze::forget_shared_views();
         let d = analyze::diff_of(old, new, &view);
         let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {

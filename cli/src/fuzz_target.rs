@@ -90,7 +90,10 @@ pub fn render_all(bytes: &[u8]) {
             pools_emptied: false,
             framework_records: false,
         };
-        let findings = analyze::finish(vec![analyze::analyze_process(&dump, source, &cfg)], &cfg);
+        let findings = analyze::finish(
+            vec![analyze::analyze_process(dump.clone(), source, &cfg)],
+            &cfg,
+        );
         let d = analyze::diff(&dump, source, &dump, source, &view);
         let mut b = growth::Builder::new(&cfg);
         b.add(&dump, source);

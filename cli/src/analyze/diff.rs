@@ -3,6 +3,7 @@
 //! callsite, never per address or stack index.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 
 use crate::load::schema as format;
@@ -11,6 +12,7 @@ use super::*;
 use crate::caches::CacheRule;
 use crate::callsite::Callsite;
 use crate::suppressions::Rule;
+use hashbrown::HashTable;
 
 // ---------------------------------------------------------------------------------------------
 // diff
@@ -93,18 +95,41 @@ pub fn live_by_callsite(
     rules: &[Rule],
     caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    let owners = super::handles::owned_by_program(dump);
+    live_in(dump, &mut Stacks::new(dump, view, caches), rules)
+}
+
+/// [`live_by_callsite`] and [`held_at_finalizing`] of a dump the caller has no further use
+/// for: its stack table is taken from it (`dump.stacks` is left empty), and each stack's
+/// frames are dropped once the view made of them holds them all, so a frame is held once.
+pub fn live_and_finalizing_taking_stacks(
+    dump: &mut format::Dump,
+    view: &View,
+    rules: &[Rule],
+    caches: &[CacheRule],
+) -> (Vec<CallsiteLive>, Vec<Counts>, Option<Vec<CallsiteLive>>) {
+    let table = std::mem::take(&mut dump.stacks);
+    let mut stacks = Stacks::owning(table, view, caches);
+    let (live, suppressed) = live_in(dump, &mut stacks, rules);
+    let finalizing = held_at_finalizing_in(dump, &mut stacks, rules);
+    (live, suppressed, finalizing)
+}
+
+/// [`live_by_callsite`] through `stacks` (the dump's, prepared).
+fn live_in(
+    dump: &format::Dump,
+    stacks: &mut Stacks<'_>,
+    rules: &[Rule],
+) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    let owners = super::handles::owned_by_program(dump, stacks);
     let records = dump.live.iter().map(|r| match owners.get(&r.seq) {
         Some(&(stack, create)) => (stack, create, 1, r.held()),
         None => (r.stack, r.api.as_str(), 1, r.held()),
     });
     by_callsite(
-        dump,
+        stacks,
         records,
         dump.floors.as_deref().unwrap_or(&[]),
-        view,
         rules,
-        caches,
     )
 }
 
@@ -116,41 +141,52 @@ pub fn held_at_finalizing(
     rules: &[Rule],
     caches: &[CacheRule],
 ) -> Option<Vec<CallsiteLive>> {
+    held_at_finalizing_in(dump, &mut Stacks::new(dump, view, caches), rules)
+}
+
+/// [`held_at_finalizing`] of the stacks an analysis prepares (which may hold them only as
+/// their views).
+pub(super) fn held_at_finalizing_in(
+    dump: &format::Dump,
+    stacks: &mut Stacks<'_>,
+    rules: &[Rule],
+) -> Option<Vec<CallsiteLive>> {
     let f = dump.finalizing.as_ref()?;
     let held = f
         .held
         .iter()
         .map(|h| (h.stack, h.api.as_str(), h.allocations, h.bytes));
-    Some(by_callsite(dump, held, &f.floors, view, rules, caches).0)
+    Some(by_callsite(stacks, held, &f.floors, rules).0)
 }
 
 /// Sums (stack, API, blocks, bytes) per callsite, with each stack's floor (where `floors` names
 /// none, its floor is what it holds) taken off the callsite its stack went to first.
 fn by_callsite<'d>(
-    dump: &'d format::Dump,
+    stacks: &mut Stacks<'_>,
     held: impl Iterator<Item = (usize, &'d str, u64, u64)>,
     floors: &[format::StackCounts],
-    view: &View,
     rules: &[Rule],
-    caches: &[CacheRule],
 ) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    let mut out: Vec<CallsiteLive> = Vec::new();
+    // Room for a callsite per record (up to one per stack) at once: a doubling copies the
+    // list beside itself; what is not used is given back at the end.
+    let mut out: Vec<CallsiteLive> = Vec::with_capacity(held.size_hint().0.min(stacks.len()));
     let mut suppressed = vec![Counts::default(); rules.len()];
-    let mut index: HashMap<Callsite, usize> = HashMap::new();
+    // Callsites are found by their key through a table of their indices, hashed from the
+    // callsite itself: no second copy of any key.
+    let hasher = RandomState::new();
+    let mut index: HashTable<u32> = HashTable::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
-    // Records of one stack index and API share a callsite: found without building its key.
-    let mut fast: HashMap<(usize, &str), usize> = HashMap::new();
-    // Per stack: the callsite it went to first, and what it holds in all.
-    let mut by_stack: HashMap<usize, (usize, u64, u64)> = HashMap::new();
-    let mut stacks = Stacks::new(dump, view, caches);
+    // Per stack index, the API of its last record and the callsite it went to: records of one
+    // stack index and API share a callsite, found without building its key.
+    let mut last: Vec<Option<(&str, u32)>> = vec![None; stacks.len()];
+    // Per stack index: the callsite it went to first, and what it holds in all.
+    let mut by_stack: Vec<Option<(u32, u64, u64)>> = vec![None; stacks.len()];
     for (stack, api, blocks, bytes) in held {
         if !rules.is_empty() {
-            let rule = *rule_of.entry(stack).or_insert_with(|| {
-                dump.stacks
-                    .get(stack)
-                    .and_then(|s| suppressing_rule(rules, s))
-            });
+            let rule = *rule_of
+                .entry(stack)
+                .or_insert_with(|| suppressing_rule(rules, &stacks.frames(stack)));
             if let Some(i) = rule {
                 suppressed[i].add(Counts {
                     groups: 0,
@@ -160,16 +196,22 @@ fn by_callsite<'d>(
                 continue;
             }
         }
-        let slot = match fast.get(&(stack, api)) {
-            Some(&slot) => slot,
+        let hit = last
+            .get(stack)
+            .copied()
+            .flatten()
+            .filter(|&(a, _)| a == api);
+        let slot = match hit {
+            Some((_, slot)) => slot as usize,
             None => {
                 let p = stacks.get(stack, api);
                 let key = p.callsite(api);
-                let slot = match index.get(&key) {
-                    Some(&i) => i,
+                let hash = hasher.hash_one(&key);
+                let slot = match index.find(hash, |&i| out[i as usize].key == key) {
+                    Some(&i) => i as usize,
                     None => {
                         out.push(CallsiteLive {
-                            key: key.clone(),
+                            key,
                             api: cut(api),
                             stack: p.view.clone(),
                             live: Counts {
@@ -179,21 +221,29 @@ fn by_callsite<'d>(
                             floor: Counts::default(),
                             held_by: p.held_by,
                         });
-                        index.insert(key, out.len() - 1);
-                        out.len() - 1
+                        let i = out.len() - 1;
+                        index.insert_unique(hash, i as u32, |&j| {
+                            hasher.hash_one(&out[j as usize].key)
+                        });
+                        i
                     }
                 };
-                fast.insert((stack, api), slot);
+                if let Some(l) = last.get_mut(stack) {
+                    *l = Some((api, slot as u32));
+                }
                 slot
             }
         };
         let c = &mut out[slot].live;
         c.allocations += blocks;
         c.bytes = c.bytes.saturating_add(bytes);
-        let s = by_stack.entry(stack).or_insert((slot, 0, 0));
-        s.1 += blocks;
-        s.2 = s.2.saturating_add(bytes);
+        if let Some(s) = by_stack.get_mut(stack) {
+            let s = s.get_or_insert((slot as u32, 0, 0));
+            s.1 += blocks;
+            s.2 = s.2.saturating_add(bytes);
+        }
     }
+    out.shrink_to_fit();
     for c in &mut out {
         c.floor = Counts {
             groups: 0,
@@ -202,9 +252,10 @@ fn by_callsite<'d>(
     }
     for f in floors {
         // A floor of a stack with nothing left (all freed since) or one suppressed: no row.
-        let Some(&(slot, blocks, bytes)) = by_stack.get(&f.stack) else {
+        let Some(&Some((slot, blocks, bytes))) = by_stack.get(f.stack) else {
             continue;
         };
+        let slot = slot as usize;
         let c = &mut out[slot].floor;
         c.allocations = c
             .allocations
@@ -224,8 +275,8 @@ pub fn diff(
     view: &View,
 ) -> DiffFindings {
     diff_of(
-        diff_input(old, old_source, view),
-        diff_input(new, new_source, view),
+        diff_input(old.clone(), old_source, view),
+        diff_input(new.clone(), new_source, view),
         view,
     )
 }
@@ -237,14 +288,18 @@ pub struct DiffInput {
     callsites: Vec<CallsiteLive>,
 }
 
-pub fn diff_input(dump: &format::Dump, source: &Path, view: &View) -> DiffInput {
+/// Consumes the dump: its frames are dropped as the views of its callsites hold them.
+pub fn diff_input(mut dump: format::Dump, source: &Path, view: &View) -> DiffInput {
+    let side = DiffSide {
+        source: source.to_path_buf(),
+        process: process_view(&dump.process),
+        live: side_counts(&dump),
+    };
+    let table = std::mem::take(&mut dump.stacks);
+    let mut stacks = Stacks::owning(table, view, &[]);
     DiffInput {
-        side: DiffSide {
-            source: source.to_path_buf(),
-            process: process_view(&dump.process),
-            live: side_counts(dump),
-        },
-        callsites: live_by_callsite(dump, view, &[], &[]).0,
+        side,
+        callsites: live_in(&dump, &mut stacks, &[]).0,
     }
 }
 

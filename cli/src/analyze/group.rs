@@ -3,6 +3,7 @@
 //! failed calls and bad frees grouped by callsite, and leaks merged by callsite across
 //! processes. No filters and no verdict here (`mod.rs` applies them).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
@@ -16,9 +17,10 @@ use crate::caches::{self, CacheRule};
 use crate::callsite::Callsite;
 
 use super::{
-    cut, cut_name, fold_native, frame_is_internal, frame_view, handles, is_api_entry, is_teardown,
-    visible_frames, BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup,
-    ProcessFindings, RecordNote, StackParts, StackView, TeardownGroup, View,
+    cut, cut_name, fold_native, frame_is_internal, frame_view, handles, is_api_entry,
+    is_internal_function, is_internal_module, is_startup_function, is_teardown, visible_frames,
+    BadFreeGroup, CallsiteTotal, FailedGroup, Folded, FrameView, LeakGroup, ProcessFindings,
+    RecordNote, StackParts, StackView, TeardownGroup, View,
 };
 
 /// A stack prepared once per (stack index, API): its callsite, what is shown, and the cache
@@ -37,19 +39,24 @@ impl PreparedStack {
     }
 }
 
-fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) -> PreparedStack {
+fn prepare(
+    frames: &[format::Frame],
+    api: &str,
+    view: &View,
+    caches: &[CacheRule],
+) -> PreparedStack {
     // The allocating end: past the runtime's, driver's and API entry frames, whatever is shown.
-    let start = leading_entries(&stack.frames, api, false);
-    let held_by = caches::classify(caches, &stack.frames, start);
-    let idx = visible_frames(&stack.frames, api, view.show_internal);
+    let start = leading_entries(frames, api, false);
+    let held_by = caches::classify(caches, frames, start);
+    let idx = visible_frames(frames, api, view.show_internal);
     // With --show-internal every frame is shown; remember which ones a user would have seen.
     // The callsite is of those alone, whatever is shown.
     let user_idx = if view.show_internal {
-        visible_frames(&stack.frames, api, false)
+        visible_frames(frames, api, false)
     } else {
         idx.clone()
     };
-    let mut user = vec![!view.show_internal; stack.frames.len()];
+    let mut user = vec![!view.show_internal; frames.len()];
     if view.show_internal {
         for &i in &user_idx {
             user[i] = true;
@@ -58,13 +65,13 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     let (idx, folded) = if view.native {
         (idx, Vec::new())
     } else {
-        fold_native(&stack.frames, &idx)
+        fold_native(frames, &idx)
     };
     let limit = view.frames.unwrap_or(usize::MAX);
     let shown: Vec<Arc<FrameView>> = idx
         .iter()
         .take(limit)
-        .map(|&i| frame_view(&stack.frames[i], !user[i]))
+        .map(|&i| frame_view(&frames[i], !user[i]))
         .collect();
     let shown: Arc<[Arc<FrameView>]> = shown.into();
     // The callsite holds the frames shown when they are the user's (the usual case), else the
@@ -74,7 +81,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
     } else {
         user_idx
             .iter()
-            .map(|&i| frame_view(&stack.frames[i], false))
+            .map(|&i| frame_view(&frames[i], false))
             .collect()
     };
     let callsite = Callsite::new(api, callsite_frames);
@@ -94,7 +101,7 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
         callsite,
         view: StackView::new(StackParts {
             omitted: idx.len() - shown.len() + cut_frames,
-            hidden: stack.frames.len() - idx.len() - folded_frames,
+            hidden: frames.len() - idx.len() - folded_frames,
             frames: shown,
             folded,
             entry,
@@ -106,12 +113,8 @@ fn prepare(stack: &format::Stack, api: &str, view: &View, caches: &[CacheRule]) 
 /// A stack that no dump's stack table holds (a framework's own record of where its blocks were
 /// made), prepared as any stack is: the callsite of `api` at it, and what is shown (frames
 /// hidden and folded, cut to `--frames`). No cache rule applies to it.
-pub fn prepare_frames(frames: Vec<format::Frame>, api: &str, view: &View) -> (Callsite, StackView) {
-    let stack = format::Stack {
-        frames,
-        python: Vec::new(),
-    };
-    let p = prepare(&stack, api, view, &[]);
+pub fn prepare_frames(frames: &[format::Frame], api: &str, view: &View) -> (Callsite, StackView) {
+    let p = prepare(frames, api, view, &[]);
     (p.callsite, p.view)
 }
 
@@ -134,13 +137,20 @@ pub fn record_frames(f: &[cudaleak_format::Frame]) -> Vec<format::Frame> {
 /// Caches `prepare` for one dump per (stack index, how many leading frames the API hides). The
 /// API matters only through that count, so a dump with many distinct API names over one big
 /// stack cannot multiply the work or the memory.
+///
+/// Where the analysis owns the dump's stack table ([`Stacks::owning`]), a stack's frames are
+/// dropped once its prepared view shows every one of them as the dump has it, and are read back
+/// from that view when asked again ([`Stacks::frames`]): each frame is then held once, as its
+/// view. With stacks that share no frame, the dump's copy was a quarter of the peak.
 pub(super) struct Stacks<'a> {
-    dump: &'a format::Dump,
+    raw: Cow<'a, [format::Stack]>,
     view: &'a View,
     pub(super) caches: &'a [CacheRule],
     /// Per stack index, the stack prepared for the first leading count asked of it (the only
     /// one, unless one stack allocates through APIs whose entry frames differ).
     first: Vec<Option<(usize, PreparedStack)>>,
+    /// Per stack index, whether its frames were dropped for its first prepared view.
+    dropped: Vec<bool>,
     /// The others, by stack index and leading count.
     more: HashMap<(usize, usize), PreparedStack>,
 }
@@ -159,43 +169,119 @@ fn leading_entries(frames: &[format::Frame], api: &str, show_internal: bool) -> 
         .count()
 }
 
+/// [`leading_entries`] of the frames a view shows, where they are the whole stack: what it
+/// reads of a frame (module and function) the view holds the same.
+fn leading_views(frames: &[Arc<FrameView>], api: &str) -> usize {
+    frames
+        .iter()
+        .take_while(|f| {
+            f.module.as_deref().is_some_and(is_internal_module)
+                || f.function.as_deref().is_some_and(|n| {
+                    is_internal_function(n) || is_startup_function(n) || is_api_entry(n, api)
+                })
+        })
+        .count()
+}
+
+/// The frame of the dump a view was made from, where its names are whole.
+fn frame_of(v: &FrameView) -> format::Frame {
+    format::Frame {
+        kind: v.python.then_some(format::FrameKind::Python),
+        ip: format::Hex(v.ip),
+        module: v.module.clone(),
+        offset: v.offset.map(format::Hex),
+        function: v.function.clone(),
+        file: v.file.clone(),
+        line: v.line,
+    }
+}
+
+/// Whether `view` shows `frames`, every one whole and in order, so that they can be read back
+/// from it.
+fn shows_every_frame(view: &StackView, frames: &[format::Frame]) -> bool {
+    view.frames.len() == frames.len()
+        && view
+            .frames
+            .iter()
+            .zip(frames)
+            .all(|(v, f)| v.long.is_none() && frame_of(v) == *f)
+}
+
 impl<'a> Stacks<'a> {
+    /// Prepares the stacks of `dump`, which stays whole.
     pub(super) fn new(dump: &'a format::Dump, view: &'a View, caches: &'a [CacheRule]) -> Self {
+        Self::of(Cow::Borrowed(&dump.stacks), view, caches)
+    }
+
+    /// Prepares `stacks` (a dump's table, taken from it), dropping each stack's frames once
+    /// its view holds them.
+    pub(super) fn owning(
+        stacks: Vec<format::Stack>,
+        view: &'a View,
+        caches: &'a [CacheRule],
+    ) -> Self {
+        Self::of(Cow::Owned(stacks), view, caches)
+    }
+
+    fn of(raw: Cow<'a, [format::Stack]>, view: &'a View, caches: &'a [CacheRule]) -> Self {
         Stacks {
-            dump,
+            raw,
             view,
             caches,
             first: Vec::new(),
+            dropped: Vec::new(),
             more: HashMap::new(),
         }
     }
+
+    /// How many stacks the dump has.
+    pub(super) fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// The frames of a stack as the dump has them (none for an index out of range).
+    pub(super) fn frames(&self, stack: usize) -> Cow<'_, [format::Frame]> {
+        if let Some(Some((_, p))) = self.first.get(stack).filter(|_| self.dropped[stack]) {
+            return Cow::Owned(p.view.frames.iter().map(|v| frame_of(v)).collect());
+        }
+        Cow::Borrowed(self.raw.get(stack).map_or(&[], |s| &s.frames))
+    }
+
     pub(super) fn get(&mut self, stack: usize, api: &str) -> &PreparedStack {
-        let (dump, view, caches) = (self.dump, self.view, self.caches);
-        // Indices were validated by cudaleak-format; an empty stack stands in regardless.
-        static EMPTY: format::Stack = format::Stack {
-            frames: Vec::new(),
-            python: Vec::new(),
-        };
-        let s = dump.stacks.get(stack).unwrap_or(&EMPTY);
+        let (view, caches) = (self.view, self.caches);
+        if self.first.len() != self.raw.len() {
+            self.first = std::iter::repeat_with(|| None)
+                .take(self.raw.len())
+                .collect();
+            self.dropped = vec![false; self.raw.len()];
+        }
         // What is shown and which cache holds the blocks depend on the API only through this
         // count (with --show-internal nothing shown depends on it at all).
-        let lead = leading_entries(&s.frames, api, false);
-        if self.first.len() != dump.stacks.len() {
-            self.first = std::iter::repeat_with(|| None)
-                .take(dump.stacks.len())
-                .collect();
-        }
-        if let Some(slot @ None) = self.first.get_mut(stack) {
-            *slot = Some((lead, prepare(s, api, view, caches)));
+        let lead = match self.first.get(stack) {
+            Some(Some((_, p))) if self.dropped[stack] => leading_views(&p.view.frames, api),
+            _ => leading_entries(&self.frames(stack), api, false),
+        };
+        if let Some(None) = self.first.get(stack) {
+            // Indices were validated by cudaleak-format; out of range, no stack is asked.
+            let frames = self.raw.get(stack).map_or(&[][..], |s| &s.frames);
+            let p = prepare(frames, api, view, caches);
+            let owned = matches!(self.raw, Cow::Owned(_));
+            if owned && !frames.is_empty() && shows_every_frame(&p.view, frames) {
+                self.raw.to_mut()[stack].frames = Vec::new();
+                self.dropped[stack] = true;
+            }
+            self.first[stack] = Some((lead, p));
         }
         if let Some(Some((l, p))) = self.first.get(stack) {
             if *l == lead {
                 return p;
             }
         }
-        self.more
-            .entry((stack, lead))
-            .or_insert_with(|| prepare(s, api, view, caches))
+        if !self.more.contains_key(&(stack, lead)) {
+            let p = prepare(&self.frames(stack), api, view, caches);
+            self.more.insert((stack, lead), p);
+        }
+        &self.more[&(stack, lead)]
     }
 }
 
@@ -284,7 +370,7 @@ pub(super) fn group_records(dump: &format::Dump, view: &View) -> (Vec<GroupAcc>,
         }
         for g in &r.groups {
             let frames = record_frames(&g.frames);
-            let (callsite, stack) = prepare_frames(frames.clone(), &framework, view);
+            let (callsite, stack) = prepare_frames(&frames, &framework, view);
             groups.push(GroupAcc {
                 group: LeakGroup {
                     api: framework.as_str().into(),
@@ -334,10 +420,10 @@ pub(super) fn group_live<'a>(
         left_behind: bool,
         owner_rule: Option<usize>,
     }
-    let mut last: Vec<Option<Last>> = vec![None; dump.stacks.len()];
+    let mut last: Vec<Option<Last>> = vec![None; stacks.len()];
     // Room for a group per stack (what a dump of distinct callsites has) at once: a doubling
     // of a large list copies it beside itself, and the room never written is never resident.
-    let mut groups: Vec<GroupAcc> = Vec::with_capacity(dump.live.len().min(dump.stacks.len()));
+    let mut groups: Vec<GroupAcc> = Vec::with_capacity(dump.live.len().min(stacks.len()));
     for r in &dump.live {
         if judged.in_groups.contains(&r.seq) {
             continue;
@@ -516,7 +602,10 @@ pub(super) fn group_events<'a>(
 /// Sums leak groups by callsite over all processes.
 pub(super) fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTotal> {
     let mut index: HashMap<&Callsite, (usize, usize)> = HashMap::new();
-    let mut out: Vec<CallsiteTotal> = Vec::new();
+    // At most a callsite per group, room for all at once (a doubling copies the list beside
+    // itself); what is not used is given back.
+    let groups = processes.iter().map(|p| p.leaks.len()).sum();
+    let mut out: Vec<CallsiteTotal> = Vec::with_capacity(groups);
     for (pi, p) in processes.iter().enumerate() {
         for g in &p.leaks {
             let slot = index.entry(&g.callsite).or_insert_with(|| {
@@ -539,6 +628,8 @@ pub(super) fn merge_callsites(processes: &[ProcessFindings]) -> Vec<CallsiteTota
             }
         }
     }
+    drop(index);
+    out.shrink_to_fit();
     out.sort_by(|a, b| {
         b.bytes
             .cmp(&a.bytes)

@@ -97,9 +97,8 @@ fn framework_module(module: &str) -> bool {
 
 /// Whether the handle's create call was made by a framework: its caller, the stack's first
 /// frame, lies in one.
-fn made_by_framework(stack: &format::Stack) -> bool {
-    stack
-        .frames
+fn made_by_framework(frames: &[format::Frame]) -> bool {
+    frames
         .first()
         .and_then(|f| f.module.as_deref())
         .is_some_and(framework_module)
@@ -107,10 +106,13 @@ fn made_by_framework(stack: &format::Stack) -> bool {
 
 /// The blocks of the live handles the program's own code made (not a framework): each block's
 /// `seq`, with the handle's create stack and function.
-pub(super) fn owned_by_program(dump: &format::Dump) -> HashMap<u64, (usize, &str)> {
+pub(super) fn owned_by_program<'d>(
+    dump: &'d format::Dump,
+    stacks: &Stacks<'_>,
+) -> HashMap<u64, (usize, &'d str)> {
     let mut owned = HashMap::new();
     for h in dump.handles.iter().filter(|h| !h.destroyed) {
-        if dump.stacks.get(h.stack).is_none_or(made_by_framework) {
+        if h.stack >= stacks.len() || made_by_framework(&stacks.frames(h.stack)) {
             continue;
         }
         for &seq in &h.blocks {
@@ -145,7 +147,7 @@ pub(super) fn judge(dump: &format::Dump, stacks: &mut Stacks<'_>) -> Judged {
             Site {
                 handles: Vec::new(),
                 per_thread: HashMap::new(),
-                framework: dump.stacks.get(h.stack).is_some_and(made_by_framework),
+                framework: made_by_framework(&stacks.frames(h.stack)),
             }
         });
         site.handles.push(h);

@@ -41,9 +41,9 @@ use pools::{pools_still_growing, script_end};
 
 /// The first rule (in file order) matching any frame of the stack: function, file or module
 /// (the module's full path or its file name).
-fn suppressing_rule(rules: &[Rule], stack: &format::Stack) -> Option<usize> {
+fn suppressing_rule(rules: &[Rule], frames: &[format::Frame]) -> Option<usize> {
     rules.iter().position(|r| {
-        stack.frames.iter().any(|f| {
+        frames.iter().any(|f| {
             f.function.as_deref().is_some_and(|n| r.matches(n))
                 || f.file.as_deref().is_some_and(|n| r.matches(n))
                 || f.module
@@ -79,9 +79,12 @@ pub fn keep_after(dump: &mut format::Dump, seq: u64) {
     dump.summary.live_bytes = dump.live.iter().map(|r| r.held()).sum();
 }
 
-/// Analyses one dump.
-pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
-    let mut stacks = Stacks::new(dump, &cfg.view, &cfg.caches);
+/// Analyses one dump, which it consumes: its stack table goes to the analysis, which drops a
+/// stack's frames once it holds them as the views it shows ([`Stacks::owning`]).
+pub fn analyze_process(mut dump: format::Dump, source: &Path, cfg: &Config) -> ProcessFindings {
+    let table = std::mem::take(&mut dump.stacks);
+    let dump = &dump;
+    let mut stacks = Stacks::owning(table, &cfg.view, &cfg.caches);
     let mut judged = handles::judge(dump, &mut stacks);
     let mut groups = group_live(dump, &mut stacks, &judged);
     groups.append(&mut judged.groups);
@@ -133,7 +136,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
     // The leaks kept are collected from the groups' own allocation (std reuses it for a
     // `filter_map` over `into_iter` of a larger type), so the groups and the leaks made of them
     // are never held side by side: on 100 000 distinct callsites, both were the peak.
-    let kept: Vec<LeakGroup> = groups
+    let mut kept: Vec<LeakGroup> = groups
         .into_iter()
         .filter_map(|acc| {
             // Held by a cache: never a leak, so neither suppressions nor --min-bytes apply.
@@ -153,12 +156,13 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
                 return None;
             }
             let rule = match &acc.record {
-                Some(frames) => suppressing_rule(&cfg.rules, frames),
+                Some(record) => suppressing_rule(&cfg.rules, &record.frames),
+                // Without rules, no stack's frames are read back.
+                None if cfg.rules.is_empty() => None,
                 None => acc
                     .stacks
                     .iter()
-                    .filter_map(|s| dump.stacks.get(s))
-                    .find_map(|s| suppressing_rule(&cfg.rules, s)),
+                    .find_map(|s| suppressing_rule(&cfg.rules, &stacks.frames(s))),
             };
             if let Some(r) = rule {
                 suppressed[r].add(group_counts(&acc.group));
@@ -170,6 +174,8 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
             None
         })
         .collect();
+    // The groups' allocation is larger than the leaks kept in it need: give the rest back.
+    kept.shrink_to_fit();
     let leaked = sum_groups(&kept);
     let leaked_handles = kept
         .iter()
@@ -180,7 +186,7 @@ pub fn analyze_process(dump: &format::Dump, source: &Path, cfg: &Config) -> Proc
 
     let (failed, bad_frees, teardown) = group_events(dump, &mut stacks);
     let pools_growing = pools_still_growing(dump, &mut stacks, &cfg.caches, &cached_per_rule);
-    let script_end = script_end(dump, cfg);
+    let script_end = script_end(dump, &mut stacks, cfg);
     let count = |t: EventType| {
         dump.events
             .iter()

@@ -8,8 +8,8 @@ use crate::caches::CacheRule;
 
 use super::group::Stacks;
 use super::{
-    held_at_finalizing, CallsiteLive, Config, Counts, PoolGrowth, ScriptEnd, SCRIPT_END_NUMEROUS,
-    SCRIPT_END_TOP,
+    held_at_finalizing_in, CallsiteLive, Config, Counts, PoolGrowth, ScriptEnd,
+    SCRIPT_END_NUMEROUS, SCRIPT_END_TOP,
 };
 
 /// The least a pool must show to count as still growing: blocks, tenths of the run that took
@@ -91,9 +91,13 @@ pub(super) fn pools_still_growing(
 }
 
 /// What the script held when Python began to shut down (`finalizing.held`).
-pub(super) fn script_end(dump: &format::Dump, cfg: &Config) -> Option<ScriptEnd> {
+pub(super) fn script_end(
+    dump: &format::Dump,
+    stacks: &mut Stacks<'_>,
+    cfg: &Config,
+) -> Option<ScriptEnd> {
     let f = dump.finalizing.as_ref()?;
-    let held = held_at_finalizing(dump, &cfg.view, &cfg.rules, &cfg.caches)?;
+    let held = held_at_finalizing_in(dump, stacks, &cfg.rules)?;
     let total = held.iter().fold(Counts::default(), |mut a, c| {
         a.add(c.live);
         a

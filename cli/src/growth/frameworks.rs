@@ -208,7 +208,7 @@ pub(super) fn prepare(
     let groups: Vec<RecordGroup> = groups
         .into_iter()
         .map(|(bytes, blocks, f)| {
-            let (site, stack) = prepare_frames(record_frames(f), &key, view);
+            let (site, stack) = prepare_frames(&record_frames(f), &key, view);
             callsite.get_or_insert(site);
             RecordGroup {
                 blocks,

@@ -16,8 +16,8 @@ use std::path::Path;
 use crate::load::schema as format;
 
 use crate::analyze::{
-    cut, held_at_finalizing, live_by_callsite, process_view, CallsiteLive, Config, Counts,
-    StackView,
+    cut, held_at_finalizing, live_and_finalizing_taking_stacks, live_by_callsite, process_view,
+    CallsiteLive, Config, Counts, StackView,
 };
 use crate::callsite::Callsite;
 
@@ -104,6 +104,10 @@ fn series_keys(points: &[Point]) -> Vec<(bool, u64, bool, u64)> {
         .collect()
 }
 
+/// What a dump gives its series: live blocks per callsite, what each suppression rule took,
+/// and what each callsite held at finalizing.
+type Found = (Vec<CallsiteLive>, Vec<Counts>, Option<Vec<CallsiteLive>>);
+
 /// Collects dumps one at a time.
 pub struct Builder<'a> {
     cfg: &'a Config,
@@ -174,6 +178,24 @@ impl<'a> Builder<'a> {
     /// Adds one dump. A process is its pid plus its start time, so a pid reused by a later
     /// run starts a series of its own.
     pub fn add(&mut self, dump: &format::Dump, source: &Path) {
+        let cfg = self.cfg;
+        let (slot, at) = self.point(dump, source);
+        let (live, suppressed) = live_by_callsite(dump, &cfg.view, &cfg.rules, &cfg.caches);
+        let held = held_at_finalizing(dump, &cfg.view, &cfg.rules, &cfg.caches);
+        self.callsites(slot, at, dump, (live, suppressed, held));
+    }
+
+    /// [`Builder::add`] of a dump the caller has no further use for: its stack table is taken
+    /// (`dump.stacks` is left empty), each stack's frames dropped once their views hold them.
+    pub fn add_taking_stacks(&mut self, dump: &mut format::Dump, source: &Path) {
+        let cfg = self.cfg;
+        let (slot, at) = self.point(dump, source);
+        let found = live_and_finalizing_taking_stacks(dump, &cfg.view, &cfg.rules, &cfg.caches);
+        self.callsites(slot, at, dump, found);
+    }
+
+    /// The dump as a point of its process's series: the process's slot, and the point's index.
+    fn point(&mut self, dump: &format::Dump, source: &Path) -> (usize, usize) {
         let p = &dump.process;
         let point = Point {
             source: source.to_path_buf(),
@@ -219,19 +241,34 @@ impl<'a> Builder<'a> {
         if let Some(f) = &dump.frameworks {
             acc.frameworks.add(f, at, order);
         }
-        let (callsites, suppressed) =
-            live_by_callsite(dump, &self.cfg.view, &self.cfg.rules, &self.cfg.caches);
-        let callsites = callsites.into_iter();
+        (slot, at)
+    }
+
+    /// The point's callsites: live (and what suppressions took), and held at finalizing.
+    fn callsites(
+        &mut self,
+        slot: usize,
+        at: usize,
+        dump: &format::Dump,
+        (callsites, suppressed, held): Found,
+    ) {
+        let acc = &mut self.processes[slot];
         for (total, c) in self.suppressed.iter_mut().zip(suppressed) {
             total.add(c);
         }
         for c in callsites {
             let (live, floor) = (c.live, c.floor);
             let row = acc.row(c);
-            acc.rows[row].seen.push((at, live, floor));
+            let seen = &mut acc.rows[row].seen;
+            // Doubled from one, not from four (std's first room): most callsites of a long
+            // series are seen in a few dumps, and with every callsite distinct the rows' lists
+            // were a tenth of the peak.
+            if seen.len() == seen.capacity() {
+                seen.reserve_exact(seen.len().max(1));
+            }
+            seen.push((at, live, floor));
         }
-        let cfg = self.cfg;
-        if let Some(held) = held_at_finalizing(dump, &cfg.view, &cfg.rules, &cfg.caches) {
+        if let Some(held) = held {
             acc.finalizing = dump.finalizing.as_ref().map(|f| (f.unix_ms, at));
             for c in held {
                 let held = (c.live, c.floor);
@@ -466,8 +503,12 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         }
         (series, floors)
     };
-    let mut candidates: Vec<Candidate> = Vec::new();
-    for r in acc.rows.drain(..) {
+    // Room for every row at once (a doubling copies the list beside itself), the callsites'
+    // index given back first, and each row's own list freed as its candidate is made.
+    drop(std::mem::take(&mut acc.index));
+    let mut candidates: Vec<Candidate> =
+        Vec::with_capacity(acc.rows.len() + acc.frameworks.counters.len());
+    for r in std::mem::take(&mut acc.rows) {
         let (series, floors) = place(&r.seen);
         let (kept, levels) =
             kept_series(&callsites.points, &series, &floors, r.finalizing, &points);
@@ -537,7 +578,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     coarse.sort_unstable();
     coarse.dedup();
 
-    let mut rows: Vec<GrowthRow> = Vec::new();
+    let mut rows: Vec<GrowthRow> = Vec::with_capacity(candidates.len());
     for c in candidates {
         let segments = c.segments();
         let Candidate {

@@ -5,7 +5,9 @@
 //! Pure: no I/O, no markup. Never changes what `analyze` or `growth` decided; bytes are memory
 //! held (`LeakGroup::held`), the figure every total adds.
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
 
 use super::{clean, folded_text, frame_text_under, plural};
 use crate::analyze::{DiffFindings, Findings, LeakGroup, StackView};
@@ -81,16 +83,19 @@ fn of_group(g: &LeakGroup, class: Class, root: Option<&str>) -> Weighted {
 }
 
 /// Live memory at exit by stack: every leak group shown (after filters and `--top`), and with
-/// `cached` the groups held by caches.
-pub fn live_at_exit(f: &Findings, cached: bool, root: Option<&str>) -> Vec<Weighted> {
-    let mut out = Vec::new();
-    for p in &f.processes {
-        out.extend(p.leaks.iter().map(|g| of_group(g, Class::Leak, root)));
-        if cached {
-            out.extend(p.cached.iter().map(|g| of_group(g, Class::Cached, root)));
-        }
-    }
-    out
+/// `cached` the groups held by caches. Made one stack at a time, as the caller takes them.
+pub fn live_at_exit<'a>(
+    f: &'a Findings,
+    cached: bool,
+    root: Option<&'a str>,
+) -> impl Iterator<Item = Weighted> + 'a {
+    f.processes.iter().flat_map(move |p| {
+        let held = if cached { &p.cached[..] } else { &[] };
+        p.leaks
+            .iter()
+            .map(move |g| of_group(g, Class::Leak, root))
+            .chain(held.iter().map(move |g| of_group(g, Class::Cached, root)))
+    })
 }
 
 fn growth_class(r: &GrowthRow) -> Class {
@@ -101,70 +106,71 @@ fn growth_class(r: &GrowthRow) -> Class {
     }
 }
 
-/// Bytes gained over each series by stack (first dump → the callsite's peak), every listed
-/// callsite of every process; a growth seen twice (a framework's count and its pool's driver
+/// The rows of every series, a growth seen twice (a framework's count and its pool's driver
 /// calls) once.
-pub fn growth(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
-    let mut out = Vec::new();
-    for s in &g.series {
-        for r in s.rows.iter().filter(|r| !r.counted_elsewhere()) {
-            out.push(Weighted {
-                frames: root_first(&r.stack, &r.api, root),
-                bytes: u64::try_from(r.growth_bytes()).unwrap_or(0),
-                blocks: u64::try_from(r.growth_blocks()).unwrap_or(0),
-                class: growth_class(r),
-            });
-        }
-    }
-    out
+fn listed_rows(g: &GrowthFindings) -> impl Iterator<Item = &GrowthRow> {
+    g.series
+        .iter()
+        .flat_map(|s| s.rows.iter().filter(|r| !r.counted_elsewhere()))
+}
+
+/// Bytes gained over each series by stack (first dump → the callsite's peak), every listed
+/// callsite of every process; a growth seen twice once.
+pub fn growth<'a>(
+    g: &'a GrowthFindings,
+    root: Option<&'a str>,
+) -> impl Iterator<Item = Weighted> + 'a {
+    listed_rows(g).map(move |r| Weighted {
+        frames: root_first(&r.stack, &r.api, root),
+        bytes: u64::try_from(r.growth_bytes()).unwrap_or(0),
+        blocks: u64::try_from(r.growth_blocks()).unwrap_or(0),
+        class: growth_class(r),
+    })
 }
 
 /// Each listed callsite's live bytes at its own peak in the series: the most it held at once,
 /// as far as the dumps tell (a growth seen twice, once).
-pub fn peak(g: &GrowthFindings, root: Option<&str>) -> Vec<Weighted> {
-    let mut out = Vec::new();
-    for s in &g.series {
-        for r in s.rows.iter().filter(|r| !r.counted_elsewhere()) {
-            let at = r.at_peak();
-            out.push(Weighted {
-                frames: root_first(&r.stack, &r.api, root),
-                bytes: at.bytes,
-                blocks: at.allocations,
-                class: growth_class(r),
-            });
+pub fn peak<'a>(
+    g: &'a GrowthFindings,
+    root: Option<&'a str>,
+) -> impl Iterator<Item = Weighted> + 'a {
+    listed_rows(g).map(move |r| {
+        let at = r.at_peak();
+        Weighted {
+            frames: root_first(&r.stack, &r.api, root),
+            bytes: at.bytes,
+            blocks: at.allocations,
+            class: growth_class(r),
         }
-    }
-    out
+    })
 }
 
 /// Bytes gained between the two dumps of a diff, by stack (callsites that grew).
-pub fn diff(d: &DiffFindings, root: Option<&str>) -> Vec<Weighted> {
+pub fn diff<'a>(d: &'a DiffFindings, root: Option<&'a str>) -> impl Iterator<Item = Weighted> + 'a {
     d.rows
         .iter()
         .filter(|r| r.delta_bytes() > 0)
-        .map(|r| Weighted {
+        .map(move |r| Weighted {
             frames: root_first(&r.stack, &r.api, root),
             bytes: u64::try_from(r.delta_bytes()).unwrap_or(u64::MAX),
             blocks: u64::try_from(r.delta_blocks()).unwrap_or(0),
             class: Class::Grew,
         })
-        .collect()
 }
 
-/// A node of the merged tree: one frame reached by one path from the root. Its frame is
-/// borrowed from the stacks the tree was made of.
+/// A node of the merged tree: one frame reached by one path from the root.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Node<'a> {
-    pub frame: Option<&'a Frame>,
+pub struct Node {
+    pub frame: Option<Frame>,
     pub bytes: u64,
     pub blocks: u64,
     /// Bytes per class below this node, in [`Class`] order.
     by_class: [u64; 4],
     /// Largest first, then by label: the order is the same for the same input.
-    pub children: Vec<Node<'a>>,
+    pub children: Vec<Node>,
 }
 
-impl Node<'_> {
+impl Node {
     /// The class holding most of this node's bytes.
     pub fn class(&self) -> Class {
         const CLASSES: [Class; 4] = [Class::Leak, Class::Cached, Class::Suspect, Class::Grew];
@@ -184,40 +190,70 @@ impl Node<'_> {
     }
 }
 
-/// Merges stacks that share a path from the root into one tree (stacks of no bytes left out).
-/// Built flat first (each node once, found by its parent and frame, frames borrowed, never
-/// copied), then nested.
-pub fn tree(stacks: &[Weighted]) -> Node<'_> {
-    let mut nodes: Vec<(Node, Vec<u32>)> = vec![(Node::default(), Vec::new())];
-    let mut index: HashMap<(u32, &Frame), u32> = HashMap::new();
-    for w in stacks.iter().filter(|w| w.bytes > 0) {
-        nodes[0].0.add(w);
+/// A node of the flat tree: the node, its parent and its children's indices.
+struct Flat {
+    node: Node,
+    parent: u32,
+    kids: Vec<u32>,
+}
+
+/// Merges stacks that share a path from the root into one tree (stacks of no bytes left out),
+/// taking the stacks one at a time: a frame's label moves into the node it makes, or is dropped
+/// where the node exists. Built flat first (each node once, found by its parent and frame
+/// through a table of node indices), then nested.
+pub fn tree(stacks: impl IntoIterator<Item = Weighted>) -> Node {
+    let hasher = RandomState::new();
+    let mut nodes: Vec<Flat> = vec![Flat {
+        node: Node::default(),
+        parent: 0,
+        kids: Vec::new(),
+    }];
+    let mut index: HashTable<u32> = HashTable::new();
+    for mut w in stacks.into_iter().filter(|w| w.bytes > 0) {
+        let frames = std::mem::take(&mut w.frames);
+        nodes[0].node.add(&w);
         let mut at = 0u32;
-        for f in &w.frames {
-            let next = *index.entry((at, f)).or_insert_with(|| {
-                let n = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
-                nodes.push((
-                    Node {
-                        frame: Some(f),
-                        ..Node::default()
-                    },
-                    Vec::new(),
-                ));
-                nodes[at as usize].1.push(n);
-                n
+        for f in frames {
+            let hash = hasher.hash_one((at, &f));
+            let found = index.find(hash, |&i| {
+                let n = &nodes[i as usize];
+                n.parent == at && n.node.frame.as_ref() == Some(&f)
             });
-            nodes[next as usize].0.add(w);
+            let next = match found {
+                Some(&i) => i,
+                None => {
+                    let n = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+                    nodes.push(Flat {
+                        node: Node {
+                            frame: Some(f),
+                            ..Node::default()
+                        },
+                        parent: at,
+                        kids: Vec::new(),
+                    });
+                    nodes[at as usize].kids.push(n);
+                    index.insert_unique(hash, n, |&i| {
+                        let n = &nodes[i as usize];
+                        n.node
+                            .frame
+                            .as_ref()
+                            .map_or(0, |f| hasher.hash_one((n.parent, f)))
+                    });
+                    n
+                }
+            };
+            nodes[next as usize].node.add(&w);
             at = next;
         }
     }
     drop(index);
-    let mut slots: Vec<Option<(Node, Vec<u32>)>> = nodes.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<Flat>> = nodes.into_iter().map(Some).collect();
     nest(&mut slots, 0)
 }
 
 /// Node `i` of the flat tree with its children nested, largest first, then by frame.
-fn nest<'a>(slots: &mut [Option<(Node<'a>, Vec<u32>)>], i: u32) -> Node<'a> {
-    let Some((mut node, kids)) = slots.get_mut(i as usize).and_then(Option::take) else {
+fn nest(slots: &mut [Option<Flat>], i: u32) -> Node {
+    let Some(Flat { mut node, kids, .. }) = slots.get_mut(i as usize).and_then(Option::take) else {
         return Node::default();
     };
     node.children = kids.into_iter().map(|k| nest(slots, k)).collect();
@@ -287,7 +323,7 @@ mod tests {
             w(&["b", "main"], 30, Class::Cached),
             w(&["c", "main"], 0, Class::Leak),
         ];
-        let t = tree(&stacks);
+        let t = tree(stacks);
         assert_eq!(t.bytes, 40);
         assert_eq!(t.children.len(), 1, "one root frame: main");
         let main = &t.children[0];

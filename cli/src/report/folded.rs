@@ -8,7 +8,6 @@
 //! control character is written visibly (`\x0a`), so a line is always one stack. Stacks of no
 //! bytes (an address-space reservation holds none) are left out. Never prints anything else.
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use super::flame::{self, Weighted};
@@ -25,14 +24,23 @@ pub fn frame_label(label: &str) -> String {
 }
 
 /// One line per unique stack (identical stacks summed), sorted, as `flamegraph.pl` expects.
-fn write(stacks: &[Weighted], out: &mut dyn Write) -> io::Result<()> {
-    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-    for w in stacks.iter().filter(|w| w.bytes > 0) {
-        let key: Vec<String> = w.frames.iter().map(|f| frame_label(&f.label)).collect();
-        let total = lines.entry(key.join(";")).or_default();
-        *total = total.saturating_add(w.bytes);
-    }
-    for (stack, bytes) in lines {
+/// The stacks are taken one at a time: only the lines are held, as a list sorted once (a map
+/// of them took twice the room).
+fn write(stacks: impl Iterator<Item = Weighted>, out: &mut dyn Write) -> io::Result<()> {
+    let mut lines: Vec<(Box<str>, u64)> = stacks
+        .filter(|w| w.bytes > 0)
+        .map(|w| {
+            let key: Vec<String> = w.frames.iter().map(|f| frame_label(&f.label)).collect();
+            (key.join(";").into_boxed_str(), w.bytes)
+        })
+        .collect();
+    // Identical stacks are summed, so their order among themselves does not matter.
+    lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut lines = lines.into_iter().peekable();
+    while let Some((stack, mut bytes)) = lines.next() {
+        while let Some((_, more)) = lines.next_if(|next| next.0 == stack) {
+            bytes = bytes.saturating_add(more);
+        }
         writeln!(out, "{stack} {bytes}")?;
     }
     Ok(())
@@ -41,17 +49,17 @@ fn write(stacks: &[Weighted], out: &mut dyn Write) -> io::Result<()> {
 impl Reporter for Folded {
     fn report(&self, f: &Findings, view: &View, out: &mut dyn Write) -> io::Result<()> {
         write(
-            &flame::live_at_exit(f, false, view.source_root.as_deref()),
+            flame::live_at_exit(f, false, view.source_root.as_deref()),
             out,
         )
     }
 
     fn diff(&self, d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        write(&flame::diff(d, view.source_root.as_deref()), out)
+        write(flame::diff(d, view.source_root.as_deref()), out)
     }
 
     fn growth(&self, g: &GrowthFindings, view: &View, out: &mut dyn Write) -> io::Result<()> {
-        write(&flame::growth(g, view.source_root.as_deref()), out)
+        write(flame::growth(g, view.source_root.as_deref()), out)
     }
 }
 

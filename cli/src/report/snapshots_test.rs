@@ -31,7 +31,7 @@ fn cfg_with(view: View, rules: Vec<Rule>, min_bytes: u64) -> Config {
 fn findings(names: &[&str], cfg: &Config) -> Findings {
     let ps = names
         .iter()
-        .map(|n| analyze::analyze_process(&dump(n), Path::new(&format!("fixtures/{n}")), cfg))
+        .map(|n| analyze::analyze_process(dump(n), Path::new(&format!("fixtures/{n}")), cfg))
         .collect();
     analyze::finish(ps, cfg)
 }
@@ -371,7 +371,7 @@ fn markdown_escapes_names_from_the_program() {
     d.stacks[0].frames[2].function = Some("evil|<img src=x>`*_".into());
     let cfg = cfg_with(view(), vec![], 0);
     let f = analyze::finish(
-        vec![analyze::analyze_process(&d, Path::new("x"), &cfg)],
+        vec![analyze::analyze_process(d, Path::new("x"), &cfg)],
         &cfg,
     );
     let md = render(Format::Markdown, &f, &cfg.view);
@@ -576,7 +576,7 @@ fn html_escapes_every_name_from_the_dump() {
     let cfg = cfg_with(view(), vec![], 0);
     let f = analyze::finish(
         vec![analyze::analyze_process(
-            &hostile_dump(),
+            hostile_dump(),
             Path::new("fixtures/<evil>.json"),
             &cfg,
         )],
@@ -606,7 +606,7 @@ fn folded_escapes_semicolons_and_keeps_one_line_per_stack() {
     let cfg = cfg_with(view(), vec![], 0);
     let f = analyze::finish(
         vec![analyze::analyze_process(
-            &hostile_dump(),
+            hostile_dump(),
             Path::new("h.json"),
             &cfg,
         )],

@@ -111,7 +111,7 @@ fn a_pool_that_took_blocks_all_through_the_run_is_still_growing() {
     let c = cfg();
     let native = c.caches.iter().position(|r| r.id == "pytorch-native");
     // Ten segments, one every second of a 10 s run: every tenth, half in the second half.
-    let p = analyze_process(&pool_taken_at(10, 10_000, |i| i * 1000), Path::new("d"), &c);
+    let p = analyze_process(pool_taken_at(10, 10_000, |i| i * 1000), Path::new("d"), &c);
     assert_eq!(
         p.pools_growing,
         [PoolGrowth {
@@ -122,16 +122,16 @@ fn a_pool_that_took_blocks_all_through_the_run_is_still_growing() {
         }]
     );
     // The same segments taken in the run's first second: warm-up, not growth.
-    let p = analyze_process(&pool_taken_at(10, 10_000, |i| i * 100), Path::new("d"), &c);
+    let p = analyze_process(pool_taken_at(10, 10_000, |i| i * 100), Path::new("d"), &c);
     assert!(p.pools_growing.is_empty());
     // Too few blocks, or a run too short to tell.
-    let p = analyze_process(&pool_taken_at(7, 10_000, |i| i * 1400), Path::new("d"), &c);
+    let p = analyze_process(pool_taken_at(7, 10_000, |i| i * 1400), Path::new("d"), &c);
     assert!(p.pools_growing.is_empty());
-    let p = analyze_process(&pool_taken_at(10, 1_900, |i| i * 190), Path::new("d"), &c);
+    let p = analyze_process(pool_taken_at(10, 1_900, |i| i * 190), Path::new("d"), &c);
     assert!(p.pools_growing.is_empty());
     // Only the last tenth: too few tenths although most bytes are late.
     let p = analyze_process(
-        &pool_taken_at(10, 10_000, |i| if i == 0 { 0 } else { 9_500 }),
+        pool_taken_at(10, 10_000, |i| if i == 0 { 0 } else { 9_500 }),
         Path::new("d"),
         &c,
     );

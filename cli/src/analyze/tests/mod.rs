@@ -27,7 +27,10 @@ fn cfg() -> Config {
 }
 
 fn one(dump: &format::Dump, cfg: &Config) -> Findings {
-    finish(vec![analyze_process(dump, Path::new("d.json"), cfg)], cfg)
+    finish(
+        vec![analyze_process(dump.clone(), Path::new("d.json"), cfg)],
+        cfg,
+    )
 }
 
 fn functions(s: &StackView) -> Vec<&str> {
@@ -526,8 +529,8 @@ fn processes_are_sorted_by_pid_and_shared_callsites_count_once() {
     let b = crate::load::read(&dir.join("cudaleak.2001.json")).unwrap();
     let f = finish(
         vec![
-            analyze_process(&a, Path::new("a"), &c),
-            analyze_process(&b, Path::new("b"), &c),
+            analyze_process(a.clone(), Path::new("a"), &c),
+            analyze_process(b.clone(), Path::new("b"), &c),
         ],
         &c,
     );
@@ -622,8 +625,8 @@ fn quiet_processes_are_left_out_only_when_asked_and_counted() {
     let mut c = cfg();
     let f = finish(
         vec![
-            analyze_process(&fixture("quiet.json"), Path::new("q"), &c),
-            analyze_process(&fixture("leak_loop.json"), Path::new("l"), &c),
+            analyze_process(fixture("quiet.json"), Path::new("q"), &c),
+            analyze_process(fixture("leak_loop.json"), Path::new("l"), &c),
         ],
         &c,
     );
@@ -632,9 +635,9 @@ fn quiet_processes_are_left_out_only_when_asked_and_counted() {
     c.hide_quiet = true;
     let f = finish(
         vec![
-            analyze_process(&fixture("quiet.json"), Path::new("q"), &c),
-            analyze_process(&fixture("clean.json"), Path::new("c"), &c),
-            analyze_process(&fixture("failed_alloc.json"), Path::new("f"), &c),
+            analyze_process(fixture("quiet.json"), Path::new("q"), &c),
+            analyze_process(fixture("clean.json"), Path::new("c"), &c),
+            analyze_process(fixture("failed_alloc.json"), Path::new("f"), &c),
         ],
         &c,
     );

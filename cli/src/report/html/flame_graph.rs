@@ -26,8 +26,8 @@ pub(super) fn section(p: &mut Page, exit: Option<&Findings>, series: Option<&Gro
     );
     if let Some(f) = exit {
         p.s.push_str("<h3>Live memory at exit by stack</h3>\n");
-        let live = flame::live_at_exit(f, true, p.root.as_deref());
-        flame_svg(p, "exit", &live);
+        let root = p.root.clone();
+        flame_svg(p, "exit", flame::live_at_exit(f, true, root.as_deref()));
     }
     if let Some(g) = series {
         p.s.push_str(
@@ -35,8 +35,8 @@ pub(super) fn section(p: &mut Page, exit: Option<&Findings>, series: Option<&Gro
              at its own peak in the series (the most it held at once as far as the dumps \
              tell).</p>\n",
         );
-        let peak = flame::peak(g, p.root.as_deref());
-        flame_svg(p, "peak", &peak);
+        let root = p.root.clone();
+        flame_svg(p, "peak", flame::peak(g, root.as_deref()));
     }
     p.s.push_str("</section>\n");
 }
@@ -150,7 +150,7 @@ impl Flame<'_> {
 
 /// Nodes in breadth-first order, widest first within a level, until FLAME_NODES: a large graph
 /// loses its narrowest, deepest frames first.
-pub(super) fn flame_svg(p: &mut Page, what: &str, stacks: &[Weighted]) {
+pub(super) fn flame_svg(p: &mut Page, what: &str, stacks: impl Iterator<Item = Weighted>) {
     let t = flame::tree(stacks);
     if t.bytes == 0 {
         p.s.push_str("<p>Nothing to draw: no bytes.</p>\n");
