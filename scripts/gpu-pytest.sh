@@ -20,7 +20,9 @@
 #           allocation record left off (tests/gpu/pytest/cudaleak_norecord.py); then the verdicts
 #           of both suites under WHEELS' plugin in both allocator modes. Each plugin run's
 #           `checks:` line (the plugin's own time before and after the calls) is kept in the
-#           summary.
+#           summary. COST_RUNS (default "plain shim-only before after norecord") and VERDICTS
+#           (default "torch-default torch-exact cupy-default cupy-exact") choose among them, for
+#           a device call short of time.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cost_mode=0
@@ -91,16 +93,22 @@ correct=(-k "not keeps_history" test_torch_suite.py)
 if ((cost_mode)); then
     warm_up
     shim_env=$("$work/venv/bin/cudaleak" env --out "$work/shim-only")
+    cost_runs=" ${COST_RUNS:-plain shim-only before after norecord} "
+    verdicts=" ${VERDICTS:-torch-default torch-exact cupy-default cupy-exact} "
     for ((i = 1; i <= reps; i++)); do
-        run "correct-plain-$i" "${correct[@]}"
-        RUN_ENV="CUDALEAK_QUIET=1 $shim_env" run "correct-shim-only-$i" "${correct[@]}"
-        VENV=$work/venv-before run "correct-plugin-before-$i" --cudaleak "${correct[@]}"
-        run "correct-plugin-$i" --cudaleak "${correct[@]}"
-        run "correct-plugin-norecord-$i" --cudaleak -p cudaleak_norecord "${correct[@]}"
+        [[ $cost_runs == *" plain "* ]] && run "correct-plain-$i" "${correct[@]}"
+        [[ $cost_runs == *" shim-only "* ]] \
+            && RUN_ENV="CUDALEAK_QUIET=1 $shim_env" run "correct-shim-only-$i" "${correct[@]}"
+        [[ $cost_runs == *" before "* ]] \
+            && VENV=$work/venv-before run "correct-plugin-before-$i" --cudaleak "${correct[@]}"
+        [[ $cost_runs == *" after "* ]] && run "correct-plugin-$i" --cudaleak "${correct[@]}"
+        [[ $cost_runs == *" norecord "* ]] \
+            && run "correct-plugin-norecord-$i" --cudaleak -p cudaleak_norecord "${correct[@]}"
     done
     for suite in torch cupy; do
-        run "$suite-default" --cudaleak "test_${suite}_suite.py"
-        run "$suite-exact" --cudaleak --cudaleak-exact-pools "test_${suite}_suite.py"
+        [[ $verdicts == *" $suite-default "* ]] && run "$suite-default" --cudaleak "test_${suite}_suite.py"
+        [[ $verdicts == *" $suite-exact "* ]] \
+            && run "$suite-exact" --cudaleak --cudaleak-exact-pools "test_${suite}_suite.py"
     done
     cat "$out/versions.txt" >>"$summary"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$summary" 2>&1
