@@ -21,7 +21,7 @@ use cudaleak_format::Name;
 use crate::frame::{FrameView, Whole};
 pub use crate::hash::fnv1a;
 use crate::hash::Fnv;
-use crate::names::basename;
+use crate::names::{basename, cut, MAX_NAME_BYTES};
 
 /// A name in a key: itself, or for one over [`MAX_NAME_BYTES`](crate::names::MAX_NAME_BYTES)
 /// its first bytes, its length and a hash of the whole, so keys stay small and still tell long
@@ -122,6 +122,16 @@ fn api_name(api: &str) -> Name {
     let n = Name::from(api);
     names.insert(n.clone());
     n
+}
+
+/// An API's name as reports show it ([`cut`]), shared: one copy per API however many callsites,
+/// rows and totals name it.
+pub fn shown_api(api: &str) -> Name {
+    if api.len() <= MAX_NAME_BYTES {
+        api_name(api)
+    } else {
+        api_name(&cut(api))
+    }
 }
 
 /// A callsite: an API and the frames a user sees, innermost first. Cheap to clone; the frames

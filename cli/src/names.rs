@@ -11,3 +11,15 @@ pub const MAX_NAME_BYTES: usize = 64 << 10;
 pub fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
+
+/// `s`, or its first [`MAX_NAME_BYTES`] (on a character boundary) and a note of the rest.
+pub fn cut(s: &str) -> String {
+    if s.len() <= MAX_NAME_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_NAME_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} more bytes]", &s[..end], s.len() - end)
+}

@@ -7,10 +7,11 @@ use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 
 use crate::load::schema as format;
+use format::Name;
 
 use super::*;
 use crate::caches::CacheRule;
-use crate::callsite::Callsite;
+use crate::callsite::{shown_api, Callsite};
 use crate::suppressions::Rule;
 use hashbrown::HashTable;
 
@@ -20,7 +21,7 @@ use hashbrown::HashTable;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffRow {
     pub callsite: Callsite,
-    pub api: String,
+    pub api: Name,
     pub stack: StackView,
     pub old: Counts,
     pub new: Counts,
@@ -74,7 +75,7 @@ fn side_counts(dump: &format::Dump) -> Counts {
 pub struct CallsiteLive {
     /// Equal for the same code in any dump of any run.
     pub key: Callsite,
-    pub api: String,
+    pub api: Name,
     pub stack: StackView,
     pub live: Counts,
     /// The least it held since the previous snapshot (the dump's `floors`; `live` where the dump
@@ -212,7 +213,7 @@ fn by_callsite<'d>(
                     None => {
                         out.push(CallsiteLive {
                             key,
-                            api: cut(api),
+                            api: shown_api(api),
                             stack: p.view.clone(),
                             live: Counts {
                                 groups: 1,

@@ -11,7 +11,7 @@ use format::Name;
 
 use crate::frame::python_library_of;
 pub use crate::frame::{FrameView, LongKey};
-pub use crate::names::{basename, MAX_NAME_BYTES};
+pub use crate::names::{basename, cut, MAX_NAME_BYTES};
 
 /// A stack as shown: user frames (or all frames with `--show-internal`), cut to `--frames`.
 /// Made once per stack and shared, whole, by every group, callsite and event from that stack
@@ -235,18 +235,6 @@ pub fn visible_frames(frames: &[format::Frame], api: &str, show_internal: bool) 
         return (0..frames.len()).collect();
     }
     out
-}
-
-/// `s`, or its first [`MAX_NAME_BYTES`] (on a character boundary) and a note of the rest.
-pub fn cut(s: &str) -> String {
-    if s.len() <= MAX_NAME_BYTES {
-        return s.to_string();
-    }
-    let mut end = MAX_NAME_BYTES;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…[{} more bytes]", &s[..end], s.len() - end)
 }
 
 /// The process, with its names cut to [`MAX_NAME_BYTES`] and at most 4096 argv words.

@@ -175,7 +175,7 @@ impl FrameworksAcc {
 /// A count made ready to be a row: its identity, stack, what holds it, and what it carries.
 pub(super) struct Prepared {
     pub callsite: Callsite,
-    pub api: String,
+    pub api: format::Name,
     pub stack: StackView,
     pub held_by: HeldBy,
     pub framework: FrameworkGrowth,
@@ -253,7 +253,7 @@ pub(super) fn prepare(
     }
     Prepared {
         callsite,
-        api,
+        api: api.into(),
         stack,
         held_by: HeldBy {
             id: c.framework.clone(),

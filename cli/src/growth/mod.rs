@@ -136,7 +136,7 @@ struct ProcessAcc {
 
 struct RowAcc {
     callsite: Callsite,
-    api: String,
+    api: format::Name,
     stack: StackView,
     /// Index into the configuration's cache rules.
     held_by: Option<usize>,
@@ -396,12 +396,12 @@ struct Judging {
 /// A row to be, before the rule: a callsite or a framework's count.
 struct Candidate<'j> {
     callsite: Callsite,
-    api: String,
+    api: format::Name,
     stack: StackView,
     /// The cache rule (index into the configuration's) that holds what a callsite allocated.
     rule: Option<usize>,
-    held_by: Option<HeldBy>,
-    framework: Option<FrameworkGrowth>,
+    held_by: Option<Box<HeldBy>>,
+    framework: Option<Box<FrameworkGrowth>>,
     series: Vec<Counts>,
     floors: Vec<Counts>,
     judging: &'j Judging,
@@ -517,7 +517,10 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             api: r.api,
             stack: r.stack,
             rule: r.held_by,
-            held_by: r.held_by.and_then(|i| cfg.caches.get(i)).map(HeldBy::of),
+            held_by: r
+                .held_by
+                .and_then(|i| cfg.caches.get(i))
+                .map(|c| Box::new(HeldBy::of(c))),
             framework: None,
             series,
             floors,
@@ -546,8 +549,8 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             api: p.api,
             stack: p.stack,
             rule: None,
-            held_by: Some(p.held_by),
-            framework: Some(p.framework),
+            held_by: Some(Box::new(p.held_by)),
+            framework: Some(Box::new(p.framework)),
             series,
             floors,
             judging: &counts,
@@ -606,7 +609,7 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             };
             // Growth up to the last point judged; what was freed after it is teardown.
             let last = judging.points.last().map_or(points.len() - 1, |j| j.point);
-            (last, verdict, Some(e))
+            (last, verdict, Some(Box::new(e)))
         } else {
             let Some((peak, verdict)) = judge(&bytes) else {
                 continue; // never rose above the first dump

@@ -10,6 +10,7 @@ use super::{FrameworkGrowth, Stats};
 use crate::analyze::{Counts, StackView};
 use crate::callsite::Callsite;
 use crate::load::schema as format;
+use format::Name;
 
 /// One dump of a series, in series order.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +98,7 @@ impl NotSuspect {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrowthRow {
     pub callsite: Callsite,
-    pub api: String,
+    pub api: Name,
     pub stack: StackView,
     /// Live blocks in each dump of the series (zero where the callsite had none).
     pub series: Vec<Counts>,
@@ -105,7 +106,7 @@ pub struct GrowthRow {
     /// blocks where the dump records none).
     pub floors: Vec<Counts>,
     /// The statistical evidence, for a series long enough to judge by it (`MIN_JUDGED`).
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<Box<Evidence>>,
     pub grew_intervals: u64,
     pub shrank_intervals: u64,
     /// Index in `series` of the peak the growth is measured to (its last maximum).
@@ -116,10 +117,10 @@ pub struct GrowthRow {
     pub not_suspect: Option<NotSuspect>,
     /// The cache or library handle that holds what this callsite allocated; for a framework's
     /// count, the framework's objects.
-    pub held_by: Option<HeldBy>,
+    pub held_by: Option<Box<HeldBy>>,
     /// A framework's own count (schema 6), not a driver callsite: which count, and where its
     /// record saw the blocks made.
-    pub framework: Option<FrameworkGrowth>,
+    pub framework: Option<Box<FrameworkGrowth>>,
 }
 
 /// What the rule for long series measured (docs/report-format.md, "The growth rule").

@@ -62,8 +62,8 @@ fn a_callsite_held_by_a_cache_names_it_and_what_its_growth_means() {
         "a cache that grows is still a suspect"
     );
     assert_eq!(
-        held[0].held_by,
-        Some(HeldBy {
+        held[0].held_by.as_deref(),
+        Some(&HeldBy {
             id: "my-pool".into(),
             name: "My pool".into(),
             grows: Some("the pool ran out here".into()),

@@ -291,7 +291,7 @@ pub(super) fn document(g: &GrowthFindings) -> GrowthDoc<'_> {
                         frames: frames(&r.stack),
                         hidden_frames: r.stack.hidden,
                         omitted_frames: r.stack.omitted,
-                        framework: r.framework.as_ref().map(framework_doc),
+                        framework: r.framework.as_deref().map(framework_doc),
                     })
                     .collect(),
             })
