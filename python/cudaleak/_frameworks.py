@@ -281,12 +281,17 @@ def start_window():
             if torch.cuda.is_initialized():
                 _clear_workspaces(torch)
                 # Pinned host memory has no count to tell a kept block by: emptied, as CuPy's.
-                host_empty = getattr(torch._C, "_host_emptyCache", None)
-                if host_empty is not None:
-                    host_empty()
+                _empty_host_cache(torch)
         except Exception:  # noqa: BLE001
             pass
     _empty_cupy()
+
+
+def _empty_host_cache(torch):
+    """Gives back PyTorch's cached pinned host blocks that no tensor uses."""
+    host_empty = getattr(torch._C, "_host_emptyCache", None)
+    if host_empty is not None:
+        host_empty()
 
 
 def _empty_cupy():
@@ -310,9 +315,7 @@ def empty_pools():
                 torch.cuda.synchronize()
                 _clear_workspaces(torch)
                 torch.cuda.empty_cache()
-                host_empty = getattr(torch._C, "_host_emptyCache", None)
-                if host_empty is not None:
-                    host_empty()
+                _empty_host_cache(torch)
         except Exception:  # noqa: BLE001 - a framework's failure is not the program's
             pass
     _empty_cupy()
