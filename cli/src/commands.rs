@@ -205,7 +205,11 @@ fn exit_report(
     since: Option<u64>,
 ) -> Result<(Findings, Option<GrowthFindings>), Failure> {
     let series_files = if shows_both(opts) {
-        Some(load::expand_again(paths, true)?)
+        let all = load::expand_again(paths, true)?;
+        // A series needs a process with two dumps: fewer than two dumps, each read for the
+        // exit report anyway, make none (`growth::Builder::finish` would say so), and reading
+        // them into a series only adds its callsites beside the findings.
+        (all.len() >= 2 || !all.iter().all(|f| files.contains(f))).then_some(all)
     } else {
         None
     };

@@ -158,30 +158,30 @@ pub fn diff<'a>(d: &'a DiffFindings, root: Option<&'a str>) -> impl Iterator<Ite
         })
 }
 
-/// A node of the merged tree: one frame reached by one path from the root.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Node {
-    pub frame: Option<Frame>,
-    pub bytes: u64,
-    pub blocks: u64,
-    /// Bytes per class below this node, in [`Class`] order.
-    by_class: [u64; 4],
-    /// Largest first, then by label: the order is the same for the same input.
-    pub children: Vec<Node>,
+/// Where one node's frame lies in [`Tree`]'s text: start and length in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    start: u32,
+    len: u32,
 }
 
-impl Node {
-    /// The class holding most of this node's bytes.
-    pub fn class(&self) -> Class {
-        const CLASSES: [Class; 4] = [Class::Leak, Class::Cached, Class::Suspect, Class::Grew];
-        CLASSES
-            .iter()
-            .zip(self.by_class)
-            .filter(|(_, b)| *b > 0)
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
-            .map_or(Class::Leak, |(c, _)| *c)
-    }
+/// A node of the merged tree: one frame reached by one path from the root.
+#[derive(Debug, Default)]
+struct Flat {
+    label: Span,
+    python: bool,
+    parent: u32,
+    bytes: u64,
+    blocks: u64,
+    /// Bytes per class below this node, in [`Class`] order.
+    by_class: [u64; 4],
+    /// The children that may be wide enough to draw, in the order first seen.
+    kids: Vec<u32>,
+    /// How many children are too narrow to draw: counted, not kept.
+    narrow: u32,
+}
 
+impl Flat {
     fn add(&mut self, w: &Weighted) {
         self.bytes = self.bytes.saturating_add(w.bytes);
         self.blocks = self.blocks.saturating_add(w.blocks);
@@ -190,76 +190,188 @@ impl Node {
     }
 }
 
-/// A node of the flat tree: the node, its parent and its children's indices.
-struct Flat {
-    node: Node,
+/// A child too narrow to draw: its parent and its frame, known only to be counted once.
+struct Narrow {
     parent: u32,
-    kids: Vec<u32>,
+    label: Span,
+    python: bool,
 }
 
-/// Merges stacks that share a path from the root into one tree (stacks of no bytes left out),
-/// taking the stacks one at a time: a frame's label moves into the node it makes, or is dropped
-/// where the node exists. Built flat first (each node once, found by its parent and frame
-/// through a table of node indices), then nested.
-pub fn tree(stacks: impl IntoIterator<Item = Weighted>) -> Node {
+/// Stacks that share a path from the root merged into one tree (stacks of no bytes left out),
+/// holding only what a drawing can show: the nodes that may be wide enough to draw and, for
+/// each of them, its children. A child too narrow to draw is counted, its own children not
+/// kept. Node 0 is the root (no frame).
+pub struct Tree {
+    nodes: Vec<Flat>,
+    /// Every kept frame's label, one after another.
+    text: String,
+}
+
+/// Per row of [`tree`]'s sketch of path weights.
+const SKETCH_BITS: u32 = 17;
+
+/// The counters a path's hash adds to, one per row of the sketch.
+fn sketch_slots(h: u64) -> [usize; 2] {
+    let mask = (1u64 << SKETCH_BITS) - 1;
+    let row = 1usize << SKETCH_BITS;
+    [(h & mask) as usize, row + ((h >> 32) & mask) as usize]
+}
+
+/// Merges the stacks `stacks()` makes (called twice: the same stacks each time, taken one at a
+/// time). `narrow(bytes, total)` says whether a node of `bytes` out of `total` is too narrow to
+/// draw. The first pass adds each stack's bytes to a small sketch of path weights (a path's
+/// counters never hold less than its bytes, so a path the sketch calls narrow is narrow); the
+/// second keeps the nodes under paths the sketch calls wide, exactly, and counts the narrow
+/// children of each (a frame's label kept once in the tree's text).
+pub fn tree<I: Iterator<Item = Weighted>>(
+    stacks: impl Fn() -> I,
+    narrow: impl Fn(u64, u64) -> bool,
+) -> Tree {
     let hasher = RandomState::new();
-    let mut nodes: Vec<Flat> = vec![Flat {
-        node: Node::default(),
-        parent: 0,
-        kids: Vec::new(),
-    }];
+    let step = |h: u64, f: &Frame| hasher.hash_one((h, f.label.as_str(), f.python));
+    let mut sketch = vec![0u64; 2 << SKETCH_BITS];
+    let mut total = 0u64;
+    for w in stacks().filter(|w| w.bytes > 0) {
+        total = total.saturating_add(w.bytes);
+        let mut h = 0u64;
+        for f in &w.frames {
+            h = step(h, f);
+            for s in sketch_slots(h) {
+                sketch[s] = sketch[s].saturating_add(w.bytes);
+            }
+        }
+    }
+    let wide = |h: u64| {
+        let est = sketch_slots(h)
+            .iter()
+            .map(|&s| sketch[s])
+            .min()
+            .unwrap_or(0);
+        !narrow(est, total)
+    };
+    let mut t = Tree {
+        nodes: vec![Flat::default()],
+        text: String::new(),
+    };
     let mut index: HashTable<u32> = HashTable::new();
-    for mut w in stacks.into_iter().filter(|w| w.bytes > 0) {
-        let frames = std::mem::take(&mut w.frames);
-        nodes[0].node.add(&w);
+    let mut narrows: Vec<Narrow> = Vec::new();
+    let mut narrow_index: HashTable<u32> = HashTable::new();
+    for w in stacks().filter(|w| w.bytes > 0) {
+        t.nodes[0].add(&w);
         let mut at = 0u32;
-        for f in frames {
-            let hash = hasher.hash_one((at, &f));
-            let found = index.find(hash, |&i| {
-                let n = &nodes[i as usize];
-                n.parent == at && n.node.frame.as_ref() == Some(&f)
+        let mut h = 0u64;
+        for f in &w.frames {
+            h = step(h, f);
+            let key = hasher.hash_one((at, f.label.as_str(), f.python));
+            if !wide(h) {
+                let found = narrow_index.find(key, |&i| {
+                    let n = &narrows[i as usize];
+                    n.parent == at && n.python == f.python && t.label(n.label) == f.label
+                });
+                if found.is_none() {
+                    let i = u32::try_from(narrows.len()).unwrap_or(u32::MAX);
+                    narrows.push(Narrow {
+                        parent: at,
+                        label: t.keep(&f.label),
+                        python: f.python,
+                    });
+                    narrow_index.insert_unique(key, i, |&i| {
+                        let n = &narrows[i as usize];
+                        hasher.hash_one((n.parent, t.label(n.label), n.python))
+                    });
+                    t.nodes[at as usize].narrow += 1;
+                }
+                break;
+            }
+            let found = index.find(key, |&i| {
+                let n = &t.nodes[i as usize];
+                n.parent == at && n.python == f.python && t.label(n.label) == f.label
             });
             let next = match found {
                 Some(&i) => i,
                 None => {
-                    let n = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
-                    nodes.push(Flat {
-                        node: Node {
-                            frame: Some(f),
-                            ..Node::default()
-                        },
+                    let n = u32::try_from(t.nodes.len()).unwrap_or(u32::MAX);
+                    let label = t.keep(&f.label);
+                    t.nodes.push(Flat {
+                        label,
+                        python: f.python,
                         parent: at,
-                        kids: Vec::new(),
+                        ..Flat::default()
                     });
-                    nodes[at as usize].kids.push(n);
-                    index.insert_unique(hash, n, |&i| {
-                        let n = &nodes[i as usize];
-                        n.node
-                            .frame
-                            .as_ref()
-                            .map_or(0, |f| hasher.hash_one((n.parent, f)))
+                    t.nodes[at as usize].kids.push(n);
+                    index.insert_unique(key, n, |&i| {
+                        let n = &t.nodes[i as usize];
+                        hasher.hash_one((n.parent, t.label(n.label), n.python))
                     });
                     n
                 }
             };
-            nodes[next as usize].node.add(&w);
+            t.nodes[next as usize].add(&w);
             at = next;
         }
     }
-    drop(index);
-    let mut slots: Vec<Option<Flat>> = nodes.into_iter().map(Some).collect();
-    nest(&mut slots, 0)
+    t
 }
 
-/// Node `i` of the flat tree with its children nested, largest first, then by frame.
-fn nest(slots: &mut [Option<Flat>], i: u32) -> Node {
-    let Some(Flat { mut node, kids, .. }) = slots.get_mut(i as usize).and_then(Option::take) else {
-        return Node::default();
-    };
-    node.children = kids.into_iter().map(|k| nest(slots, k)).collect();
-    node.children
-        .sort_by(|x, y| y.bytes.cmp(&x.bytes).then_with(|| x.frame.cmp(&y.frame)));
-    node
+impl Tree {
+    fn keep(&mut self, label: &str) -> Span {
+        let start = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
+        self.text.push_str(label);
+        Span {
+            start,
+            len: u32::try_from(label.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    fn label(&self, s: Span) -> &str {
+        &self.text[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    /// The root's index.
+    pub const ROOT: u32 = 0;
+
+    /// Node `i`'s frame label and whether it is a Python function's; `None` for the root.
+    pub fn frame(&self, i: u32) -> Option<(&str, bool)> {
+        let n = &self.nodes[i as usize];
+        (i != Self::ROOT).then(|| (self.label(n.label), n.python))
+    }
+
+    pub fn bytes(&self, i: u32) -> u64 {
+        self.nodes[i as usize].bytes
+    }
+
+    pub fn blocks(&self, i: u32) -> u64 {
+        self.nodes[i as usize].blocks
+    }
+
+    /// The class holding most of node `i`'s bytes.
+    pub fn class(&self, i: u32) -> Class {
+        const CLASSES: [Class; 4] = [Class::Leak, Class::Cached, Class::Suspect, Class::Grew];
+        CLASSES
+            .iter()
+            .zip(self.nodes[i as usize].by_class)
+            .filter(|(_, b)| *b > 0)
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+            .map_or(Class::Leak, |(c, _)| *c)
+    }
+
+    /// Node `i`'s kept children, largest first, then by frame: the order is the same for the
+    /// same input. The children too narrow to draw come after all of them, and are only
+    /// counted ([`Tree::narrow_children`]).
+    pub fn children(&self, i: u32) -> Vec<u32> {
+        let mut kids = self.nodes[i as usize].kids.clone();
+        kids.sort_by(|&x, &y| {
+            self.bytes(y)
+                .cmp(&self.bytes(x))
+                .then_with(|| self.frame(x).cmp(&self.frame(y)))
+        });
+        kids
+    }
+
+    /// How many of node `i`'s children are too narrow to draw (not kept).
+    pub fn narrow_children(&self, i: u32) -> usize {
+        self.nodes[i as usize].narrow as usize
+    }
 }
 
 #[cfg(test)]
@@ -323,24 +435,50 @@ mod tests {
             w(&["b", "main"], 30, Class::Cached),
             w(&["c", "main"], 0, Class::Leak),
         ];
-        let t = tree(stacks);
-        assert_eq!(t.bytes, 40);
-        assert_eq!(t.children.len(), 1, "one root frame: main");
-        let main = &t.children[0];
+        let t = tree(|| stacks.iter().cloned(), |_, _| false);
+        assert_eq!(t.bytes(Tree::ROOT), 40);
+        let roots = t.children(Tree::ROOT);
+        assert_eq!(roots.len(), 1, "one root frame: main");
+        let main = roots[0];
         assert_eq!(
-            main.class(),
+            t.class(main),
             Class::Cached,
             "most of main's bytes are cached"
         );
-        let kids: Vec<(&str, u64)> = main
-            .children
-            .iter()
-            .map(|n| (n.frame.as_ref().unwrap().label.as_str(), n.bytes))
+        let kids: Vec<(&str, u64)> = t
+            .children(main)
+            .into_iter()
+            .map(|n| (t.frame(n).unwrap().0, t.bytes(n)))
             .collect();
         assert_eq!(
             kids,
             [("b at app.cu:3 (app)", 30), ("a at app.cu:3 (app)", 10)],
             "largest first; a stack of no bytes is left out"
+        );
+    }
+
+    #[test]
+    fn narrow_children_are_counted_not_kept() {
+        let w = |names: &[&str], bytes| Weighted {
+            frames: root_first(&stack(names, 0), "cudaMalloc", None),
+            bytes,
+            blocks: 1,
+            class: Class::Leak,
+        };
+        let stacks = [
+            w(&["a", "main"], 90),
+            w(&["b", "main"], 5),
+            w(&["b", "main"], 4),
+        ];
+        let t = tree(|| stacks.iter().cloned(), |b, total| b * 10 < total);
+        let main = t.children(Tree::ROOT)[0];
+        let kids = t.children(main);
+        assert_eq!(kids.len(), 1, "a is kept");
+        assert_eq!(t.frame(kids[0]).unwrap().0, "a at app.cu:3 (app)");
+        assert_eq!(
+            t.narrow_children(main),
+            1,
+            "b, seen twice, is one narrow child"
         );
     }
 }

@@ -30,7 +30,7 @@ pub(super) fn page(d: &DiffFindings, view: &View, out: &mut dyn Write) -> io::Re
     }
     p.s.push_str("</table>\n</header>\n<section id=\"flame\">\n<h2>Growth by stack</h2>\n");
     let root = p.root.clone();
-    flame_svg(&mut p, "growth", flame::diff(d, root.as_deref()));
+    flame_svg(&mut p, "growth", || flame::diff(d, root.as_deref()));
     p.s.push_str("</section>\n<section id=\"callsites\">\n<h2>Callsites</h2>\n");
     let total = d.rows.len() as u64 + d.rows_not_shown;
     let shown = d.rows.len().min(p.groups);

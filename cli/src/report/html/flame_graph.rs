@@ -7,7 +7,7 @@ use super::page::{esc_text, num, Page};
 use super::FLAME_NODES;
 use crate::analyze::Findings;
 use crate::growth::GrowthFindings;
-use crate::report::flame::{self, Class, Node, Weighted};
+use crate::report::flame::{self, Class, Tree, Weighted};
 use crate::report::{human_bytes, plural, short_function};
 
 const FLAME_WIDTH: f64 = 1200.0;
@@ -27,7 +27,7 @@ pub(super) fn section(p: &mut Page, exit: Option<&Findings>, series: Option<&Gro
     if let Some(f) = exit {
         p.s.push_str("<h3>Live memory at exit by stack</h3>\n");
         let root = p.root.clone();
-        flame_svg(p, "exit", flame::live_at_exit(f, true, root.as_deref()));
+        flame_svg(p, "exit", || flame::live_at_exit(f, true, root.as_deref()));
     }
     if let Some(g) = series {
         p.s.push_str(
@@ -36,7 +36,7 @@ pub(super) fn section(p: &mut Page, exit: Option<&Findings>, series: Option<&Gro
              tell).</p>\n",
         );
         let root = p.root.clone();
-        flame_svg(p, "peak", flame::peak(g, root.as_deref()));
+        flame_svg(p, "peak", || flame::peak(g, root.as_deref()));
     }
     p.s.push_str("</section>\n");
 }
@@ -50,11 +50,12 @@ fn class_name(c: Class) -> &'static str {
     }
 }
 
-fn fill(node: &Node) -> String {
-    let label = node.frame.as_ref().map_or("", |f| f.label.as_str());
+fn fill(t: &Tree, i: u32) -> String {
+    let frame = t.frame(i);
+    let label = frame.map_or("", |f| f.0);
     let h = hash(label);
     let jitter = (h % 21) as i32 - 10;
-    let (hue, sat, light) = match (node.frame.as_ref().is_some_and(|f| f.python), node.class()) {
+    let (hue, sat, light) = match (frame.is_some_and(|f| f.1), t.class(i)) {
         (true, _) => (110, 45, 62),
         (_, Class::Leak) => (8, 72, 62),
         (_, Class::Cached) => (212, 60, 66),
@@ -77,26 +78,23 @@ struct Flame<'a> {
 }
 
 impl Flame<'_> {
-    fn node(&mut self, n: &Node, x: f64, d: usize) {
+    fn node(&mut self, t: &Tree, i: u32, x: f64, d: usize) {
         let w = if self.total == 0 {
             0.0
         } else {
-            n.bytes as f64 / self.total as f64
+            t.bytes(i) as f64 / self.total as f64
         };
         let px = w * FLAME_WIDTH;
-        let label = n
-            .frame
-            .as_ref()
-            .map_or_else(|| "all".to_string(), |f| f.label.clone());
+        let label = t.frame(i).map_or("all", |f| f.0);
         let pct = w * 100.0;
         let title = format!(
             "{label}\n{} ({}%) in {}",
-            human_bytes(n.bytes),
+            human_bytes(t.bytes(i)),
             num(pct),
-            plural(n.blocks, "block", "blocks")
+            plural(t.blocks(i), "block", "blocks")
         );
         // Drawn text: template arguments elided, cut to the width (the title has it whole).
-        let short = short_function(&label).into_owned();
+        let short = short_function(label).into_owned();
         let chars = ((px - 6.0) / 6.6).floor();
         let text = if chars < 3.0 {
             String::new()
@@ -110,10 +108,10 @@ impl Flame<'_> {
                 short.clone()
             }
         };
-        let class = if n.frame.is_none() {
+        let class = if i == Tree::ROOT {
             "root".to_string()
         } else {
-            class_name(n.class()).to_string()
+            class_name(t.class(i)).to_string()
         };
         let _ = write!(
             self.s,
@@ -127,10 +125,10 @@ impl Flame<'_> {
             num(d as f64 * FLAME_ROW),
             num((px - 0.5).max(0.0)),
             num(FLAME_ROW - 1.0),
-            if n.frame.is_none() {
+            if i == Tree::ROOT {
                 "#d0d4dc".to_string()
             } else {
-                fill(n)
+                fill(t, i)
             }
         );
         if !text.is_empty() {
@@ -149,38 +147,45 @@ impl Flame<'_> {
 }
 
 /// Nodes in breadth-first order, widest first within a level, until FLAME_NODES: a large graph
-/// loses its narrowest, deepest frames first.
-pub(super) fn flame_svg(p: &mut Page, what: &str, stacks: impl Iterator<Item = Weighted>) {
-    let t = flame::tree(stacks);
-    if t.bytes == 0 {
+/// loses its narrowest, deepest frames first. `stacks()` is called twice (see [`flame::tree`]).
+pub(super) fn flame_svg<I: Iterator<Item = Weighted>>(
+    p: &mut Page,
+    what: &str,
+    stacks: impl Fn() -> I,
+) {
+    let too_narrow =
+        |bytes: u64, total: u64| (bytes as f64 / total as f64) * FLAME_WIDTH < FLAME_MIN_PX;
+    let t = flame::tree(stacks, too_narrow);
+    let total = t.bytes(Tree::ROOT);
+    if total == 0 {
         p.s.push_str("<p>Nothing to draw: no bytes.</p>\n");
         return;
     }
     let mut body = String::new();
     let mut f = Flame {
         s: &mut body,
-        total: t.bytes,
+        total,
         drawn: 0,
         skipped: 0,
         depth: 0,
     };
-    let mut level: Vec<(&Node, f64)> = vec![(&t, 0.0)];
+    let mut level: Vec<(u32, f64)> = vec![(Tree::ROOT, 0.0)];
     let mut d = 0;
     while !level.is_empty() {
-        let mut next: Vec<(&Node, f64)> = Vec::new();
+        let mut next: Vec<(u32, f64)> = Vec::new();
         for (n, x) in level {
-            if f.drawn >= FLAME_NODES
-                || (n.bytes as f64 / f.total as f64) * FLAME_WIDTH < FLAME_MIN_PX
-            {
+            if f.drawn >= FLAME_NODES || too_narrow(t.bytes(n), f.total) {
                 f.skipped += 1;
                 continue;
             }
-            f.node(n, x, d);
+            f.node(&t, n, x, d);
             let mut cx = x;
-            for c in &n.children {
+            for c in t.children(n) {
                 next.push((c, cx));
-                cx += c.bytes as f64 / f.total as f64;
+                cx += t.bytes(c) as f64 / f.total as f64;
             }
+            // The children too narrow to draw, after all the others: never drawn.
+            f.skipped += t.narrow_children(n);
         }
         level = next;
         d += 1;
