@@ -414,9 +414,6 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     let mut with_plan = |plan: Option<&mut Plan>| {
         let mut none: [Seen; 0] = [];
         let mut reader = Reader { plan, direct };
-        if direct {
-            reader.plan = None;
-        }
         if let Some(plan) = reader.plan.as_deref_mut() {
             plan.prefetch();
         }
@@ -432,6 +429,10 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
         }
         n
     };
+    if direct {
+        // A direct reader reads in place: the thread's plan of ranges is not asked for (nor made).
+        return with_plan(None);
+    }
     let mut n = None;
     let _ = PLAN.try_with(|p| {
         if let Ok(mut p) = p.try_borrow_mut() {
