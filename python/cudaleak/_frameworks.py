@@ -150,11 +150,16 @@ class TorchWindow:
         """Whether PyTorch's segments grew by exactly NBYTES since the start: then blocks of that
         many bytes that the driver saw allocated are PyTorch's own new segments (the pool's
         cache), and, if its count did not grow, they hold no tensor the window kept."""
+        growth = self.pool_growth()
+        return growth is not None and growth == nbytes
+
+    def pool_growth(self):
+        """How much PyTorch's segments grew since the start, None when it cannot be read."""
         torch = torch_in_use()
         if torch is None or self.reserved_before is None:
-            return False
+            return None
         now = reserved(torch)
-        return now is not None and now - self.reserved_before == nbytes
+        return None if now is None else now - self.reserved_before
 
     def grown(self):
         """How much PyTorch's count rose since the start (0 when it cannot be read now), cuBLAS's
@@ -281,6 +286,21 @@ def start_window():
             if torch.cuda.is_initialized():
                 _clear_workspaces(torch)
                 # Pinned host memory has no count to tell a kept block by: emptied, as CuPy's.
+                _empty_host_cache(torch)
+        except Exception:  # noqa: BLE001
+            pass
+    _empty_cupy()
+
+
+def end_window():
+    """What a window's end needs of the pools before its cheap checks: those `start_window`
+    emptied (PyTorch's pinned host cache, CuPy's pools) emptied again, so that a block one of
+    them made during the window and only caches is given back (a scalar's `.item()` takes a pinned
+    block of its own at every window), while a block an object keeps stays, new at the driver."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
                 _empty_host_cache(torch)
         except Exception:  # noqa: BLE001
             pass

@@ -317,7 +317,17 @@ class Checker:
         warmups = int(leaks.kwargs.get("warmups", 0)) if leaks else 0
         leak_limit = parse_size(marker_arg(leaks, "0 B"))
         memory_limit = parse_size(marker_arg(memory, None)) if memory else None
-        self.cost = cost = {"before_s": 0.0, "after_s": 0.0, "emptied": 0, "judged": 0}
+        self.cost = cost = {
+            "before_s": 0.0,
+            "after_s": 0.0,
+            "emptied": 0,
+            "judged": 0,
+            # Parts of after_s, and why the pools were emptied (for `gpu-pytest.sh --cost`).
+            "gc_s": 0.0,
+            "empty_s": 0.0,
+            "cli_s": 0.0,
+            "why": None,
+        }
         t0 = time.perf_counter()
         self.shim.refresh()  # an attached shim: the modules imported since the last test
         count_before = _frameworks.count()
@@ -368,19 +378,67 @@ class Checker:
     def judge(self, item, mark, limit, window):
         """(leaked bytes, failure text or None, top callsite) of what the test left: blocks
         at the driver, and tensors PyTorch's own record names in segments that were live
-        before (the driver cannot see those). The CLI judges and words both."""
-        if not self.left_something(mark, window, limit):
+        before (the driver cannot see those). The CLI judges and words both.
+
+        The cheap checks first; when they see something, the young objects are collected and
+        the pools emptied, and only what is still there is dumped and judged. A full collection
+        (80-150 ms in a process that imported PyTorch) is made only before a failure: it can
+        only free more, so a test the CLI passed stays passed without it."""
+        cost = self.cost
+        _frameworks.end_window()
+        why = self.left_something(mark, window, limit)
+        if why is None:
             return 0, None, None
-        self.cost["emptied"] = 1
-        gc.collect()
+        cost["emptied"] = 1
+        cost["why"] = why
+        records, left = self.settle(YOUNG, item, mark, limit, window)
+        if left is None:
+            return 0, None, None
+        leaked, text, top = self.verdict(item, mark, limit, records)
+        if text is None:
+            return leaked, None, top
+        # A failure: made only after a full collection. It can only free more; the test is
+        # judged again only when it did.
+        records, after = self.settle(OLDEST, item, mark, limit, window)
+        if after is None:
+            return 0, None, None
+        if after != left:
+            leaked, text, top = self.verdict(item, mark, limit, records)
+        if text is not None and window is not None:
+            self.reported.update(window.addresses)
+        return leaked, text, top
+
+    def settle(self, generation, item, mark, limit, window):
+        """Collects GENERATION and empties the pools; then (PyTorch's records of the tensors
+        the test kept, what is still live of the test's: its driver blocks and the records'
+        bytes), or (None, None) when nothing is."""
+        cost = self.cost
+        t0 = time.perf_counter()
+        gc.collect(generation)
+        t1 = time.perf_counter()
         _frameworks.empty_pools()
+        cost["gc_s"] += t1 - t0
+        cost["empty_s"] += time.perf_counter() - t1
         records = None
         if window is not None:
             records = window.records(self.shim, mark, limit, owned=self.owned_by(item))
-        if self.shim.live_since(mark)[0] == 0 and not records:
-            return 0, None, None
+        live = self.shim.live_since(mark)
+        if live[0] == 0 and not records:
+            return None, None
+        kept = sum(g.get("bytes", 0) for r in records or () for g in r["groups"])
+        return records, (live, kept)
+
+    def verdict(self, item, mark, limit, records):
+        """Writes the test's dump and asks the CLI for its verdict (`judge`)."""
+        t0 = time.perf_counter()
+        try:
+            return self.ask_cli(item, mark, limit, records)
+        finally:
+            self.cost["cli_s"] += time.perf_counter() - t0
+            self.cost["judged"] += 1
+
+    def ask_cli(self, item, mark, limit, records):
         self.dumps += 1
-        self.cost["judged"] = 1
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", item.name)[:80]
         path = os.path.join(self.dir, f"test.{self.worker}.{self.dumps}.{name}.json")
         self.shim.dump(path, records)
@@ -411,8 +469,6 @@ class Checker:
         top = callsite(leaks[0], item.originalname) if leaks else None
         if not doc.get("gate", {}).get("failed"):
             return leaked, None, top
-        if window is not None:
-            self.reported.update(window.addresses)
         # The failure is the CLI's own report of the test's window, word for word.
         status, text = _shim.run_cli(self.cli, [*args, path], ok=(0, GATE_FAILED))
         text = f"cudaleak: the test left GPU memory allocated:\n\n{text.rstrip()}"
@@ -421,17 +477,21 @@ class Checker:
         return leaked, text, top
 
     def left_something(self, mark, window, limit):
-        """Whether the test may have left anything: blocks at the driver, or PyTorch's count
-        above where it started (cheap reads; the judging reads only then). New blocks that are
-        exactly the segments PyTorch's pool grew by, while its count did not grow, are its cache:
-        nothing to empty and judge (emptying them would only make the next test allocate its
-        segments again)."""
-        if window is not None and window.grown() > limit:
-            return True
+        """Why the test may have left anything, None when it did not: blocks at the driver, or
+        PyTorch's count above where it started (cheap reads; the judging reads only then). New
+        blocks that are exactly the segments PyTorch's pool grew by, while its count did not
+        grow, are its cache: nothing to empty and judge (emptying them would only make the next
+        test allocate its segments again)."""
+        grown = 0 if window is None else window.grown()
+        if grown > limit:
+            return f"PyTorch's count grew by {grown} B"
         blocks, nbytes = self.shim.live_since(mark)
         if blocks == 0:
-            return False
-        return window is None or not window.pool_grew_by(nbytes)
+            return None
+        if window is not None and window.pool_grew_by(nbytes):
+            return None
+        pool = "" if window is None else f", PyTorch's pool grew by {window.pool_growth()} B"
+        return f"{plural(blocks, 'new driver block')} of {nbytes} B{pool}"
 
     def owned_by(self, item):
         """Whether a block PyTorch's record names is the test's: made below its own function
@@ -459,6 +519,11 @@ class Checker:
 
 PROBLEMS = pytest.StashKey[str]()
 
+# `gc.collect` generations: the young ones only (objects that have survived fewer than two
+# collections: milliseconds), and all.
+YOUNG = 1
+OLDEST = 2
+
 
 class Cost:
     """What the plugin's own work around the tests took, summed over the tests' reports (an xdist
@@ -471,6 +536,7 @@ class Cost:
         self.tests = 0
         self.before = self.after = 0.0
         self.emptied = self.judged = 0
+        self.gc = self.empty = self.cli = 0.0
         for rep in reports:
             for key, value in getattr(rep, "user_properties", []):
                 if key == "cudaleak-cost":
@@ -479,6 +545,9 @@ class Cost:
                     self.after += value["after_s"]
                     self.emptied += value["emptied"]
                     self.judged += value["judged"]
+                    self.gc += value.get("gc_s", 0.0)
+                    self.empty += value.get("empty_s", 0.0)
+                    self.cli += value.get("cli_s", 0.0)
 
     def line(self):
         """The terminal summary's `checks:` line, or None when no test was checked."""
@@ -488,8 +557,9 @@ class Cost:
         return (
             f"checks: {spent:.2f} s ({spent / self.tests * 1000:.1f} ms a test: "
             f"{self.before:.2f} s before the calls, {self.after:.2f} s after them); "
-            f"pools emptied after {plural(self.emptied, 'test')}, "
-            f"{plural(self.judged, 'dump')} judged by the CLI"
+            f"pools emptied after {plural(self.emptied, 'test')} "
+            f"(gc.collect() {self.gc:.2f} s, emptying {self.empty:.2f} s), "
+            f"{plural(self.judged, 'dump')} judged by the CLI ({self.cli:.2f} s)"
         )
 
 

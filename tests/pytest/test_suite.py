@@ -2,6 +2,7 @@
 device memory from the null runtime through ctypes. Which tests must fail is said in each test;
 `# @name` markers name the lines the failures must point at."""
 import ctypes
+import gc
 import os
 
 import pytest
@@ -77,6 +78,26 @@ def test_parametrized(n):
     """test_parametrized[3] fails: it keeps 3000 B."""
     if n:
         kept.append(malloc(n * 1000))  # @param
+
+
+class CycleBlock:
+    """A block freed when its object is collected; the object refers to itself, so only the
+    cycle collector frees it."""
+
+    def __init__(self, n):
+        self.p = malloc(n)
+        self.me = self
+
+    def __del__(self):
+        free(self.p)
+
+
+def test_frees_through_an_old_cycle():
+    """Passes: its block's object is garbage only for a full collection (it survived into the
+    oldest generation first), which the plugin makes before it fails a test."""
+    block = CycleBlock(4096)
+    gc.collect(1)  # the survivors of the young generations move to the oldest
+    del block
 
 
 def test_fails_on_its_own():
