@@ -74,6 +74,8 @@ def _ask(cli):
             stderr=subprocess.DEVNULL,
             text=True,
             check=False,
+            # The names are not known yet (the lock is held): the shim's file name as built in.
+            env=_shim.cli_environment(FALLBACK["libraries"]["shim"]),
         )
         return json.loads(got.stdout) if got.returncode == 0 else None
     except (_shim.CudaleakError, OSError, ValueError):

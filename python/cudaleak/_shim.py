@@ -54,11 +54,32 @@ def find_cli(given=None):
     return found
 
 
+def cli_environment(shim=None):
+    """This process's environment without the shim (file name SHIM, default the shared name) in
+    LD_PRELOAD, for the CLI: it is no CUDA program, and under the shim it would start one more
+    recording and leave its own dump in the session's run directory."""
+    shim = shim or _names.library("shim")
+    env = dict(os.environ)
+    kept = [
+        p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if os.path.basename(p) != shim
+    ]
+    if kept:
+        env["LD_PRELOAD"] = " ".join(kept)
+    else:
+        env.pop("LD_PRELOAD", None)
+    return env
+
+
 def run_cli(cli, args, ok=(0,)):
     """Runs `cudaleak ARGS`; its standard output, or CudaleakError with its message when it
     exits with a status not in OK. Returns (status, stdout)."""
     got = subprocess.run(
-        [cli, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False
+        [cli, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        env=cli_environment(),
     )
     if got.returncode not in ok:
         raise CudaleakError(

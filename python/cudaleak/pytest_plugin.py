@@ -23,10 +23,12 @@ docs/pytest.md describes the plugin; README.md shows how to install it.
 """
 
 import gc
+import importlib
 import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -132,48 +134,143 @@ def find_cli(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config, parser, args):
     """Starts pytest again under the shim when it is not preloaded: before any conftest or
-    test module is imported, so before the session touches CUDA."""
+    test module is imported, so before the session touches CUDA. (Usually done already, as this
+    module was imported: `restart_early`.)"""
     if not enabled(early_config):
         return
     bin_option = option(early_config, "cudaleak_bin")
     _names.names(bin_option)  # the shared names, asked of --cudaleak-bin's CLI when given
-    if _shim.preloaded():
-        return
     # Set in the environment of the pytest started again under the shim, so a shim that
     # failed to load is an error, not a loop.
     reexec = _names.var("pytest_reexec")
-    if os.environ.get(reexec):
+    given = os.environ.get(reexec, "")
+    settings = restart_settings(
+        exact_pools(early_config), option(early_config, "cudaleak_out"), bin_option
+    )
+    env = dict(os.environ)
+    if _shim.preloaded():
+        if not given.startswith(EARLY):
+            return
+        pid, assumed, before = json.loads(given[len(EARLY) :])
+        if pid != os.getpid() or assumed == settings:
+            return  # a child's pytest, under its parent's session; or as assumed
+        # The ini file (its `cudaleak_exact_pools`, its `addopts`) asked for what the command
+        # line did not say: started once more, from the environment pytest was first given.
+        for name, value in before.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        unused = os.environ.get(_names.var("output"), "")  # the first start's run directory
+        if unused:
+            shutil.rmtree(unused, ignore_errors=True)
+    elif given:
         raise pytest.UsageError(
             "cudaleak: pytest was started again with the shim in LD_PRELOAD, but it did not "
             "load (see the loader's message above)"
         )
-    env_options = ["--run-in", option(early_config, "cudaleak_out") or "cudaleak-out"]
-    if exact_pools(early_config):
-        env_options.append("--exact-pools")
-    if started_from_python() is not None:
+    elif started_from_python() is not None:
         # pytest.main() from a program of its own: the session cannot be made again, so the
         # shim is loaded into this process and attached (pytest_configure), as
         # `cudaleak.track()` does: each test's blocks are seen, whatever came before is not.
         return
-    cmd = [find_cli(early_config), "env", "--json", *env_options]
-    got = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if got.returncode != 0:
-        raise pytest.UsageError(f"cudaleak: {' '.join(cmd)} failed: {got.stderr.strip()}")
-    env = dict(os.environ)
-    env.update(json.loads(got.stdout))
+    try:
+        cli = _shim.find_cli(bin_option)
+        env = shim_environment(cli, settings, env)
+    except _shim.CudaleakError as e:
+        raise pytest.UsageError(str(e)) from None
     env[reexec] = "1"
-    # The exit line of each process ("N allocations still live at exit") is not the verdict
-    # here: the tests are.
-    env.setdefault(_names.var("quiet"), "1")
-    argv = [sys.executable, *interpreter_options(), *program(), *sys.argv[1:]]
     # pytest has pointed fds 1 and 2 at its capture files by now: give them back, or the new
     # pytest would write into files nobody reads.
     capture = early_config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
         capture.stop_global_capturing()
+    start_again(env)
+
+
+# The value of the restart variable that `restart_early` sets, before its pid, what it assumed
+# and the environment it changed.
+EARLY = "early "
+
+
+def restart_settings(exact, out, cli):
+    """What the environment of the pytest started again depends on."""
+    return [bool(exact), out or "cudaleak-out", cli]
+
+
+def shim_environment(cli, settings, env):
+    """ENV with `cudaleak env`'s variables for SETTINGS (a fresh run directory, the shim
+    preloaded, the allocators' variables of --exact-pools). Raises CudaleakError."""
+    exact, out, _ = settings
+    cmd = [cli, "env", "--json", "--run-in", out]
+    if exact:
+        cmd.append("--exact-pools")
+    try:
+        got = subprocess.run(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_shim.cli_environment(),
+        )
+    except OSError as e:
+        raise _shim.CudaleakError(f"cudaleak: {' '.join(cmd)} failed: {e}") from None
+    if got.returncode != 0:
+        raise _shim.CudaleakError(f"cudaleak: {' '.join(cmd)} failed: {got.stderr.strip()}")
+    env = dict(env)
+    env.update(json.loads(got.stdout))
+    # The exit line of each process ("N allocations still live at exit") is not the verdict
+    # here: the tests are.
+    env.setdefault(_names.var("quiet"), "1")
+    return env
+
+
+def start_again(env):
+    """Replaces this process with the same pytest, in ENV."""
+    argv = [sys.executable, *interpreter_options(), *program(), *sys.argv[1:]]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
+
+
+def restart_early():
+    """At this module's import (pytest imports its plugins before it reads its options):
+    pytest started again under the shim at once when its command line says `--cudaleak`,
+    rather than after every other installed plugin was imported, which the new process does
+    again (hypothesis's plugin alone takes about a second). What only pytest's full parse
+    knows (an ini file's `cudaleak_exact_pools`, its `addopts`) is compared in the new process
+    with what was assumed here (`pytest_load_initial_conftests`), which starts it once more
+    where they differ. Any doubt leaves it to that hook."""
+    args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + sys.argv[1:]
+    if "--" in args:
+        args = args[: args.index("--")]
+    # Frame 0 is this function, 1 the module being run, 2 the import machinery's.
+    if "--cudaleak" not in args or not console_session(sys._getframe(2)):
+        return
+    cli_option = last_value(args, "--cudaleak-bin")
+    _names.names(cli_option)
+    reexec = _names.var("pytest_reexec")
+    if os.environ.get(reexec) or _shim.preloaded():
+        return
+    settings = restart_settings(
+        "--cudaleak-exact-pools" in args, last_value(args, "--cudaleak-out"), cli_option
+    )
+    env = shim_environment(_shim.find_cli(cli_option), settings, os.environ)
+    before = {k: os.environ.get(k) for k, v in env.items() if os.environ.get(k) != v}
+    # execve keeps the pid: a child process that inherits the variable is not this one.
+    env[reexec] = EARLY + json.dumps([os.getpid(), settings, before])
+    start_again(env)
+
+
+def last_value(args, name):
+    """The value of option NAME in ARGS (`--name VALUE` or `--name=VALUE`; the last wins)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg[len(name) + 1 :]
+    return value
 
 
 def started_from_python():
@@ -187,17 +284,36 @@ def started_from_python():
     The entry is the outermost frame of pytest's (and pluggy's) own code below this hook: a test
     that runs pytest inside pytest enters through `pytest.main`, whatever started the outer one.
     Named, not compared with the function: pytest 9 moved its entry to `_console_main`."""
-    own = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules["_pytest"], pluggy))
-    entry = None
-    frame = sys._getframe(2)  # the hook's caller, in pluggy
-    while frame is not None and frame.f_code.co_filename.startswith(own):
-        entry = frame
-        frame = frame.f_back
-    if entry is not None and entry.f_code.co_name in ("console_main", "_console_main"):
+    entry, frame = outermost_pytest_frame(sys._getframe(2))  # the hook's caller, in pluggy
+    if entry is not None and entry.f_code.co_name in CONSOLE_ENTRIES:
         return None
     if frame is None:
         return "?"
     return f"{os.path.relpath(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+CONSOLE_ENTRIES = ("console_main", "_console_main")
+
+
+def outermost_pytest_frame(frame, also=()):
+    """(the outermost frame of pytest's and pluggy's code, and of ALSO's, from FRAME outwards;
+    the frame that called it), either None."""
+    own = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules["_pytest"], pluggy))
+    own += also
+    entry = None
+    while frame is not None and frame.f_code.co_filename.startswith(own):
+        entry = frame
+        frame = frame.f_back
+    return entry, frame
+
+
+def console_session(frame):
+    """Whether FRAME, importing this module, runs in pytest's command line's session (not a
+    program's `pytest.main()`): the import machinery and pytest's own code down to its console
+    entry."""
+    importing = (os.path.dirname(importlib.__file__) + os.sep, "<frozen importlib")
+    entry, _ = outermost_pytest_frame(frame, importing)
+    return entry is not None and entry.f_code.co_name in CONSOLE_ENTRIES
 
 
 def program():
@@ -671,3 +787,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for nodeid, v in sorted(rows, key=lambda r: -r[1]["leaked"]):
         top = v["top"] or f"peak {human(v['peak'])} (cuda_limit_memory)"
         tr.write_line(f"  {nodeid:<{width}}  {human(v['leaked']):>10}  {top}")
+
+
+try:
+    restart_early()
+except Exception:  # noqa: BLE001 - pytest_load_initial_conftests does it, and says what fails
+    pass

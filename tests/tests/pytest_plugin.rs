@@ -680,6 +680,42 @@ fn the_ini_option_turns_the_plugin_on_and_without_it_nothing_is_judged() {
     assert!(!plain.output.contains("tests checked"), "{}", plain.output);
 }
 
+/// The session is started again under the shim as the plugin is imported when the command line
+/// (or PYTEST_ADDOPTS) says `--cudaleak`, before pytest imports the other installed plugins
+/// (which the new process imports again); what only the ini file says is started again later,
+/// and an ini file that asks for exact pools the command line did not say starts it once more,
+/// with them, leaving one run directory.
+#[test]
+fn the_session_is_started_again_early_when_the_command_line_asks() {
+    let Some(v) = venv() else { return };
+    let file = Path::new(MANIFEST_DIR).join("pytest/test_restart.py");
+    let exact_ini = "[pytest]\ncudaleak_exact_pools = true\n";
+    let on_ini = "[pytest]\ncudaleak = true\n";
+    for (args, addopts, ini, restart, exact) in [
+        (&["--cudaleak"][..], None, None, "early", "0"),
+        (&[][..], Some("--cudaleak"), None, "early", "0"),
+        (&["--cudaleak", "--cudaleak-exact-pools"][..], None, None, "early", "1"),
+        (&["--cudaleak"][..], None, Some(exact_ini), "late", "1"),
+        (&[][..], None, Some(on_ini), "late", "0"),
+    ] {
+        let mut argv = vec!["-m", "pytest", "-rA", "-p", "no:cacheprovider"];
+        argv.extend(args);
+        argv.push("test_restart.py");
+        let s = session(&v.bin("python"), &argv, &[&file], ini, |cmd| {
+            cmd.env("CUDALEAK_TEST_RESTART", restart)
+                .env("CUDALEAK_TEST_EXACT", exact);
+            if let Some(a) = addopts {
+                cmd.env("PYTEST_ADDOPTS", a);
+            }
+        });
+        let o = &s.output;
+        let case = format!("{args:?} PYTEST_ADDOPTS={addopts:?} ini {ini:?}");
+        assert_eq!(s.failed, set(&[]), "{case}\n{o}");
+        assert_eq!(s.passed.len(), 3, "{case}\n{o}");
+        assert_eq!(s.code, Some(0), "{case}\n{o}");
+    }
+}
+
 /// Issue 39 item 7: the session the plugin starts again under the shim keeps the interpreter's
 /// options (`-O`, `-B`, `-u`, `-W`, `-X`: before, the run started again lost them, and a test
 /// that needs `-O` failed) and what it ran (`-m pytest`, or the `pytest` script itself).
