@@ -112,6 +112,16 @@ pub fn label_for(t: &Thread, op: Op, driver: Api) -> Api {
     }
 }
 
+/// The API name [`label_for`] would give a driver call of operation `op` made as `driver`, left
+/// pending: for what is read before the real call, which may fail and be retried.
+#[inline]
+pub fn label_peek(t: &Thread, op: Op, driver: Api) -> Api {
+    match t.label.get() {
+        Some(label) if !label.consumed && label.api.op() == op => label.api,
+        _ => driver,
+    }
+}
+
 /// Whether a runtime forward for operation `op` is waiting on this thread: then a failure the
 /// driver returns is the runtime's to judge (it may set up the thread's context and retry, as
 /// `cudaMallocAsync` does on a new thread), and the forward records the result it returns.

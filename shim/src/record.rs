@@ -136,15 +136,11 @@ pub fn allocated(
     addr: u64,
     size: u64,
     device: Option<i32>,
+    stack: StackId,
 ) {
     state::shield(|| {
         let op = driver.op();
         let api = guard::label_for(t, op, driver);
-        let stack = if ablated_capture() {
-            StackId(0)
-        } else {
-            capture_stack(s, t, api, driver)
-        };
         let space = op.space();
         let owner = guard::owner(t);
         if ablated_table() {
@@ -159,6 +155,18 @@ pub fn allocated(
         }
         touched(s);
     });
+}
+
+/// The stack of the allocation `driver` is about to make on `t`, for [`allocated`]: captured
+/// before the real call, while the caller's frames (an interpreter's frames and code objects,
+/// the walk cache's lines) are still in the cache; the driver's call evicts them. The runtime's
+/// label is read, not used up: the call may fail and be retried.
+#[inline]
+pub fn allocation_stack(s: &State, t: &Thread, driver: Api) -> Option<StackId> {
+    if ablated_capture() {
+        return Some(StackId(0));
+    }
+    state::shield(|| capture_stack(s, t, guard::label_peek(t, driver.op(), driver), driver))
 }
 
 /// An allocation recorded at once (a physical allocation, or a library handle's), and given to

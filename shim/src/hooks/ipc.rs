@@ -42,6 +42,7 @@ fn allocation_size(dptr: DevPtr) -> u64 {
 #[inline]
 pub unsafe fn open(call: impl FnOnce() -> CuResult, api: Api, out: *mut DevPtr) -> CuResult {
     recording(api, call, |rec, call| {
+        let stack = rec.stack();
         let rc = call();
         // SAFETY: out is null or valid for reads once the call has succeeded (this function's
         // contract), and the closure runs only then: below, and in the recorder.
@@ -51,7 +52,7 @@ pub unsafe fn open(call: impl FnOnce() -> CuResult, api: Api, out: *mut DevPtr) 
         } else {
             0
         };
-        rec.allocated(rc, opened, size, current_device);
+        rec.allocated(rc, opened, size, current_device, stack);
         rc
     })
 }

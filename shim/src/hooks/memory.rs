@@ -23,10 +23,11 @@ pub unsafe fn alloc(
     device: impl FnOnce() -> Option<i32>,
 ) -> CuResult {
     recording(api, call, |rec, call| {
+        let stack = rec.stack();
         let rc = call();
         // SAFETY: out is null or valid for reads once the call has succeeded (this function's
         // contract), and the recorder runs the closure only after success.
-        rec.allocated(rc, || unsafe { read(out) }, size, device);
+        rec.allocated(rc, || unsafe { read(out) }, size, device, stack);
         rc
     })
 }
@@ -62,6 +63,7 @@ pub unsafe fn alloc_pitch(
     height: usize,
 ) -> CuResult {
     recording(api, call, |rec, call| {
+        let stack = rec.stack();
         let rc = call();
         // *pitch is the driver's only once the call succeeded: before that it may be
         // uninitialised.
@@ -76,7 +78,7 @@ pub unsafe fn alloc_pitch(
             None => (width as u64).saturating_mul(height as u64),
         };
         // SAFETY: the recorder reads the address only after success, when dptr holds it.
-        rec.allocated(rc, || unsafe { read(dptr) }, size, current_device);
+        rec.allocated(rc, || unsafe { read(dptr) }, size, current_device, stack);
         rc
     })
 }

@@ -46,6 +46,7 @@ pub unsafe fn alloc(
     stream: Stream,
 ) -> CuResult {
     recording(api, call, |rec, call| {
+        let stack = rec.stack();
         let rc = call();
         if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
             // SAFETY: the call succeeded, so out (if not null) holds the node's address.
@@ -55,7 +56,7 @@ pub unsafe fn alloc(
         } else {
             // SAFETY: out is null or valid for reads once the call has succeeded (this
             // function's contract), and the recorder runs the closure only after success.
-            rec.allocated(rc, || unsafe { read(out) }, size, current_device);
+            rec.allocated(rc, || unsafe { read(out) }, size, current_device, stack);
         }
         rc
     })

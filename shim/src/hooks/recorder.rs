@@ -15,6 +15,7 @@ use crate::api::Api;
 use crate::graphs::ExecMemory;
 use crate::guard::{Guard, LabelScope};
 use crate::record;
+use crate::stack::StackId;
 use crate::state::{self, State};
 use crate::table::Mapping;
 use crate::thread::{self, Thread};
@@ -92,8 +93,16 @@ impl Recorder<'_> {
         self.guard.thread()
     }
 
-    /// After an allocation that answered `rc` and, on success, made the block `out()` names.
-    /// `out` and `device` run only on success (and `device` only when there is a block).
+    /// Before an allocation's real call: its stack, for [`Recorder::allocated`] (None when the
+    /// capture failed, and recording stopped).
+    #[inline]
+    pub fn stack(&self) -> Option<StackId> {
+        keeping_errno(|| record::allocation_stack(self.state, self.thread(), self.api))
+    }
+
+    /// After an allocation that answered `rc` and, on success, made the block `out()` names,
+    /// allocated from `stack` ([`Recorder::stack`], taken before the call). `out` and `device`
+    /// run only on success (and `device` only when there is a block).
     #[inline]
     pub fn allocated(
         &self,
@@ -101,11 +110,13 @@ impl Recorder<'_> {
         out: impl FnOnce() -> Option<u64>,
         size: u64,
         device: impl FnOnce() -> Option<i32>,
+        stack: Option<StackId>,
     ) {
         keeping_errno(|| match rc {
             CUDA_SUCCESS => {
-                if let Some(addr) = out() {
-                    record::allocated(self.state, self.thread(), self.api, addr, size, device());
+                if let (Some(addr), Some(stack)) = (out(), stack) {
+                    let (s, t) = (self.state, self.thread());
+                    record::allocated(s, t, self.api, addr, size, device(), stack);
                 }
             }
             error => record::allocation_failed(self.state, self.thread(), self.api, size, error),
