@@ -152,6 +152,11 @@ impl Callsite {
         }
     }
 
+    /// The API called, whole (reports show it cut: [`shown_api`]).
+    pub fn api(&self) -> &str {
+        &self.api
+    }
+
     fn keys(&self) -> impl Iterator<Item = FrameKey<'_>> {
         self.frames.iter().map(|f| FrameKey::of(f))
     }
