@@ -99,7 +99,7 @@ impl<'a> FrameKey<'a> {
                     whole: None,
                 }),
             },
-            place: match (&f.function, f.offset) {
+            place: match (&f.function, f.offset()) {
                 (Some(_), _) => None,
                 (None, Some(o)) => Some(Place::Offset(o)),
                 (None, None) => Some(Place::Address(f.ip)),
@@ -150,6 +150,11 @@ impl Callsite {
             api: api_name(api),
             frames,
         }
+    }
+
+    /// The API called, whole (reports show it cut: [`shown_api`]).
+    pub fn api(&self) -> &str {
+        &self.api
     }
 
     fn keys(&self) -> impl Iterator<Item = FrameKey<'_>> {
@@ -253,17 +258,17 @@ mod tests {
     use crate::names::MAX_NAME_BYTES;
 
     fn frame(function: Option<&str>, line: u32, module: &str) -> Arc<FrameView> {
-        Arc::new(FrameView {
-            function: function.map(Name::from),
-            file: function.map(|_| Name::from("app.cu")),
-            line: function.map(|_| line),
-            module: Some(module.into()),
-            offset: Some(0x40),
-            ip: 0x4000,
-            python: false,
-            internal: false,
-            long: None,
-        })
+        Arc::new(
+            FrameView {
+                function: function.map(Name::from),
+                file: function.map(|_| Name::from("app.cu")),
+                line: function.map(|_| line),
+                module: Some(module.into()),
+                ip: 0x4000,
+                ..FrameView::default()
+            }
+            .with_offset(Some(0x40)),
+        )
     }
 
     fn callsite(api: &str, frames: &[Arc<FrameView>]) -> Callsite {

@@ -564,11 +564,11 @@ pub fn run(a: &RunArgs) -> u8 {
 pub fn diff(a: &DiffArgs) -> u8 {
     let go = || -> Result<u8, Failure> {
         let view = a.view();
-        // One dump in memory at a time: each is reduced to its callsites before the next is read.
-        let old = analyze::diff_input(load::read(&a.old)?, &a.old, &view);
-        let new = analyze::diff_input(load::read(&a.new)?, &a.new, &view);
+        // One dump in memory at a time: the old one is reduced to a row per callsite before the
+        // new one is read, whose callsites are summed straight into those rows.
+        let old = analyze::diff_old(load::read(&a.old)?, &a.old, &view);
+        let d = old.and_new(load::read(&a.new)?, &a.new, &view);
         analyze::forget_shared_views();
-        let d = analyze::diff_of(old, new, &view);
         let (out, auto_color) = open_output(a.out.output.as_deref())?;
         let view = View {
             source_root: source_root(),

@@ -427,6 +427,8 @@ pub struct Module {
 #[serde(deny_unknown_fields)]
 pub struct Stack<S = String> {
     /// Innermost frame first: `frames[0]` is the code that called the CUDA function.
+    #[serde(deserialize_with = "read::exact_vec")]
+    #[serde(bound(deserialize = "S: Deserialize<'de>"))]
     pub frames: Vec<Frame<S>>,
     /// Version 3, in an `unnamed` dump: the Python frames, not yet placed among the native ones,
     /// as runs of the evaluation loop (innermost first; each run is the Python frames one native

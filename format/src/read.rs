@@ -84,6 +84,37 @@ impl From<io::Error> for ReadError {
     }
 }
 
+/// A list read at its size: the elements are collected in a growing list, then moved into one
+/// of exactly their number. A stack's few frames grew to room for four; shrunk afterwards, each
+/// left a piece of its allocation behind, and with every frame distinct those pieces were a
+/// tenth of the dump as read.
+pub(crate) fn exact_vec<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Exact<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Exact<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a sequence")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut grown = Vec::new();
+            while let Some(e) = seq.next_element()? {
+                grown.push(e);
+            }
+            if grown.len() == grown.capacity() {
+                return Ok(grown);
+            }
+            let mut exact = Vec::with_capacity(grown.len());
+            exact.append(&mut grown);
+            Ok(exact)
+        }
+    }
+    d.deserialize_seq(Exact(std::marker::PhantomData))
+}
+
 /// Parses and validates a dump from bytes.
 pub fn from_slice(bytes: &[u8]) -> Result<Dump, ReadError> {
     parse(bytes, || Some(bytes))

@@ -85,42 +85,121 @@ pub struct CallsiteLive {
     pub held_by: Option<usize>,
 }
 
+/// Where [`by_callsite`] sums a dump's blocks: a slot per callsite, found by the callsite. A
+/// list of the dump's own callsites ([`CallsiteLive`]), or rows that an earlier dump began
+/// (`diff`'s, a series'), filled straight from the dump so that no list of the dump's
+/// callsites stands beside them.
+pub trait Sums {
+    /// The slot of the callsite `key`, made on first sight (`stack`: what is shown of it;
+    /// `held_by`: the cache rule that holds its blocks).
+    fn slot(&mut self, key: Callsite, stack: &StackView, held_by: Option<usize>) -> u32;
+    /// The callsite of slot `i`.
+    fn key(&self, i: u32) -> &Callsite;
+    /// What slot `i` holds in this dump and its floor: zero until this dump's first record
+    /// of it, which makes its `groups` 1.
+    fn counts(&mut self, i: u32) -> (&mut Counts, &mut Counts);
+}
+
+/// A dump's callsites as a list of their own, in order of first appearance.
+struct CallsiteList {
+    list: Vec<CallsiteLive>,
+    index: HashTable<u32>,
+    hasher: RandomState,
+}
+
+impl CallsiteList {
+    /// Room for `n` callsites at once: a doubling copies the list beside itself; what is not
+    /// used is given back at the end ([`CallsiteList::done`]).
+    fn with_capacity(n: usize) -> Self {
+        CallsiteList {
+            list: Vec::with_capacity(n),
+            index: HashTable::new(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn done(mut self) -> Vec<CallsiteLive> {
+        self.list.shrink_to_fit();
+        self.list
+    }
+}
+
+impl Sums for CallsiteList {
+    fn slot(&mut self, key: Callsite, stack: &StackView, held_by: Option<usize>) -> u32 {
+        // Found through a table of indices, hashed from the callsite itself: no second copy
+        // of any key.
+        let hash = self.hasher.hash_one(&key);
+        let list = &self.list;
+        if let Some(&i) = self.index.find(hash, |&i| list[i as usize].key == key) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(CallsiteLive {
+            api: shown_api(key.api()),
+            key,
+            stack: stack.clone(),
+            live: Counts::default(),
+            floor: Counts::default(),
+            held_by,
+        });
+        let (list, hasher) = (&self.list, &self.hasher);
+        self.index
+            .insert_unique(hash, i, |&j| hasher.hash_one(&list[j as usize].key));
+        i
+    }
+
+    fn key(&self, i: u32) -> &Callsite {
+        &self.list[i as usize].key
+    }
+
+    fn counts(&mut self, i: u32) -> (&mut Counts, &mut Counts) {
+        let c = &mut self.list[i as usize];
+        (&mut c.live, &mut c.floor)
+    }
+}
+
 /// Live blocks of one dump summed per callsite (API plus visible frames, never addresses or
-/// stack indices), in order of first appearance: what `diff` and `report --growth` compare.
-/// Blocks whose stack matches a suppression rule are counted per rule instead. A block of a live
-/// library handle the program's own code made counts at the handle's create call, so a site
-/// that makes a handle per request grows there ([`super::handles::owned_by_program`]).
-pub fn live_by_callsite(
+/// stack indices) into `sums`, and what each callsite held when the Python interpreter began
+/// to shut down (`None` when the dump does not say): what `diff` and `report --growth`
+/// compare. Blocks whose stack matches a suppression rule are counted per rule instead (the
+/// counts returned). A block of a live library handle the program's own code made counts at the
+/// handle's create call, so a site that makes a handle per request grows there
+/// ([`super::handles::owned_by_program`]).
+pub fn live_into(
     dump: &format::Dump,
     view: &View,
     rules: &[Rule],
     caches: &[CacheRule],
-) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    live_in(dump, &mut Stacks::new(dump, view, caches), rules)
+    sums: &mut impl Sums,
+) -> (Vec<Counts>, Option<Vec<CallsiteLive>>) {
+    let mut stacks = Stacks::new(dump, view, caches);
+    let suppressed = live_in(dump, &mut stacks, rules, sums);
+    (suppressed, held_at_finalizing_in(dump, &mut stacks, rules))
 }
 
-/// [`live_by_callsite`] and [`held_at_finalizing`] of a dump the caller has no further use
-/// for: its stack table is taken from it (`dump.stacks` is left empty), and each stack's
-/// frames are dropped once the view made of them holds them all, so a frame is held once.
-pub fn live_and_finalizing_taking_stacks(
+/// [`live_into`] of a dump the caller has no further use for: its stack table is taken from
+/// it (`dump.stacks` is left empty), and each stack's frames are dropped once the view made of
+/// them holds them all, so a frame is held once.
+pub fn live_into_taking_stacks(
     dump: &mut format::Dump,
     view: &View,
     rules: &[Rule],
     caches: &[CacheRule],
-) -> (Vec<CallsiteLive>, Vec<Counts>, Option<Vec<CallsiteLive>>) {
+    sums: &mut impl Sums,
+) -> (Vec<Counts>, Option<Vec<CallsiteLive>>) {
     let table = std::mem::take(&mut dump.stacks);
     let mut stacks = Stacks::owning(table, view, caches);
-    let (live, suppressed) = live_in(dump, &mut stacks, rules);
-    let finalizing = held_at_finalizing_in(dump, &mut stacks, rules);
-    (live, suppressed, finalizing)
+    let suppressed = live_in(dump, &mut stacks, rules, sums);
+    (suppressed, held_at_finalizing_in(dump, &mut stacks, rules))
 }
 
-/// [`live_by_callsite`] through `stacks` (the dump's, prepared).
+/// The live blocks of `dump` through `stacks` (the dump's, prepared), summed into `sums`.
 fn live_in(
     dump: &format::Dump,
     stacks: &mut Stacks<'_>,
     rules: &[Rule],
-) -> (Vec<CallsiteLive>, Vec<Counts>) {
+    sums: &mut impl Sums,
+) -> Vec<Counts> {
     let owners = super::handles::owned_by_program(dump, stacks);
     let records = dump.live.iter().map(|r| match owners.get(&r.seq) {
         Some(&(stack, create)) => (stack, create, 1, r.held()),
@@ -131,22 +210,12 @@ fn live_in(
         records,
         dump.floors.as_deref().unwrap_or(&[]),
         rules,
+        sums,
     )
 }
 
-/// What each callsite held when the Python interpreter began to shut down (`finalizing.held`),
-/// with its floor since the previous snapshot; `None` when the dump does not say.
-pub fn held_at_finalizing(
-    dump: &format::Dump,
-    view: &View,
-    rules: &[Rule],
-    caches: &[CacheRule],
-) -> Option<Vec<CallsiteLive>> {
-    held_at_finalizing_in(dump, &mut Stacks::new(dump, view, caches), rules)
-}
-
-/// [`held_at_finalizing`] of the stacks an analysis prepares (which may hold them only as
-/// their views).
+/// [`live_into`]'s held at finalizing, of the stacks an analysis prepares (which may hold them
+/// only as their views).
 pub(super) fn held_at_finalizing_in(
     dump: &format::Dump,
     stacks: &mut Stacks<'_>,
@@ -157,32 +226,37 @@ pub(super) fn held_at_finalizing_in(
         .held
         .iter()
         .map(|h| (h.stack, h.api.as_str(), h.allocations, h.bytes));
-    Some(by_callsite(stacks, held, &f.floors, rules).0)
+    let mut list = CallsiteList::with_capacity(held.size_hint().0.min(stacks.len()));
+    by_callsite(stacks, held, &f.floors, rules, &mut list);
+    Some(list.done())
 }
 
-/// Sums (stack, API, blocks, bytes) per callsite, with each stack's floor (where `floors` names
-/// none, its floor is what it holds) taken off the callsite its stack went to first.
+/// Sums (stack, API, blocks, bytes) per callsite into `sums`, with each stack's floor (where
+/// `floors` names none, its floor is what it holds) taken off the callsite its stack went to
+/// first; returns what each suppression rule took.
 fn by_callsite<'d>(
     stacks: &mut Stacks<'_>,
     held: impl Iterator<Item = (usize, &'d str, u64, u64)>,
     floors: &[format::StackCounts],
     rules: &[Rule],
-) -> (Vec<CallsiteLive>, Vec<Counts>) {
-    // Room for a callsite per record (up to one per stack) at once: a doubling copies the
-    // list beside itself; what is not used is given back at the end.
-    let mut out: Vec<CallsiteLive> = Vec::with_capacity(held.size_hint().0.min(stacks.len()));
+    sums: &mut impl Sums,
+) -> Vec<Counts> {
+    const NONE: u32 = u32::MAX;
     let mut suppressed = vec![Counts::default(); rules.len()];
-    // Callsites are found by their key through a table of their indices, hashed from the
-    // callsite itself: no second copy of any key.
-    let hasher = RandomState::new();
-    let mut index: HashTable<u32> = HashTable::new();
     // Whether a stack index is suppressed, and by which rule: computed once per stack.
     let mut rule_of: HashMap<usize, Option<usize>> = HashMap::new();
-    // Per stack index, the API of its last record and the callsite it went to: records of one
-    // stack index and API share a callsite, found without building its key.
-    let mut last: Vec<Option<(&str, u32)>> = vec![None; stacks.len()];
-    // Per stack index: the callsite it went to first, and what it holds in all.
-    let mut by_stack: Vec<Option<(u32, u64, u64)>> = vec![None; stacks.len()];
+    // Per stack index, the slot its last record went to: records of one stack index and API
+    // share a slot (the slot's callsite says its API), found without building its key.
+    let mut last: Vec<u32> = vec![NONE; stacks.len()];
+    // Per stack index, where there are floors to take off: the slot it went to first, and
+    // what it holds in all.
+    let mut by_stack: Vec<Option<(u32, u64, u64)>> = if floors.is_empty() {
+        Vec::new()
+    } else {
+        vec![None; stacks.len()]
+    };
+    // The slots this dump touched, in order: their floors start from what they hold.
+    let mut touched: Vec<u32> = Vec::new();
     for (stack, api, blocks, bytes) in held {
         if !rules.is_empty() {
             let rule = *rule_of
@@ -200,70 +274,47 @@ fn by_callsite<'d>(
         let hit = last
             .get(stack)
             .copied()
-            .flatten()
-            .filter(|&(a, _)| a == api);
+            .filter(|&s| s != NONE && sums.key(s).api() == api);
         let slot = match hit {
-            Some((_, slot)) => slot as usize,
+            Some(slot) => slot,
             None => {
                 let p = stacks.get(stack, api);
-                let key = p.callsite(api);
-                let hash = hasher.hash_one(&key);
-                let slot = match index.find(hash, |&i| out[i as usize].key == key) {
-                    Some(&i) => i as usize,
-                    None => {
-                        out.push(CallsiteLive {
-                            key,
-                            api: shown_api(api),
-                            stack: p.view.clone(),
-                            live: Counts {
-                                groups: 1,
-                                ..Counts::default()
-                            },
-                            floor: Counts::default(),
-                            held_by: p.held_by,
-                        });
-                        let i = out.len() - 1;
-                        index.insert_unique(hash, i as u32, |&j| {
-                            hasher.hash_one(&out[j as usize].key)
-                        });
-                        i
-                    }
-                };
+                let slot = sums.slot(p.callsite(api), &p.view, p.held_by);
                 if let Some(l) = last.get_mut(stack) {
-                    *l = Some((api, slot as u32));
+                    *l = slot;
                 }
                 slot
             }
         };
-        let c = &mut out[slot].live;
+        let (c, _) = sums.counts(slot);
+        if c.groups == 0 {
+            c.groups = 1;
+            touched.push(slot);
+        }
         c.allocations += blocks;
         c.bytes = c.bytes.saturating_add(bytes);
         if let Some(s) = by_stack.get_mut(stack) {
-            let s = s.get_or_insert((slot as u32, 0, 0));
+            let s = s.get_or_insert((slot, 0, 0));
             s.1 += blocks;
             s.2 = s.2.saturating_add(bytes);
         }
     }
-    out.shrink_to_fit();
-    for c in &mut out {
-        c.floor = Counts {
-            groups: 0,
-            ..c.live
-        };
+    for &slot in &touched {
+        let (live, floor) = sums.counts(slot);
+        *floor = Counts { groups: 0, ..*live };
     }
     for f in floors {
         // A floor of a stack with nothing left (all freed since) or one suppressed: no row.
         let Some(&Some((slot, blocks, bytes))) = by_stack.get(f.stack) else {
             continue;
         };
-        let slot = slot as usize;
-        let c = &mut out[slot].floor;
+        let (_, c) = sums.counts(slot);
         c.allocations = c
             .allocations
             .saturating_sub(blocks.saturating_sub(f.allocations));
         c.bytes = c.bytes.saturating_sub(bytes.saturating_sub(f.bytes));
     }
-    (out, suppressed)
+    suppressed
 }
 
 /// Per-callsite live bytes in two dumps. Callsites are matched by API and visible frames, so
@@ -275,22 +326,64 @@ pub fn diff(
     new_source: &Path,
     view: &View,
 ) -> DiffFindings {
-    diff_of(
-        diff_input(old.clone(), old_source, view),
-        diff_input(new.clone(), new_source, view),
-        view,
-    )
+    diff_old(old.clone(), old_source, view).and_new(new.clone(), new_source, view)
 }
 
-/// What `diff` needs of one dump: taken before the next dump is read, so a diff holds one dump
-/// in memory at a time.
-pub struct DiffInput {
+/// `diff` of the old dump, reduced to a row per callsite before the new dump is read, so a
+/// diff holds one dump in memory at a time; the new dump's callsites are summed straight into
+/// the rows ([`DiffOld::and_new`]).
+pub struct DiffOld {
     side: DiffSide,
-    callsites: Vec<CallsiteLive>,
+    rows: DiffRows,
 }
 
-/// Consumes the dump: its frames are dropped as the views of its callsites hold them.
-pub fn diff_input(mut dump: format::Dump, source: &Path, view: &View) -> DiffInput {
+/// The rows of a diff, found by callsite (through a table of their indices), filled one side
+/// at a time.
+struct DiffRows {
+    rows: Vec<DiffRow>,
+    index: HashTable<u32>,
+    hasher: RandomState,
+    /// Filling the new side.
+    new: bool,
+    /// Floors: a diff has no use for them.
+    floor: Counts,
+}
+
+impl Sums for DiffRows {
+    fn slot(&mut self, key: Callsite, stack: &StackView, _: Option<usize>) -> u32 {
+        let hash = self.hasher.hash_one(&key);
+        let rows = &self.rows;
+        if let Some(&i) = self.index.find(hash, |&i| rows[i as usize].callsite == key) {
+            return i;
+        }
+        let i = self.rows.len() as u32;
+        self.rows.push(DiffRow {
+            api: shown_api(key.api()),
+            callsite: key,
+            stack: stack.clone(),
+            old: Counts::default(),
+            new: Counts::default(),
+        });
+        let (rows, hasher) = (&self.rows, &self.hasher);
+        self.index
+            .insert_unique(hash, i, |&j| hasher.hash_one(&rows[j as usize].callsite));
+        i
+    }
+
+    fn key(&self, i: u32) -> &Callsite {
+        &self.rows[i as usize].callsite
+    }
+
+    fn counts(&mut self, i: u32) -> (&mut Counts, &mut Counts) {
+        let r = &mut self.rows[i as usize];
+        let live = if self.new { &mut r.new } else { &mut r.old };
+        (live, &mut self.floor)
+    }
+}
+
+/// What one side of a diff says of its dump, and the dump's callsites summed into `rows`;
+/// consumes the dump: its frames are dropped as the views of its callsites hold them.
+fn diff_side(mut dump: format::Dump, source: &Path, view: &View, rows: &mut DiffRows) -> DiffSide {
     let side = DiffSide {
         source: source.to_path_buf(),
         process: process_view(&dump.process),
@@ -298,56 +391,57 @@ pub fn diff_input(mut dump: format::Dump, source: &Path, view: &View) -> DiffInp
     };
     let table = std::mem::take(&mut dump.stacks);
     let mut stacks = Stacks::owning(table, view, &[]);
-    DiffInput {
-        side,
-        callsites: live_in(&dump, &mut stacks, &[]).0,
-    }
+    live_in(&dump, &mut stacks, &[], rows);
+    side
 }
 
-/// `diff` of two dumps' inputs.
-pub fn diff_of(old: DiffInput, new: DiffInput, view: &View) -> DiffFindings {
-    let mut rows: Vec<DiffRow> = Vec::new();
-    let mut index: HashMap<Callsite, usize> = HashMap::new();
-    for (callsites, is_new) in [(old.callsites, false), (new.callsites, true)] {
-        for c in callsites {
-            let slot = *index.entry(c.key.clone()).or_insert_with(|| {
-                rows.push(DiffRow {
-                    callsite: c.key,
-                    api: c.api,
-                    stack: c.stack,
-                    old: Counts::default(),
-                    new: Counts::default(),
-                });
-                rows.len() - 1
-            });
-            let row = &mut rows[slot];
-            if is_new {
-                row.new = c.live;
-            } else {
-                row.old = c.live;
-            }
+/// The old side of a diff: a row per callsite of `dump`, in order of first appearance.
+pub fn diff_old(dump: format::Dump, source: &Path, view: &View) -> DiffOld {
+    let mut rows = DiffRows {
+        // Room for a row per record (up to one per stack) at once: a doubling copies the
+        // list beside itself; what is not used is given back before the new dump is read.
+        rows: Vec::with_capacity(dump.live.len().min(dump.stacks.len())),
+        index: HashTable::new(),
+        hasher: RandomState::new(),
+        new: false,
+        floor: Counts::default(),
+    };
+    let side = diff_side(dump, source, view, &mut rows);
+    rows.rows.shrink_to_fit();
+    DiffOld { side, rows }
+}
+
+impl DiffOld {
+    /// The diff of the old dump and `dump`, the new one: its callsites fill the rows of the old
+    /// dump's they match, and make rows of their own after them (in order of first appearance).
+    pub fn and_new(self, dump: format::Dump, source: &Path, view: &View) -> DiffFindings {
+        let DiffOld {
+            side: old,
+            mut rows,
+        } = self;
+        rows.new = true;
+        let new = diff_side(dump, source, view, &mut rows);
+        let DiffRows { mut rows, .. } = rows;
+        rows.sort_by(|a, b| {
+            b.trend()
+                .cmp(&a.trend())
+                .then(b.delta_bytes().abs().cmp(&a.delta_bytes().abs()))
+                .then(b.delta_blocks().abs().cmp(&a.delta_blocks().abs()))
+                .then(b.new.bytes.cmp(&a.new.bytes))
+                .then_with(|| a.api.cmp(&b.api))
+        });
+        let count = |t: i8| rows.iter().filter(|r| r.trend() == t).count() as u64;
+        let (grew, unchanged, shrank) = (count(1), count(0), count(-1));
+        let total = rows.len();
+        rows.truncate(view.top.unwrap_or(usize::MAX));
+        DiffFindings {
+            old,
+            new,
+            rows_not_shown: (total - rows.len()) as u64,
+            rows,
+            grew,
+            shrank,
+            unchanged,
         }
-    }
-    drop(index);
-    rows.sort_by(|a, b| {
-        b.trend()
-            .cmp(&a.trend())
-            .then(b.delta_bytes().abs().cmp(&a.delta_bytes().abs()))
-            .then(b.delta_blocks().abs().cmp(&a.delta_blocks().abs()))
-            .then(b.new.bytes.cmp(&a.new.bytes))
-            .then_with(|| a.api.cmp(&b.api))
-    });
-    let count = |t: i8| rows.iter().filter(|r| r.trend() == t).count() as u64;
-    let (grew, unchanged, shrank) = (count(1), count(0), count(-1));
-    let total = rows.len();
-    rows.truncate(view.top.unwrap_or(usize::MAX));
-    DiffFindings {
-        old: old.side,
-        new: new.side,
-        rows_not_shown: (total - rows.len()) as u64,
-        rows,
-        grew,
-        shrank,
-        unchanged,
     }
 }

@@ -290,7 +290,6 @@ pub(super) fn frame_view(f: &format::Frame, internal: bool) -> Arc<FrameView> {
         file: f.file.as_ref().map(cut_name),
         line: f.line,
         module: f.module.as_ref().map(cut_name),
-        offset: f.offset.map(|h| h.0),
         ip: f.ip.0,
         python: f.is_python(),
         long: LongKey::of(
@@ -298,7 +297,9 @@ pub(super) fn frame_view(f: &format::Frame, internal: bool) -> Arc<FrameView> {
             f.file.as_deref(),
             f.module.as_deref(),
         ),
-    };
+        ..FrameView::default()
+    }
+    .with_offset(f.offset.map(|h| h.0));
     let mut views = VIEWS
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -189,7 +189,7 @@ fn frame_of(v: &FrameView) -> format::Frame {
         kind: v.python.then_some(format::FrameKind::Python),
         ip: format::Hex(v.ip),
         module: v.module.clone(),
-        offset: v.offset.map(format::Hex),
+        offset: v.offset().map(format::Hex),
         function: v.function.clone(),
         file: v.file.clone(),
         line: v.line,

@@ -11,15 +11,18 @@
 //! `frameworks`.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
+
+use hashbrown::HashTable;
 
 use crate::load::schema as format;
 
 use crate::analyze::{
-    cut, held_at_finalizing, live_and_finalizing_taking_stacks, live_by_callsite, process_view,
-    CallsiteLive, Config, Counts, StackView,
+    cut, live_into, live_into_taking_stacks, process_view, CallsiteLive, Config, Counts, StackView,
+    Sums,
 };
-use crate::callsite::Callsite;
+use crate::callsite::{shown_api, Callsite};
 
 mod frameworks;
 mod model;
@@ -104,10 +107,6 @@ fn series_keys(points: &[Point]) -> Vec<(bool, u64, bool, u64)> {
         .collect()
 }
 
-/// What a dump gives its series: live blocks per callsite, what each suppression rule took,
-/// and what each callsite held at finalizing.
-type Found = (Vec<CallsiteLive>, Vec<Counts>, Option<Vec<CallsiteLive>>);
-
 /// Collects dumps one at a time.
 pub struct Builder<'a> {
     cfg: &'a Config,
@@ -122,7 +121,10 @@ struct ProcessAcc {
     process_order: (bool, u64, u64),
     points: Vec<Point>,
     rows: Vec<RowAcc>,
-    index: HashMap<Callsite, usize>,
+    /// The rows by callsite: their indices, hashed from the rows' own callsites (no second
+    /// copy of any key).
+    index: HashTable<u32>,
+    hasher: RandomState,
     /// When the Python interpreter began to shut down, and the dump (index into `points`)
     /// that said so.
     finalizing: Option<(u64, usize)>,
@@ -134,34 +136,73 @@ struct ProcessAcc {
     python: bool,
 }
 
+/// A callsite's row as the dumps come in: one per callsite of a process, so kept small (its
+/// API is the callsite's, shown as [`shown_api`] says; what few rows have is boxed).
 struct RowAcc {
     callsite: Callsite,
-    api: format::Name,
     stack: StackView,
     /// Index into the configuration's cache rules.
     held_by: Option<usize>,
     /// (index into `points`, live blocks, floor)
     seen: Vec<(usize, Counts, Counts)>,
     /// What it held when the interpreter began to shut down, and its floor until then.
-    finalizing: Option<(Counts, Counts)>,
+    finalizing: Option<Box<(Counts, Counts)>>,
 }
 
 impl ProcessAcc {
     /// The row of a callsite, made on first sight.
-    fn row(&mut self, c: CallsiteLive) -> usize {
-        if let Some(&i) = self.index.get(&c.key) {
-            return i;
+    fn row(&mut self, key: Callsite, stack: &StackView, held_by: Option<usize>) -> usize {
+        let hash = self.hasher.hash_one(&key);
+        let rows = &self.rows;
+        if let Some(&i) = self.index.find(hash, |&i| rows[i as usize].callsite == key) {
+            return i as usize;
         }
-        self.index.insert(c.key.clone(), self.rows.len());
+        let i = self.rows.len();
         self.rows.push(RowAcc {
-            callsite: c.key,
-            api: c.api,
-            stack: c.stack,
-            held_by: c.held_by,
+            callsite: key,
+            stack: stack.clone(),
+            held_by,
             seen: Vec::new(),
             finalizing: None,
         });
-        self.rows.len() - 1
+        let (rows, hasher) = (&self.rows, &self.hasher);
+        self.index.insert_unique(hash, i as u32, |&j| {
+            hasher.hash_one(&rows[j as usize].callsite)
+        });
+        i
+    }
+}
+
+/// A dump's live blocks summed straight into its process's rows: each callsite's row (made on
+/// first sight) gets an entry for the dump, `at`, in its list.
+struct IntoRows<'a> {
+    acc: &'a mut ProcessAcc,
+    at: usize,
+}
+
+impl Sums for IntoRows<'_> {
+    fn slot(&mut self, key: Callsite, stack: &StackView, held_by: Option<usize>) -> u32 {
+        self.acc.row(key, stack, held_by) as u32
+    }
+
+    fn key(&self, i: u32) -> &Callsite {
+        &self.acc.rows[i as usize].callsite
+    }
+
+    fn counts(&mut self, i: u32) -> (&mut Counts, &mut Counts) {
+        let seen = &mut self.acc.rows[i as usize].seen;
+        if seen.last().is_none_or(|s| s.0 != self.at) {
+            // Doubled from one, not from four (std's first room): most callsites of a long
+            // series are seen in a few dumps, and with every callsite distinct the rows' lists
+            // were a tenth of the peak.
+            if seen.len() == seen.capacity() {
+                seen.reserve_exact(seen.len().max(1));
+            }
+            seen.push((self.at, Counts::default(), Counts::default()));
+        }
+        let n = seen.len() - 1;
+        let (_, live, floor) = &mut seen[n];
+        (live, floor)
     }
 }
 
@@ -180,9 +221,9 @@ impl<'a> Builder<'a> {
     pub fn add(&mut self, dump: &format::Dump, source: &Path) {
         let cfg = self.cfg;
         let (slot, at) = self.point(dump, source);
-        let (live, suppressed) = live_by_callsite(dump, &cfg.view, &cfg.rules, &cfg.caches);
-        let held = held_at_finalizing(dump, &cfg.view, &cfg.rules, &cfg.caches);
-        self.callsites(slot, at, dump, (live, suppressed, held));
+        let mut rows = self.rows_of(slot, at, dump);
+        let found = live_into(dump, &cfg.view, &cfg.rules, &cfg.caches, &mut rows);
+        self.callsites(slot, at, dump, found);
     }
 
     /// [`Builder::add`] of a dump the caller has no further use for: its stack table is taken
@@ -190,8 +231,20 @@ impl<'a> Builder<'a> {
     pub fn add_taking_stacks(&mut self, dump: &mut format::Dump, source: &Path) {
         let cfg = self.cfg;
         let (slot, at) = self.point(dump, source);
-        let found = live_and_finalizing_taking_stacks(dump, &cfg.view, &cfg.rules, &cfg.caches);
+        let mut rows = self.rows_of(slot, at, dump);
+        let found = live_into_taking_stacks(dump, &cfg.view, &cfg.rules, &cfg.caches, &mut rows);
         self.callsites(slot, at, dump, found);
+    }
+
+    /// Where the dump's live blocks go: its process's rows, the first dump's made room for at
+    /// once (a row per record, up to one per stack; a doubling copies the list beside itself).
+    fn rows_of(&mut self, slot: usize, at: usize, dump: &format::Dump) -> IntoRows<'_> {
+        let acc = &mut self.processes[slot];
+        if acc.rows.is_empty() {
+            acc.rows
+                .reserve_exact(dump.live.len().min(dump.stacks.len()));
+        }
+        IntoRows { acc, at }
     }
 
     /// The dump as a point of its process's series: the process's slot, and the point's index.
@@ -218,7 +271,8 @@ impl<'a> Builder<'a> {
                 process_order: order,
                 points: Vec::new(),
                 rows: Vec::new(),
-                index: HashMap::new(),
+                index: HashTable::new(),
+                hasher: RandomState::new(),
                 finalizing: None,
                 frameworks: FrameworksAcc::default(),
                 schema: 0,
@@ -244,36 +298,24 @@ impl<'a> Builder<'a> {
         (slot, at)
     }
 
-    /// The point's callsites: live (and what suppressions took), and held at finalizing.
+    /// What suppressions took of the point, and what its callsites held at finalizing.
     fn callsites(
         &mut self,
         slot: usize,
         at: usize,
         dump: &format::Dump,
-        (callsites, suppressed, held): Found,
+        (suppressed, held): (Vec<Counts>, Option<Vec<CallsiteLive>>),
     ) {
         let acc = &mut self.processes[slot];
         for (total, c) in self.suppressed.iter_mut().zip(suppressed) {
             total.add(c);
         }
-        for c in callsites {
-            let (live, floor) = (c.live, c.floor);
-            let row = acc.row(c);
-            let seen = &mut acc.rows[row].seen;
-            // Doubled from one, not from four (std's first room): most callsites of a long
-            // series are seen in a few dumps, and with every callsite distinct the rows' lists
-            // were a tenth of the peak.
-            if seen.len() == seen.capacity() {
-                seen.reserve_exact(seen.len().max(1));
-            }
-            seen.push((at, live, floor));
-        }
         if let Some(held) = held {
             acc.finalizing = dump.finalizing.as_ref().map(|f| (f.unix_ms, at));
             for c in held {
                 let held = (c.live, c.floor);
-                let row = acc.row(c);
-                acc.rows[row].finalizing = Some(held);
+                let row = acc.row(c.key, &c.stack, c.held_by);
+                acc.rows[row].finalizing = Some(Box::new(held));
             }
         }
     }
@@ -398,8 +440,6 @@ struct Candidate<'j> {
     callsite: Callsite,
     api: format::Name,
     stack: StackView,
-    /// The cache rule (index into the configuration's) that holds what a callsite allocated.
-    rule: Option<usize>,
     held_by: Option<Box<HeldBy>>,
     framework: Option<Box<FrameworkGrowth>>,
     series: Vec<Counts>,
@@ -503,33 +543,21 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         }
         (series, floors)
     };
-    // Room for every row at once (a doubling copies the list beside itself), the callsites'
-    // index given back first, and each row's own list freed as its candidate is made.
-    drop(std::mem::take(&mut acc.index));
-    let mut candidates: Vec<Candidate> =
-        Vec::with_capacity(acc.rows.len() + acc.frameworks.counters.len());
-    for r in std::mem::take(&mut acc.rows) {
+    // Each row's judged series: what it kept at each judged point, and when.
+    let row_kept = |r: &RowAcc| {
         let (series, floors) = place(&r.seen);
-        let (kept, levels) =
-            kept_series(&callsites.points, &series, &floors, r.finalizing, &points);
-        candidates.push(Candidate {
-            callsite: r.callsite,
-            api: r.api,
-            stack: r.stack,
-            rule: r.held_by,
-            held_by: r
-                .held_by
-                .and_then(|i| cfg.caches.get(i))
-                .map(|c| Box::new(HeldBy::of(c))),
-            framework: None,
-            series,
-            floors,
-            judging: &callsites,
-            kept,
-            levels,
-        });
-    }
+        let (kept, levels) = kept_series(
+            &callsites.points,
+            &series,
+            &floors,
+            r.finalizing.as_deref().copied(),
+            &points,
+        );
+        (series, floors, kept, levels)
+    };
+    // The frameworks' counts as candidates (a few per process).
     let fw = &acc.frameworks;
+    let mut counters: Vec<Candidate> = Vec::with_capacity(fw.counters.len());
     for c in &fw.counters {
         let one_device = fw
             .counters
@@ -544,11 +572,10 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         let last = points.len() - 1;
         let at_end = counts.fin.then(|| (series[last], floors[last]));
         let (kept, levels) = kept_series(&counts.points, &series, &floors, at_end, &points);
-        candidates.push(Candidate {
+        counters.push(Candidate {
             callsite: p.callsite,
             api: p.api,
             stack: p.stack,
-            rule: None,
             held_by: Some(Box::new(p.held_by)),
             framework: Some(Box::new(p.framework)),
             series,
@@ -560,29 +587,35 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
     }
     // The tests run only on rows that kept more at the end than at the start, by three blocks
     // or more unless their blocks are a pool's segments: those share the level.
-    let tested = candidates
+    let tested_kept = |kept: &[Counts], segments: bool| match (kept.first(), kept.last()) {
+        (Some(a), Some(b)) if kept.len() >= MIN_JUDGED && b.bytes > a.bytes => {
+            segments || i128::from(b.allocations) - i128::from(a.allocations) >= MIN_GROWTH_BLOCKS
+        }
+        _ => false,
+    };
+    // How many are tested sets the rule's threshold, so the callsites' rows are read twice:
+    // here to count (each row's series made and dropped), then each made into its growth row
+    // as its accumulator goes. No list of every candidate and its series stands beside the
+    // rows (with every callsite distinct, that list was the peak). Found on the way: the
+    // pools seen holding blocks.
+    drop(std::mem::take(&mut acc.index));
+    let mut tested = counters
         .iter()
-        .filter(|c| match (c.kept.first(), c.kept.last()) {
-            (Some(a), Some(b)) if c.kept.len() >= MIN_JUDGED && b.bytes > a.bytes => {
-                c.segments()
-                    || i128::from(b.allocations) - i128::from(a.allocations) >= MIN_GROWTH_BLOCKS
-            }
-            _ => false,
-        })
+        .filter(|c| tested_kept(&c.kept, c.segments()))
         .count();
+    let mut coarse: Vec<usize> = Vec::new();
+    for r in &acc.rows {
+        let (series, _, kept, _) = row_kept(r);
+        tested += usize::from(tested_kept(&kept, held_in_segments(cfg, r.held_by)));
+        if series.iter().any(|x| x.bytes > 0) {
+            coarse.extend(r.held_by.filter(|&i| held_in_segments(cfg, Some(i))));
+        }
+    }
     let alpha = FAMILY_ALPHA / tested.max(1) as f64;
-
-    let mut coarse: Vec<usize> = candidates
-        .iter()
-        .filter(|c| c.series.iter().any(|x| x.bytes > 0))
-        .filter_map(|c| c.rule)
-        .filter(|&i| held_in_segments(cfg, Some(i)))
-        .collect();
     coarse.sort_unstable();
     coarse.dedup();
 
-    let mut rows: Vec<GrowthRow> = Vec::with_capacity(candidates.len());
-    for c in candidates {
+    let to_row = |c: Candidate| -> Option<GrowthRow> {
         let segments = c.segments();
         let Candidate {
             callsite,
@@ -599,9 +632,8 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
         } = c;
         let bytes: Vec<u64> = series.iter().map(|c| c.bytes).collect();
         let (peak, verdict, evidence) = if kept.len() >= MIN_JUDGED {
-            let Some((verdict, stats)) = judge_kept(&kept, &levels, !segments, alpha) else {
-                continue; // what it kept never rose above the first judged point
-            };
+            // `None`: what it kept never rose above the first judged point.
+            let (verdict, stats) = judge_kept(&kept, &levels, !segments, alpha)?;
             let e = Evidence {
                 ends_at_finalizing: judging.fin && kept.len() == judging.points.len(),
                 kept,
@@ -611,9 +643,8 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             let last = judging.points.last().map_or(points.len() - 1, |j| j.point);
             (last, verdict, Some(Box::new(e)))
         } else {
-            let Some((peak, verdict)) = judge(&bytes) else {
-                continue; // never rose above the first dump
-            };
+            // `None`: never rose above the first dump.
+            let (peak, verdict) = judge(&bytes)?;
             (peak, verdict, None)
         };
         let mut row = GrowthRow {
@@ -651,8 +682,32 @@ fn build_series(mut acc: ProcessAcc, cfg: &Config) -> Series {
             Some(e) => (e.stats.rose, e.stats.fell),
             None => steps(&bytes[..=peak]),
         };
-        rows.push(row);
+        Some(row)
+    };
+    // Grown as rows come, not made at its size at once: on the dump of distinct stacks that one
+    // block found no room in what the dumps left free, and took 4 MiB more at the peak.
+    let mut rows: Vec<GrowthRow> = Vec::new();
+    for r in std::mem::take(&mut acc.rows) {
+        let (series, floors, kept, levels) = row_kept(&r);
+        let api = shown_api(r.callsite.api());
+        let c = Candidate {
+            callsite: r.callsite,
+            api,
+            stack: r.stack,
+            held_by: r
+                .held_by
+                .and_then(|i| cfg.caches.get(i))
+                .map(|c| Box::new(HeldBy::of(c))),
+            framework: None,
+            series,
+            floors,
+            judging: &callsites,
+            kept,
+            levels,
+        };
+        rows.extend(to_row(c));
     }
+    rows.extend(counters.into_iter().filter_map(to_row));
     frameworks::not_twice(&mut rows);
     rows.sort_by(|a, b| {
         b.is_suspect()

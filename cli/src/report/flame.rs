@@ -385,11 +385,8 @@ mod tests {
             file: Some("app.cu".into()),
             line: Some(3),
             module: Some("/bin/app".into()),
-            offset: None,
             ip: 1,
-            python: false,
-            internal: false,
-            long: None,
+            ..FrameView::default()
         }
     }
 

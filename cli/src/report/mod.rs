@@ -264,7 +264,7 @@ pub fn frame_text_under(f: &FrameView, root: Option<&str>) -> String {
             s.push_str(&format!(":{line}"));
         }
     }
-    match (f.module_name().map(clean), f.function.is_none(), f.offset) {
+    match (f.module_name().map(clean), f.function.is_none(), f.offset()) {
         (Some(m), true, Some(off)) => s.push_str(&format!(" ({m}+{off:#x})")),
         (Some(m), _, _) => s.push_str(&format!(" ({m})")),
         (None, _, _) => {}
@@ -313,10 +313,8 @@ pub fn short_function(name: &str) -> Cow<'_, str> {
 pub fn frame_text_short(f: &FrameView, root: Option<&str>) -> String {
     match f.function.as_deref().map(short_function) {
         Some(Cow::Owned(short)) => {
-            let g = FrameView {
-                function: Some(short.into()),
-                ..f.clone()
-            };
+            let mut g = f.clone();
+            g.function = Some(short.into());
             frame_text_under(&g, root)
         }
         _ => frame_text_under(f, root),
@@ -552,28 +550,19 @@ mod tests {
             file: Some("cuda-samples/leak_error_path.cu".into()),
             line: Some(18),
             module: Some("/home/dev/leak_error_path".into()),
-            offset: Some(0x1a3f),
             ip: 0x55d4c2a01a3f,
-            python: false,
-            internal: false,
-            long: None,
-        };
+            ..FrameView::default()
+        }
+        .with_offset(Some(0x1a3f));
         assert_eq!(
             frame_text(&f),
             "process_data(float*) at cuda-samples/leak_error_path.cu:18 (leak_error_path)"
         );
-        let bare = FrameView {
-            function: None,
-            file: None,
-            line: None,
-            ..f
-        };
+        let mut bare = f.clone();
+        (bare.function, bare.file, bare.line) = (None, None, None);
         assert_eq!(frame_text(&bare), "0x55d4c2a01a3f (leak_error_path+0x1a3f)");
-        let abs = FrameView {
-            file: Some("/work/main/cuda-samples/leak.cu".into()),
-            line: Some(3),
-            ..bare.clone()
-        };
+        let mut abs = bare.clone();
+        (abs.file, abs.line) = (Some("/work/main/cuda-samples/leak.cu".into()), Some(3));
         assert!(frame_text_under(&abs, Some("/work/main/")).contains(" at cuda-samples/leak.cu:3 "));
         assert!(frame_text_under(&abs, Some("/elsewhere/"))
             .contains(" at /work/main/cuda-samples/leak.cu:3 "));

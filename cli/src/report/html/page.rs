@@ -231,7 +231,7 @@ fn frame_html(f: &FrameView, root: Option<&str>) -> String {
         }
         s.push_str("</span>");
     }
-    match (f.module_name(), f.function.is_none(), f.offset) {
+    match (f.module_name(), f.function.is_none(), f.offset()) {
         (Some(m), true, Some(off)) => {
             let _ = write!(s, " <span class=\"muted\">({}+{off:#x})</span>", esc(m));
         }

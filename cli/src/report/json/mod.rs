@@ -93,7 +93,7 @@ fn frame(f: &FrameView) -> Frame<'_> {
         file: f.file.as_deref(),
         line: f.line,
         module: f.module.as_deref(),
-        offset: f.offset.map(|o| format!("{o:#x}")),
+        offset: f.offset().map(|o| format!("{o:#x}")),
     }
 }
 
