@@ -694,7 +694,13 @@ fn the_session_is_started_again_early_when_the_command_line_asks() {
     for (args, addopts, ini, restart, exact) in [
         (&["--cudaleak"][..], None, None, "early", "0"),
         (&[][..], Some("--cudaleak"), None, "early", "0"),
-        (&["--cudaleak", "--cudaleak-exact-pools"][..], None, None, "early", "1"),
+        (
+            &["--cudaleak", "--cudaleak-exact-pools"][..],
+            None,
+            None,
+            "early",
+            "1",
+        ),
         (&["--cudaleak"][..], None, Some(exact_ini), "late", "1"),
         (&[][..], None, Some(on_ini), "late", "0"),
     ] {
