@@ -23,17 +23,10 @@ wheels=$(realpath "$2")
 out=$(mkdir -p "$3" && realpath "$3")
 reps=${4:-2}
 work=$(mktemp -d)
-mk() { # DIR WHEELS
-    python3 -m venv --system-site-packages "$1"
-    local purelib
-    purelib=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
-        >"$purelib/zz-machine-packages.pth"
-    "$1/bin/pip" install --quiet --no-index --find-links "$2" cudaleak \
-        || { echo "gpu-plugin-cost: pip install cudaleak from $2 failed" >&2; exit 1; }
-}
-mk "$work/new" "$wheels"
-mk "$work/old" "$before"
+# shellcheck source=scripts/wheel-venv.sh
+source scripts/wheel-venv.sh
+wheel_venv "$work/new" "$wheels" || exit 1
+wheel_venv "$work/old" "$before" || exit 1
 cp tests/gpu/pytest/*.py "$work/"
 printf 'def test_nothing():\n    pass\n' >"$work/test_empty.py"
 cd "$work" || exit 1

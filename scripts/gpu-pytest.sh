@@ -35,21 +35,13 @@ wheels=$(realpath "$1")
 out=$(mkdir -p "$2" && realpath "$2")
 reps=${3:-3}
 work=$(mktemp -d)
+# shellcheck source=scripts/wheel-venv.sh
+source scripts/wheel-venv.sh
 make_venv() { # DIR WHEELS: a venv in DIR with the cudaleak wheel of WHEELS
     local dir=$1 from=$2
-    python3 -m venv --system-site-packages "$dir"
-    # Where python3 is itself a virtual environment (the machine's PyTorch and CuPy live there),
-    # the new one sees only the base interpreter's packages: name python3's own package
-    # directories in a .pth file, after the venv's own, so it sees what python3 sees, as a
-    # user's environment would.
-    local purelib
-    purelib=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
-        >"$purelib/zz-machine-packages.pth"
+    wheel_venv "$dir" "$from" || exit 1
     # The machine's own pytest and pytest-xdist serve when they import (the venv sees them);
     # WHEELS supplies them only where they are missing.
-    "$dir/bin/pip" install --quiet --no-index --find-links "$from" cudaleak \
-        || { echo "gpu-pytest: pip install cudaleak from $from failed" >&2; exit 1; }
     "$dir/bin/python" -c 'import pytest, xdist' 2>/dev/null \
         || "$dir/bin/pip" install --quiet --no-index --find-links "$from" pytest pytest-xdist \
         || { echo "gpu-pytest: pip install pytest pytest-xdist failed" >&2; exit 1; }

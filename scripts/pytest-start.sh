@@ -16,17 +16,14 @@ while [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; do
 done
 [[ ${#dirs[@]} -ge 1 ]] || { echo "usage: pytest-start.sh WHEELS [WHEELS...] [REPS]" >&2; exit 2; }
 reps=${1:-5}
+# shellcheck source=scripts/wheel-venv.sh
+source "$(dirname "${BASH_SOURCE[0]}")/wheel-venv.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf 'def test_nothing():\n    pass\n' >"$work/test_empty.py"
 for i in "${!dirs[@]}"; do
     venv="$work/venv$i"
-    python3 -m venv --system-site-packages "$venv"
-    purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
-        >"$purelib/zz-machine-packages.pth"
-    "$venv/bin/pip" install --quiet --no-index --find-links "${dirs[$i]}" cudaleak \
-        || { echo "pytest-start: pip install cudaleak from ${dirs[$i]} failed" >&2; exit 1; }
+    wheel_venv "$venv" "${dirs[$i]}" || exit 1
     "$venv/bin/python" -c 'import pytest' 2>/dev/null \
         || "$venv/bin/pip" install --quiet pytest >/dev/null \
         || { echo "pytest-start: no pytest" >&2; exit 1; }
