@@ -277,26 +277,23 @@ def start_window():
     plugin). PyTorch: cuBLAS's workspaces given back, so that its count at the start is taken as
     at the end (`TorchWindow.grown`); its cached segments stay, so a test reuses them rather
     than allocating new ones at the driver (a tensor kept inside one is found by PyTorch's count,
-    and named by its record). CuPy: its pools emptied, since CuPy has no record: an array the
-    window keeps then takes a new block, which the driver sees with its line; the same for
-    PyTorch's pinned host memory, which its count does not cover."""
+    and named by its record). The pools no count covers emptied (`end_window`)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
             if torch.cuda.is_initialized():
                 _clear_workspaces(torch)
-                # Pinned host memory has no count to tell a kept block by: emptied, as CuPy's.
-                _empty_host_cache(torch)
         except Exception:  # noqa: BLE001
             pass
-    _empty_cupy()
+    end_window()
 
 
 def end_window():
-    """What a window's end needs of the pools before its cheap checks: those `start_window`
-    emptied (PyTorch's pinned host cache, CuPy's pools) emptied again, so that a block one of
-    them made during the window and only caches is given back (a scalar's `.item()` takes a pinned
-    block of its own at every window), while a block an object keeps stays, new at the driver."""
+    """The pools no count covers emptied, at a window's start and again at its end, before its
+    cheap checks: CuPy's (CuPy has no record) and PyTorch's pinned host cache. An array or pinned
+    tensor the window keeps then holds a block of its own, new at the driver with its line, while
+    a block such a pool made during the window and only caches is given back (a scalar's
+    `.item()` takes a pinned block at every window)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
