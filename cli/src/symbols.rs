@@ -58,9 +58,18 @@ struct Named {
 
 /// A module's file, loaded and checked, with the names found so far by offset.
 struct Loaded {
-    loader: addr2line::Loader,
+    source: Source,
     by_offset: HashMap<u64, Vec<Named>>,
     names: HashSet<Name>,
+}
+
+/// Where a module's names come from.
+enum Source {
+    /// Its DWARF (or its separate debug file's): addr2line, an offset at a time.
+    Dwarf(Box<addr2line::Loader>),
+    /// Its symbol table alone (no debug information anywhere: PyTorch's and NVIDIA's libraries),
+    /// read for every offset a dump wants of it at once ([`symbols_at`]).
+    Symbols(std::fs::File),
 }
 
 enum ModuleState {
@@ -69,10 +78,13 @@ enum ModuleState {
     Unusable(String),
 }
 
+/// A module by its path and the build-id the dump gave it.
+type ModuleKey = (String, Option<String>);
+
 /// Every module met in this invocation, by path and the build-id the dump gave it.
 #[derive(Default)]
 pub struct Symbolizer {
-    modules: HashMap<(String, Option<String>), ModuleState>,
+    modules: HashMap<ModuleKey, ModuleState>,
 }
 
 thread_local! {
@@ -151,6 +163,35 @@ impl Symbolizer {
             }
         }
         let mut notes = Vec::new();
+        // What each module is asked for, in the order the frames meet them (so the notes about
+        // modules that cannot be used come in that order): a module without debug information
+        // answers them all in one pass over its symbol table.
+        let mut wanted: Vec<(ModuleKey, Vec<u64>)> = Vec::new();
+        let mut slot: HashMap<(&str, Option<&str>), usize> = HashMap::new();
+        for f in dump.stacks.iter().flat_map(|s| &s.frames) {
+            let (Some(module), Some(offset), None, None) =
+                (&f.module, f.offset, &f.function, &f.file)
+            else {
+                continue;
+            };
+            if f.is_python() || named_before.contains(module.as_ref()) {
+                continue;
+            }
+            let key = (
+                module.as_ref(),
+                build_ids.get(module.as_ref()).copied().flatten(),
+            );
+            let i = *slot.entry(key).or_insert_with(|| {
+                let (m, b) = key;
+                wanted.push(((m.to_string(), b.map(str::to_string)), Vec::new()));
+                wanted.len() - 1
+            });
+            wanted[i].1.push(offset.0);
+        }
+        drop(slot);
+        for ((module, build_id), offsets) in &wanted {
+            self.ask_all(module, build_id.as_deref(), offsets, &mut notes);
+        }
         // The stacks with a frame of a module that could not be used: they wait for its file.
         let mut waiting = vec![false; dump.stacks.len()];
         for (stack, waits) in dump.stacks.iter_mut().zip(&mut waiting) {
@@ -201,6 +242,57 @@ impl Symbolizer {
         notes
     }
 
+    /// The module `module` of build `build_id`, loaded the first time (a note said when it
+    /// cannot be used); `None` when it cannot be.
+    fn module(
+        &mut self,
+        module: &str,
+        build_id: Option<&str>,
+        notes: &mut Vec<String>,
+    ) -> Option<&mut Loaded> {
+        let key = (module.to_string(), build_id.map(str::to_string));
+        let state = self.modules.entry(key).or_insert_with(|| {
+            let state = load(Path::new(module), build_id);
+            if let ModuleState::Unusable(why) = &state {
+                notes.push(format!("{module}: {why}; its frames stay unnamed"));
+            }
+            state
+        });
+        match state {
+            ModuleState::Ready(m) => Some(m),
+            ModuleState::Unusable(_) => None,
+        }
+    }
+
+    /// Loads `module` and, when its names come from its symbol table, names all of `offsets`
+    /// in one pass (what [`Symbolizer::frames`] then finds).
+    fn ask_all(
+        &mut self,
+        module: &str,
+        build_id: Option<&str>,
+        offsets: &[u64],
+        notes: &mut Vec<String>,
+    ) {
+        let Some(m) = self.module(module, build_id, notes) else {
+            return;
+        };
+        let Source::Symbols(file) = &m.source else {
+            return;
+        };
+        let mut new: Vec<u64> = offsets
+            .iter()
+            .copied()
+            .filter(|o| !m.by_offset.contains_key(o))
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        let found = symbols_at(file, &new);
+        for (offset, name) in new.into_iter().zip(found) {
+            let named = name_of_symbol(name.as_deref(), &mut m.names);
+            m.by_offset.insert(offset, named);
+        }
+    }
+
     /// The frames at `offset` in `module` (several when the address lies in inlined code, the
     /// innermost first; none when the module knows nothing of the address); `None` when the
     /// module cannot be used.
@@ -211,21 +303,17 @@ impl Symbolizer {
         offset: u64,
         notes: &mut Vec<String>,
     ) -> Option<Vec<Named>> {
-        let key = (module.to_string(), build_id.map(str::to_string));
-        let state = self.modules.entry(key).or_insert_with(|| {
-            let state = load(Path::new(module), build_id);
-            if let ModuleState::Unusable(why) = &state {
-                notes.push(format!("{module}: {why}; its frames stay unnamed"));
-            }
-            state
-        });
-        let ModuleState::Ready(m) = state else {
-            return None;
-        };
+        let m = self.module(module, build_id, notes)?;
         if let Some(found) = m.by_offset.get(&offset) {
             return Some(found.clone());
         }
-        let found = lookup(&m.loader, offset, &mut m.names);
+        let found = match &m.source {
+            Source::Dwarf(loader) => lookup(loader, offset, &mut m.names),
+            Source::Symbols(file) => {
+                let name = symbols_at(file, &[offset]).pop().flatten();
+                name_of_symbol(name.as_deref(), &mut m.names)
+            }
+        };
         m.by_offset.insert(offset, found.clone());
         Some(found)
     }
@@ -261,9 +349,20 @@ fn load(path: &Path, build_id: Option<&str>) -> ModuleState {
         .filter(|f| !f.has_debug_info)
         .and_then(|f| debug_file(path, f))
         .unwrap_or_else(|| path.to_path_buf());
+    let without_debug_info = source == path && facts.as_ref().is_some_and(|f| !f.has_debug_info);
+    if without_debug_info {
+        return match input::open_regular(&source) {
+            Ok((file, _)) => ModuleState::Ready(Box::new(Loaded {
+                source: Source::Symbols(file),
+                by_offset: HashMap::new(),
+                names: HashSet::new(),
+            })),
+            Err(_) => ModuleState::Unusable("cannot be read".into()),
+        };
+    }
     match addr2line::Loader::new(&source) {
         Ok(loader) => ModuleState::Ready(Box::new(Loaded {
-            loader,
+            source: Source::Dwarf(Box::new(loader)),
             by_offset: HashMap::new(),
             names: HashSet::new(),
         })),
@@ -324,22 +423,186 @@ fn debug_file(path: &Path, facts: &Facts) -> Option<PathBuf> {
     })
 }
 
+/// What a module without debug information says of an address: the name of its symbol there
+/// (`symbols_at`), as [`lookup`] gives it where DWARF names nothing.
+fn name_of_symbol(symbol: Option<&str>, names: &mut HashSet<Name>) -> Vec<Named> {
+    symbol
+        .map(|sym| Named {
+            function: Some(intern(names, &function_name(sym))),
+            file: None,
+            line: None,
+        })
+        .into_iter()
+        .collect()
+}
+
+/// One shared [`Name`] per distinct text of a module's names.
+fn intern(names: &mut HashSet<Name>, s: &str) -> Name {
+    match names.get(s) {
+        Some(n) => n.clone(),
+        None => {
+            let n = Name::from(s);
+            names.insert(n.clone());
+            n
+        }
+    }
+}
+
+/// A symbol's rank among those at one address, as `object`'s symbol map ranks them (lower is
+/// better): a known kind, then a size, then the widest visibility, then the later entry. `None`:
+/// not a symbol the map holds (undefined, or of another kind); its name is checked apart.
+fn rank<'d, S: object::ObjectSymbol<'d>>(symbol: &S) -> Option<(u32, usize)> {
+    use object::{SymbolKind, SymbolScope};
+    if !symbol.is_definition() {
+        return None;
+    }
+    let mut priority = match symbol.kind() {
+        SymbolKind::Text | SymbolKind::Data => 0,
+        SymbolKind::Unknown => 1,
+        _ => return None,
+    };
+    priority = priority * 4 + u32::from(symbol.size() == 0);
+    priority = priority * 4
+        + match symbol.scope() {
+            SymbolScope::Unknown => 3,
+            SymbolScope::Compilation => 2,
+            SymbolScope::Linkage => 1,
+            SymbolScope::Dynamic => 0,
+        };
+    Some((priority, !0 - symbol.index().0))
+}
+
+/// Whether a symbol's name is one the symbol map keeps: UTF-8, not empty.
+fn named<'d, S: object::ObjectSymbol<'d>>(symbol: &S) -> bool {
+    symbol.name().is_ok_and(|n| !n.is_empty())
+}
+
+/// The symbol names of `offsets` (return addresses) in the module `file`, which has no debug
+/// information: what `addr2line::Loader::find_symbol` answers at `offset - 1`, the containing
+/// entry of `object`'s symbol map (the best-ranked symbol at the greatest address at or below;
+/// a symbol without a size runs to the next symbol or section end). The map is not built: that
+/// collects, validates and sorts every symbol of the table (a million in a large C++ library)
+/// for a few addresses. Two passes over the table instead: the best symbol at or below each
+/// address, then the next entry after each of those. None where the module names nothing, or
+/// cannot be read.
+fn symbols_at(file: &std::fs::File, offsets: &[u64]) -> Vec<Option<String>> {
+    use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable};
+    let none = || vec![None; offsets.len()];
+    let Ok(file) = file.try_clone() else {
+        return none();
+    };
+    let cache = object::ReadCache::new(file);
+    let Ok(obj) = object::File::parse(&cache) else {
+        return none();
+    };
+    let Some(table) = obj.symbol_table().or_else(|| obj.dynamic_symbol_table()) else {
+        return none();
+    };
+    let mut probes: Vec<u64> = offsets.iter().map(|o| o.saturating_sub(1)).collect();
+    probes.sort_unstable();
+    probes.dedup();
+    // The best symbol at the greatest address in (probes[k - 1], probes[k]], per k.
+    #[derive(Clone, Copy)]
+    struct Best {
+        address: u64,
+        rank: (u32, usize),
+        size: u64,
+        index: object::SymbolIndex,
+    }
+    let mut best: Vec<Option<Best>> = vec![None; probes.len()];
+    for symbol in table.symbols() {
+        let Some(rank) = rank(&symbol) else { continue };
+        let address = symbol.address();
+        let k = probes.partition_point(|&p| p < address);
+        let Some(slot) = best.get_mut(k) else {
+            continue;
+        };
+        let better = slot.is_none_or(|b| {
+            (address, std::cmp::Reverse(rank)) > (b.address, std::cmp::Reverse(b.rank))
+        });
+        if better && named(&symbol) {
+            *slot = Some(Best {
+                address,
+                rank,
+                size: symbol.size(),
+                index: symbol.index(),
+            });
+        }
+    }
+    // Each probe's symbol: its own range's, else the one below it.
+    for k in 1..best.len() {
+        if best[k].is_none() {
+            best[k] = best[k - 1];
+        }
+    }
+    // Where a symbol without a size ends: the next entry of the map (a symbol, or a section's
+    // end), the least address above it. Only the nearest chosen address below an entry can
+    // end there: any chosen address further below ends at that nearer one first.
+    let mut sizeless: Vec<u64> = best
+        .iter()
+        .flatten()
+        .filter(|b| b.size == 0)
+        .map(|b| b.address)
+        .collect();
+    sizeless.sort_unstable();
+    sizeless.dedup();
+    let mut next: Vec<Option<u64>> = vec![None; sizeless.len()];
+    if !sizeless.is_empty() {
+        let mut offer = |x: u64, valid: &dyn Fn() -> bool| {
+            let i = sizeless.partition_point(|&a| a < x);
+            if i > 0 && next[i - 1].is_none_or(|n| x < n) && valid() {
+                next[i - 1] = Some(x);
+            }
+        };
+        for symbol in table.symbols() {
+            if rank(&symbol).is_some() {
+                offer(symbol.address(), &|| named(&symbol));
+            }
+        }
+        for section in obj.sections() {
+            offer(section.address().saturating_add(section.size()), &|| true);
+        }
+    }
+    let name_at = |index| {
+        table
+            .symbol_by_index(index)
+            .ok()?
+            .name()
+            .ok()
+            .map(str::to_string)
+    };
+    let found: HashMap<u64, Option<String>> = probes
+        .iter()
+        .zip(&best)
+        .map(|(&probe, b)| {
+            let name = b.and_then(|b| {
+                let size = match b.size {
+                    0 => sizeless
+                        .binary_search(&b.address)
+                        .ok()
+                        .and_then(|i| next[i])
+                        .map_or(0, |n| n - b.address),
+                    size => size,
+                };
+                let inside = size == 0 || probe.wrapping_sub(b.address) < size;
+                inside.then(|| name_at(b.index)).flatten()
+            });
+            (probe, name)
+        })
+        .collect();
+    offsets
+        .iter()
+        .map(|o| found.get(&o.saturating_sub(1)).cloned().flatten())
+        .collect()
+}
+
 /// What addr2line says of `offset`, the way the `backtrace` crate asks it: at `offset - 1` (a
 /// return address belongs to the line after the call), every inlined frame with its own name,
 /// the symbol table's name for a frame without one, and the symbol table alone where there is no
 /// debug info.
 fn lookup(loader: &addr2line::Loader, offset: u64, names: &mut HashSet<Name>) -> Vec<Named> {
     let probe = offset.saturating_sub(1);
-    let mut intern = |s: &str| -> Name {
-        match names.get(s) {
-            Some(n) => n.clone(),
-            None => {
-                let n = Name::from(s);
-                names.insert(n.clone());
-                n
-            }
-        }
-    };
+    let mut intern = |s: &str| intern(names, s);
     let mut out = Vec::new();
     if let Ok(mut frames) = loader.find_frames(probe) {
         while let Ok(Some(frame)) = frames.next() {
@@ -479,6 +742,61 @@ fn label_driver_records<S: NameText>(dump: &mut Dump<S>, ready: impl Fn(usize) -
 mod tests {
     use super::*;
     use format::FrameKind;
+
+    /// `symbols_at` reads a symbol table in one pass; it must name every address exactly as
+    /// addr2line's symbol map does: at, just past and just before every symbol, and across the
+    /// whole file, in this test's own binary (a full symbol table, symbols without sizes) and the
+    /// system's shared libraries found here (dynamic symbols only).
+    #[test]
+    fn a_symbol_table_read_in_one_pass_names_as_addr2line_does() {
+        use object::{Object, ObjectSymbol};
+        let mut files = vec![std::env::current_exe().unwrap()];
+        for lib in [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib/x86_64-linux-gnu/libm.so.6",
+            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+            "/lib/aarch64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
+        ] {
+            if Path::new(lib).exists() {
+                files.push(PathBuf::from(lib));
+            }
+        }
+        let mut compared = 0;
+        for path in &files {
+            let data = std::fs::read(path).unwrap();
+            let obj = object::File::parse(&*data).unwrap();
+            let table = obj.symbol_table().or_else(|| obj.dynamic_symbol_table());
+            let addresses: Vec<u64> = table
+                .iter()
+                .flat_map(object::ObjectSymbolTable::symbols)
+                .map(|s| s.address())
+                .collect();
+            // At most about 20 000 symbols a file, and a grid of 5 000 points over it.
+            let step = addresses.len() / 20_000 + 1;
+            let mut offsets: Vec<u64> = addresses
+                .iter()
+                .step_by(step)
+                .flat_map(|&a| [a, a + 1, a + 2, a.saturating_sub(1)])
+                .collect();
+            let span = data.len() as u64;
+            offsets.extend((0..5_000).map(|i| i * span / 5_000));
+            offsets.push(u64::MAX);
+            let loader = addr2line::Loader::new(path).unwrap();
+            let ours = symbols_at(&std::fs::File::open(path).unwrap(), &offsets);
+            for (offset, got) in offsets.iter().zip(ours) {
+                let want = loader
+                    .find_symbol(offset.saturating_sub(1))
+                    .map(str::to_string);
+                assert_eq!(got, want, "{} at {offset:#x}", path.display());
+                compared += 1;
+            }
+        }
+        assert!(
+            compared > 20_000,
+            "{compared} addresses compared in {files:?}"
+        );
+    }
 
     #[test]
     fn only_mangled_names_are_demangled() {
