@@ -169,24 +169,16 @@ impl Symbolizer {
         let mut wanted: Vec<(ModuleKey, Vec<u64>)> = Vec::new();
         let mut slot: HashMap<(&str, Option<&str>), usize> = HashMap::new();
         for f in dump.stacks.iter().flat_map(|s| &s.frames) {
-            let (Some(module), Some(offset), None, None) =
-                (&f.module, f.offset, &f.function, &f.file)
-            else {
+            let Some((module, offset)) = to_name(f, &named_before) else {
                 continue;
             };
-            if f.is_python() || named_before.contains(module.as_ref()) {
-                continue;
-            }
-            let key = (
-                module.as_ref(),
-                build_ids.get(module.as_ref()).copied().flatten(),
-            );
+            let key = (module, build_ids.get(module).copied().flatten());
             let i = *slot.entry(key).or_insert_with(|| {
                 let (m, b) = key;
                 wanted.push(((m.to_string(), b.map(str::to_string)), Vec::new()));
                 wanted.len() - 1
             });
-            wanted[i].1.push(offset.0);
+            wanted[i].1.push(offset);
         }
         drop(slot);
         for ((module, build_id), offsets) in &wanted {
@@ -197,18 +189,12 @@ impl Symbolizer {
         for (stack, waits) in dump.stacks.iter_mut().zip(&mut waiting) {
             let mut frames = Vec::with_capacity(stack.frames.len());
             for f in std::mem::take(&mut stack.frames) {
-                let (Some(module), Some(offset), None, None) =
-                    (&f.module, f.offset, &f.function, &f.file)
-                else {
+                let Some((module, offset)) = to_name(&f, &named_before) else {
                     frames.push(f);
                     continue;
                 };
-                if f.is_python() || named_before.contains(module.as_ref()) {
-                    frames.push(f);
-                    continue;
-                }
-                let build_id = build_ids.get(module.as_ref()).copied().flatten();
-                match self.frames(module.as_ref(), build_id, offset.0, &mut notes) {
+                let build_id = build_ids.get(module).copied().flatten();
+                match self.frames(module, build_id, offset, &mut notes) {
                     None => {
                         *waits = true;
                         frames.push(f);
@@ -317,6 +303,20 @@ impl Symbolizer {
         m.by_offset.insert(offset, found.clone());
         Some(found)
     }
+}
+
+/// The module and offset of a native frame still to be named, of a module no earlier call named
+/// frames from (`named_before`); None for any other frame.
+fn to_name<'f, S: AsRef<str>>(
+    f: &'f Frame<S>,
+    named_before: &HashSet<String>,
+) -> Option<(&'f str, u64)> {
+    let (Some(module), Some(offset), None, None) = (&f.module, f.offset, &f.function, &f.file)
+    else {
+        return None;
+    };
+    let module = module.as_ref();
+    (!f.is_python() && !named_before.contains(module)).then_some((module, offset.0))
 }
 
 /// Opens `path` for naming, if it is the file the process mapped.
