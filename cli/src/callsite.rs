@@ -252,6 +252,42 @@ impl Ord for Callsite {
     }
 }
 
+/// Rows found by their callsite: a table of the rows' indices, hashed from each row's own
+/// callsite, so no key is held twice (a `diff`'s rows, a dump's callsite list, a growth
+/// series' rows: one per callsite of a large dump).
+#[derive(Default)]
+pub struct ByCallsite {
+    index: hashbrown::HashTable<u32>,
+    hasher: std::hash::RandomState,
+}
+
+impl ByCallsite {
+    /// The index in `rows` of the row of `key` (its callsite as `callsite` reads it), the row
+    /// `make(key)` pushed first when there is none.
+    pub fn slot<T>(
+        &mut self,
+        rows: &mut Vec<T>,
+        key: Callsite,
+        callsite: impl Fn(&T) -> &Callsite,
+        make: impl FnOnce(Callsite) -> T,
+    ) -> u32 {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(&key);
+        if let Some(&i) = self
+            .index
+            .find(hash, |&i| *callsite(&rows[i as usize]) == key)
+        {
+            return i;
+        }
+        let i = rows.len() as u32;
+        rows.push(make(key));
+        let hasher = &self.hasher;
+        self.index
+            .insert_unique(hash, i, |&j| hasher.hash_one(callsite(&rows[j as usize])));
+        i
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,6 @@
 //! callsite, never per address or stack index.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 
 use crate::load::schema as format;
@@ -11,9 +10,8 @@ use format::Name;
 
 use super::*;
 use crate::caches::CacheRule;
-use crate::callsite::{shown_api, Callsite};
+use crate::callsite::{shown_api, ByCallsite, Callsite};
 use crate::suppressions::Rule;
-use hashbrown::HashTable;
 
 // ---------------------------------------------------------------------------------------------
 // diff
@@ -103,8 +101,7 @@ pub trait Sums {
 /// A dump's callsites as a list of their own, in order of first appearance.
 struct CallsiteList {
     list: Vec<CallsiteLive>,
-    index: HashTable<u32>,
-    hasher: RandomState,
+    index: ByCallsite,
 }
 
 impl CallsiteList {
@@ -113,8 +110,7 @@ impl CallsiteList {
     fn with_capacity(n: usize) -> Self {
         CallsiteList {
             list: Vec::with_capacity(n),
-            index: HashTable::new(),
-            hasher: RandomState::new(),
+            index: ByCallsite::default(),
         }
     }
 
@@ -126,26 +122,19 @@ impl CallsiteList {
 
 impl Sums for CallsiteList {
     fn slot(&mut self, key: Callsite, stack: &StackView, held_by: Option<usize>) -> u32 {
-        // Found through a table of indices, hashed from the callsite itself: no second copy
-        // of any key.
-        let hash = self.hasher.hash_one(&key);
-        let list = &self.list;
-        if let Some(&i) = self.index.find(hash, |&i| list[i as usize].key == key) {
-            return i;
-        }
-        let i = self.list.len() as u32;
-        self.list.push(CallsiteLive {
-            api: shown_api(key.api()),
+        self.index.slot(
+            &mut self.list,
             key,
-            stack: stack.clone(),
-            live: Counts::default(),
-            floor: Counts::default(),
-            held_by,
-        });
-        let (list, hasher) = (&self.list, &self.hasher);
-        self.index
-            .insert_unique(hash, i, |&j| hasher.hash_one(&list[j as usize].key));
-        i
+            |c| &c.key,
+            |key| CallsiteLive {
+                api: shown_api(key.api()),
+                key,
+                stack: stack.clone(),
+                live: Counts::default(),
+                floor: Counts::default(),
+                held_by,
+            },
+        )
     }
 
     fn key(&self, i: u32) -> &Callsite {
@@ -341,8 +330,7 @@ pub struct DiffOld {
 /// at a time.
 struct DiffRows {
     rows: Vec<DiffRow>,
-    index: HashTable<u32>,
-    hasher: RandomState,
+    index: ByCallsite,
     /// Filling the new side.
     new: bool,
     /// Floors: a diff has no use for them.
@@ -351,23 +339,18 @@ struct DiffRows {
 
 impl Sums for DiffRows {
     fn slot(&mut self, key: Callsite, stack: &StackView, _: Option<usize>) -> u32 {
-        let hash = self.hasher.hash_one(&key);
-        let rows = &self.rows;
-        if let Some(&i) = self.index.find(hash, |&i| rows[i as usize].callsite == key) {
-            return i;
-        }
-        let i = self.rows.len() as u32;
-        self.rows.push(DiffRow {
-            api: shown_api(key.api()),
-            callsite: key,
-            stack: stack.clone(),
-            old: Counts::default(),
-            new: Counts::default(),
-        });
-        let (rows, hasher) = (&self.rows, &self.hasher);
-        self.index
-            .insert_unique(hash, i, |&j| hasher.hash_one(&rows[j as usize].callsite));
-        i
+        self.index.slot(
+            &mut self.rows,
+            key,
+            |r| &r.callsite,
+            |key| DiffRow {
+                api: shown_api(key.api()),
+                callsite: key,
+                stack: stack.clone(),
+                old: Counts::default(),
+                new: Counts::default(),
+            },
+        )
     }
 
     fn key(&self, i: u32) -> &Callsite {
@@ -401,8 +384,7 @@ pub fn diff_old(dump: format::Dump, source: &Path, view: &View) -> DiffOld {
         // Room for a row per record (up to one per stack) at once: a doubling copies the
         // list beside itself; what is not used is given back before the new dump is read.
         rows: Vec::with_capacity(dump.live.len().min(dump.stacks.len())),
-        index: HashTable::new(),
-        hasher: RandomState::new(),
+        index: ByCallsite::default(),
         new: false,
         floor: Counts::default(),
     };

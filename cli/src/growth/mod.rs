@@ -11,10 +11,7 @@
 //! `frameworks`.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
-
-use hashbrown::HashTable;
 
 use crate::load::schema as format;
 
@@ -22,7 +19,7 @@ use crate::analyze::{
     cut, live_into, live_into_taking_stacks, process_view, CallsiteLive, Config, Counts, StackView,
     Sums,
 };
-use crate::callsite::{shown_api, Callsite};
+use crate::callsite::{shown_api, ByCallsite, Callsite};
 
 mod frameworks;
 mod model;
@@ -121,10 +118,8 @@ struct ProcessAcc {
     process_order: (bool, u64, u64),
     points: Vec<Point>,
     rows: Vec<RowAcc>,
-    /// The rows by callsite: their indices, hashed from the rows' own callsites (no second
-    /// copy of any key).
-    index: HashTable<u32>,
-    hasher: RandomState,
+    /// The rows by callsite.
+    index: ByCallsite,
     /// When the Python interpreter began to shut down, and the dump (index into `points`)
     /// that said so.
     finalizing: Option<(u64, usize)>,
@@ -152,24 +147,14 @@ struct RowAcc {
 impl ProcessAcc {
     /// The row of a callsite, made on first sight.
     fn row(&mut self, key: Callsite, stack: &StackView, held_by: Option<usize>) -> usize {
-        let hash = self.hasher.hash_one(&key);
-        let rows = &self.rows;
-        if let Some(&i) = self.index.find(hash, |&i| rows[i as usize].callsite == key) {
-            return i as usize;
-        }
-        let i = self.rows.len();
-        self.rows.push(RowAcc {
-            callsite: key,
+        let make = |callsite| RowAcc {
+            callsite,
             stack: stack.clone(),
             held_by,
             seen: Vec::new(),
             finalizing: None,
-        });
-        let (rows, hasher) = (&self.rows, &self.hasher);
-        self.index.insert_unique(hash, i as u32, |&j| {
-            hasher.hash_one(&rows[j as usize].callsite)
-        });
-        i
+        };
+        self.index.slot(&mut self.rows, key, |r| &r.callsite, make) as usize
     }
 }
 
@@ -271,8 +256,7 @@ impl<'a> Builder<'a> {
                 process_order: order,
                 points: Vec::new(),
                 rows: Vec::new(),
-                index: HashTable::new(),
-                hasher: RandomState::new(),
+                index: ByCallsite::default(),
                 finalizing: None,
                 frameworks: FrameworksAcc::default(),
                 schema: 0,
