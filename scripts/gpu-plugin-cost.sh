@@ -9,8 +9,8 @@
 # WHEELS' plugin (each `pytest --cudaleak` run's `checks:` line kept). Under OUT: times.txt (each
 # run's wall milliseconds and checks line), why.txt (per test of WHEELS' runs, from the plugin's
 # `cudaleak-cost` property in --junitxml: its own time before and after the call, gc.collect(),
-# emptying, the CLI's verdicts, and why the pools were emptied), cli.txt (the CLI alone on the
-# first test dumps, with their sizes), verdicts.txt (the whole suite, its leaking test included,
+# emptying, the CLI's verdicts, and why the pools were emptied), cli.txt (each wheel's CLI alone
+# on the first test dumps, with their sizes), verdicts.txt (the whole suite, its leaking test included,
 # in both allocator modes: what failed), gc.txt (gc.collect() in a process that imported PyTorch),
 # importtime.txt (`python -X importtime` of pytest's start: what its plugins import), and each
 # run's output. Asserts nothing; needs PyTorch with CUDA. Made from the device calls of issue 43's
@@ -62,10 +62,12 @@ PY
 for f in $(ls cudaleak-out/run-*/test.*.json 2>/dev/null | head -4); do
     "$work/new/bin/python" -c "import json, sys; d = json.load(open(sys.argv[1])); print(sys.argv[1], 'live', len(d['live']), 'stacks', len(d['stacks']), 'modules', len(d['modules']))" "$f"
     for k in 1 2; do
-        a=$(date +%s%N)
-        "$work/new/bin/cudaleak" report --since 0 --pools-emptied --format json "$f" >/dev/null 2>&1
-        b=$(date +%s%N)
-        echo "  cli $(((b - a) / 1000000)) ms"
+        for cli in old new; do
+            a=$(date +%s%N)
+            "$work/$cli/bin/cudaleak" report --since 0 --pools-emptied --format json "$f" >/dev/null 2>&1
+            b=$(date +%s%N)
+            echo "  $cli cli $(((b - a) / 1000000)) ms"
+        done
     done
 done >"$out/cli.txt" 2>&1
 t verdict-default "$work/new/bin/python" -m pytest -q -rA -p no:cacheprovider --cudaleak test_torch_suite.py

@@ -7,6 +7,9 @@
  * 32 KiB instruction cache) and write one byte in each line of 64 KiB of data, so that the shim
  * finds its own code and data cold at every call, as it does around a real cuMemAlloc (about
  * 1.5 us of driver work on an H200). `bench --cold` counts the shim's cache misses this way.
+ * BENCHDRV_EVICT=N (N > 1) writes N times 64 KiB of data instead, to push what the shim reads out
+ * of the second-level cache too (a PyTorch tensor's path between two allocations: the
+ * dispatcher, the caching allocator, the driver), where the first level alone is not enough.
  *
  * BENCHDRV_SPIN_NS=N makes every allocation and free (cuMemAlloc_v2, cuMemFree_v2 and their
  * stream-ordered forms) compute for about N ns first, as a real driver's call takes 1-2 us of a
@@ -48,9 +51,9 @@ EVICT_FN256(10) EVICT_FN256(11) EVICT_FN256(12) EVICT_FN256(13)
 #define EVICT_CALL256(n) EVICT_CALL64(n##0) EVICT_CALL64(n##1) EVICT_CALL64(n##2) EVICT_CALL64(n##3)
 
 #define EVICT_DATA (64 * 1024)
-static int evict = -1;
+static int evict;
 static unsigned evict_sink;
-static volatile unsigned char evict_data[EVICT_DATA];
+static volatile unsigned char *evict_data;
 
 /* BENCHDRV_SPIN_NS's loop: `n` dependent multiply-adds; returns its result, so none is dropped. */
 __attribute__((noinline)) static unsigned long long spin(unsigned long long n) {
@@ -89,19 +92,23 @@ __attribute__((constructor)) static void spin_setup(void) {
     if (spin_iterations == 0) spin_iterations = 1;
 }
 
+/* BENCHDRV_EVICT, read once at load (before any thread can call in). */
+__attribute__((constructor)) static void evict_init(void) {
+    const char *e = getenv("BENCHDRV_EVICT");
+    int n = e ? atoi(e) : 0;
+    evict_data = n > 0 ? calloc((size_t)n, EVICT_DATA) : NULL;
+    evict = evict_data ? n : 0;
+}
+
 /* A real driver call's footprint, with BENCHDRV_EVICT=1 (see the top of the file), and its time,
  * with BENCHDRV_SPIN_NS. */
 static void driver_work(void) {
     if (spin_iterations) spin_sink = spin(spin_iterations);
-    if (evict < 0) {
-        const char *e = getenv("BENCHDRV_EVICT");
-        evict = e && e[0] == '1';
-    }
     if (!evict) return;
     unsigned x = evict_sink;
     EVICT_CALL256(10) EVICT_CALL256(11) EVICT_CALL256(12) EVICT_CALL256(13)
     evict_sink = x;
-    for (size_t i = 0; i < EVICT_DATA; i += 64) evict_data[i]++;
+    for (size_t i = 0; i < (size_t)evict * EVICT_DATA; i += 64) evict_data[i]++;
 }
 
 EXPORT CUresult cuInit(unsigned flags) { (void)flags; return 0; }
