@@ -39,6 +39,7 @@ mod limits;
 mod lock;
 mod modules;
 mod objects;
+mod probe;
 mod process;
 mod python;
 mod real;

@@ -9,6 +9,7 @@ use cudaleak_format::EventType;
 
 use crate::api::{Api, Space};
 use crate::handles::{Handle, Library};
+use crate::probe::{self, Part};
 use crate::python;
 use crate::stack::{self, StackId};
 use crate::state::{self, State};
@@ -29,13 +30,15 @@ fn capture_stack(s: &State, t: &Thread, api: Api, driver: Api) -> StackId {
     if guard::owner(t).is_some() {
         return capture_in_library(s);
     }
-    let native = stack::capture_interned(
-        &s.stacks,
-        s.config.depth,
-        driver as u8,
-        api != driver,
-        s.config.unwind,
-    );
+    let native = probe::time(Part::Native, || {
+        stack::capture_interned(
+            &s.stacks,
+            s.config.depth,
+            driver as u8,
+            api != driver,
+            s.config.unwind,
+        )
+    });
     with_python(s, native)
 }
 
@@ -56,8 +59,10 @@ fn with_python(s: &State, native: StackId) -> StackId {
 
 #[inline(never)]
 fn python_frames(s: &State, native: StackId) -> StackId {
-    stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
-        python::capture(&s.python, buf)
+    probe::time(Part::Python, || {
+        stack::with_python(&s.mixed, native, s.config.py_depth, |buf| {
+            python::capture(&s.python, buf)
+        })
     })
 }
 

@@ -23,6 +23,7 @@ use cudaleak_format::EventType;
 
 use crate::api::{Api, Space};
 use crate::hash::{mix, AddrHash};
+use crate::probe::{self, Part};
 use crate::stack::StackId;
 use crate::thread::Thread;
 
@@ -334,14 +335,16 @@ impl Table {
     /// stops at a number not yet written, and the signal's dump should find this one.
     #[inline]
     fn write(&self, t: &Thread, entry: impl FnOnce(u64) -> Entry) -> u64 {
-        crate::critical::enter_in(t);
-        let ticket = self.shared.seq.fetch_add(1, Relaxed) + 1;
-        if !self.ring.has_room(ticket) {
-            self.make_room(ticket);
-        }
-        self.ring.publish(ticket, entry(ticket));
-        crate::critical::leave_in(t);
-        ticket
+        probe::time(Part::Write, || {
+            crate::critical::enter_in(t);
+            let ticket = self.shared.seq.fetch_add(1, Relaxed) + 1;
+            if !self.ring.has_room(ticket) {
+                probe::time(Part::Room, || self.make_room(ticket));
+            }
+            self.ring.publish(ticket, entry(ticket));
+            crate::critical::leave_in(t);
+            ticket
+        })
     }
 
     /// The ring is full where `ticket` writes: fold until the entry there is folded. Numbers
@@ -377,7 +380,13 @@ impl Table {
     }
 
     /// [`Table::settle`]'s fold, under the fold lock, whose guard holds the next number to fold.
-    fn fold_from(&self, mut next: MutexGuard<'_, u64>) -> u64 {
+    fn fold_from(&self, next: MutexGuard<'_, u64>) -> u64 {
+        let from = *next;
+        probe::time_n(Part::Fold, || self.fold_batch(next), |&to| to - from)
+    }
+
+    /// [`Table::fold_from`]'s work.
+    fn fold_batch(&self, mut next: MutexGuard<'_, u64>) -> u64 {
         let Some(first) = self.ring.take(*next) else {
             return *next;
         };

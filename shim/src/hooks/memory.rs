@@ -8,6 +8,7 @@ use std::ffi::c_void;
 use super::driver::{current_device, DevPtr};
 use super::{read, recording, CuResult, CUDA_SUCCESS};
 use crate::api::Api;
+use crate::probe::{self, Part};
 
 /// The body shared by allocations that write one address or handle to `out` and whose size is
 /// known before the call: forward, then record the block or the failure.
@@ -23,12 +24,14 @@ pub unsafe fn alloc(
     device: impl FnOnce() -> Option<i32>,
 ) -> CuResult {
     recording(api, call, |rec, call| {
-        let stack = rec.stack();
-        let rc = call();
-        // SAFETY: out is null or valid for reads once the call has succeeded (this function's
-        // contract), and the recorder runs the closure only after success.
-        rec.allocated(rc, || unsafe { read(out) }, size, device, stack);
-        rc
+        probe::time(Part::Alloc, || {
+            let stack = rec.stack();
+            let rc = probe::time(Part::Driver, call);
+            // SAFETY: out is null or valid for reads once the call has succeeded (this
+            // function's contract), and the recorder runs the closure only after success.
+            rec.allocated(rc, || unsafe { read(out) }, size, device, stack);
+            rc
+        })
     })
 }
 
@@ -42,10 +45,12 @@ pub unsafe fn free(call: impl FnOnce() -> CuResult, api: Api, addr: u64) -> CuRe
         return call(); // cuMemFree(0) and friends: nothing to record.
     }
     recording(api, call, |rec, call| {
-        let taken = rec.free_started(addr);
-        let rc = call();
-        rec.free_finished(addr, taken, rc);
-        rc
+        probe::time(Part::Free, || {
+            let taken = rec.free_started(addr);
+            let rc = probe::time(Part::Driver, call);
+            rec.free_finished(addr, taken, rc);
+            rc
+        })
     })
 }
 

@@ -7,6 +7,7 @@ use std::ffi::c_int;
 use super::driver::{current_device, DevPtr, Stream};
 use super::{keeping_errno, memory, read, recording, CuResult, Helper, CUDA_SUCCESS};
 use crate::api::Api;
+use crate::probe::{self, Part};
 
 type IsCapturing = unsafe extern "C" fn(Stream, *mut c_int) -> CuResult;
 static IS_CAPTURING: Helper<IsCapturing> = Helper::new(c"cuStreamIsCapturing");
@@ -46,19 +47,21 @@ pub unsafe fn alloc(
     stream: Stream,
 ) -> CuResult {
     recording(api, call, |rec, call| {
-        let stack = rec.stack();
-        let rc = call();
-        if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
-            // SAFETY: the call succeeded, so out (if not null) holds the node's address.
-            if let Some(addr) = unsafe { read(out) } {
-                rec.graph_node_added(addr);
+        probe::time(Part::Alloc, || {
+            let stack = rec.stack();
+            let rc = probe::time(Part::Driver, call);
+            if rc == CUDA_SUCCESS && keeping_errno(|| capturing(stream, api)) {
+                // SAFETY: the call succeeded, so out (if not null) holds the node's address.
+                if let Some(addr) = unsafe { read(out) } {
+                    rec.graph_node_added(addr);
+                }
+            } else {
+                // SAFETY: out is null or valid for reads once the call has succeeded (this
+                // function's contract), and the recorder runs the closure only after success.
+                rec.allocated(rc, || unsafe { read(out) }, size, current_device, stack);
             }
-        } else {
-            // SAFETY: out is null or valid for reads once the call has succeeded (this
-            // function's contract), and the recorder runs the closure only after success.
-            rec.allocated(rc, || unsafe { read(out) }, size, current_device, stack);
-        }
-        rc
+            rc
+        })
     })
 }
 
