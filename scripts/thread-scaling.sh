@@ -23,7 +23,8 @@
 # lost or counted twice (the "exact" column counts the runs where all three held).
 #
 # Prints a Markdown table per driver: medians of REPS. THREADS="1 2 4" runs only those counts.
-# Writes the tables and the raw lines under $OUT when OUT is set. Asserts nothing.
+# Writes the tables and the raw lines under $OUT when OUT is set, with what each run printed on
+# stderr (thread-scaling.stderr.txt: a probe build's parts, scripts/build-probe.sh). Asserts nothing.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,7 +57,9 @@ run_one() { # DRIVER_ENV THREADS PAIRS_EACH shim|bare
     [[ $how == shim ]] && pre=(LD_PRELOAD="$so" CUDALEAK_OUTPUT="$dumps/" CUDALEAK_QUIET=1)
     # timeout outside env: only the program runs under the shim (and writes a dump).
     line="$(timeout 600 env LD_LIBRARY_PATH="$work" ${drv_env:+"$drv_env"} "${pre[@]}" \
-        "$work/bench_pairs" "$n" "$each" "$depth" spike | tr '\n' ' ')"
+        "$work/bench_pairs" "$n" "$each" "$depth" spike 2>"$work/stderr" | tr '\n' ' ')"
+    # What the program said on stderr (a probe build's parts: scripts/build-probe.sh), by run.
+    sed "s|^|threads=$n $how ${drv_env:-null}: |" "$work/stderr" >>"$out/thread-scaling.stderr.txt"
     if [[ $how == shim ]]; then
         line+="exact $(python3 - "$dumps" "$line" <<'EOF'
 import glob, json, sys

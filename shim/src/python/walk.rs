@@ -487,23 +487,37 @@ fn walk_memo(
         let Some(f) = reader.in_place(frame, rt.frame_span) else {
             break;
         };
-        let (r, next) = raw_frame(&rt.layout, &f);
-        let code = (!r.entry).then(|| {
-            r.code
-                .checked_add(layout::OB_TYPE)
-                .and_then(|a| reader.in_place(a, code_len))
+        let l = &rt.layout;
+        let sig = Sig::read(l, &f);
+        let next = f.get::<usize>(l.frame.back).unwrap_or(0);
+        // The remembered step, if this frame reads as its frame did and (for a Python frame)
+        // its code object has the same key: its outcome without decoding the frame again.
+        let remembered = memo.candidate(step, &sig).filter(|s| {
+            !s.has_code() || {
+                let code = sig.code & !l.frame.code_tag_bits;
+                let fields = code
+                    .checked_add(layout::OB_TYPE)
+                    .and_then(|a| reader.in_place(a, code_len));
+                fields.is_some_and(|f| s.same_code(&code_key(rt, code, &f)))
+            }
         });
-        let key = match &code {
-            Some(Some(f)) => Some(code_key(rt, r.code, f)),
-            Some(None) => break, // a code object no structure can have
-            None => None,
-        };
-        let outcome = match memo.get(step, &r, key.as_ref()) {
-            Some(outcome) => outcome,
+        let outcome = match remembered {
+            Some(s) => s.outcome(),
             None => {
+                let (r, _) = raw_frame(l, &f);
+                let code = (!r.entry).then(|| {
+                    r.code
+                        .checked_add(layout::OB_TYPE)
+                        .and_then(|a| reader.in_place(a, code_len))
+                });
+                let key = match &code {
+                    Some(Some(f)) => Some(code_key(rt, r.code, f)),
+                    Some(None) => break, // a code object no structure can have
+                    None => None,
+                };
                 let header = code.map(|f| CodeHeaders::header(rt, r.code, f.as_ref()));
                 let outcome = outcome_of(rt, registry, seen, &r, header.as_ref());
-                memo.put(step, r, key, outcome);
+                memo.put(step, sig, key.as_ref(), outcome);
                 outcome
             }
         };
@@ -680,24 +694,63 @@ fn code_key(rt: &Runtime, code: usize, f: &Fields) -> CodeKey {
 const MEMO_STEPS: usize = 64;
 
 /// What each step of a thread's last direct walk read and gave. A step whose frame reads the
-/// same (every field the walk uses) and whose code object has the same [`CodeKey`] gives the same
-/// outcome: the key is what the registry and [`Seen`] already tell code objects apart by (a code
-/// object freed and another made at its address has other name, file or line-table objects). A
-/// step is kept in five words, its key as a hash of the four that are not the address (the
-/// address is kept whole), so that a walk's memo spans few cache lines: on the GPU machine a
-/// capture finds them cold after the driver's call.
+/// same (the words [`raw_frame`] decodes, compared undecoded: [`Sig`]) and whose code object has
+/// the same [`CodeKey`] gives the same outcome: the key is what the registry and [`Seen`] already
+/// tell code objects apart by (a code object freed and another made at its address has other
+/// name, file or line-table objects). A step is kept in five words, its key as a hash of the four
+/// that are not the address (the address is kept whole), so that a walk's memo spans few cache
+/// lines: on the GPU machine a capture finds them cold after the driver's call. A step that is
+/// remembered costs its frame's and its key's loads and their comparison; only a step that is
+/// not is decoded.
 #[derive(Clone, Copy)]
 pub(super) struct Memo {
     len: usize,
     steps: [MemoStep; MEMO_STEPS],
 }
 
+/// A frame's words that [`raw_frame`] decodes, as read: the code object's word (tag bits and
+/// all), the instruction word, and the owner and entry bytes. An entry frame (3.12+), which has
+/// no code object the walk reads, keeps only its bytes.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Sig {
+    code: usize,
+    instr: u64,
+    /// The owner byte, and the entry byte above it (0 where the layout has none).
+    bytes: u16,
+}
+
+impl Sig {
+    #[inline]
+    fn read(l: &Layout, f: &Fields) -> Sig {
+        let owner = l.frame.owner.and_then(|o| f.get::<u8>(o)).unwrap_or(0);
+        let is_entry = l.frame.is_entry.and_then(|o| f.get::<u8>(o)).unwrap_or(0);
+        let bytes = u16::from(owner) | u16::from(is_entry) << 8;
+        if matches!(l.frame.owned_by_cstack, Some(e) if l.frame.owner.is_some() && owner >= e) {
+            return Sig {
+                bytes,
+                ..Sig::default()
+            };
+        }
+        Sig {
+            code: f.get::<usize>(l.frame.code).unwrap_or(0),
+            instr: match l.frame.instr {
+                Instr::LastiBytes(o) | Instr::LastiUnits(o) => {
+                    u64::from(f.get::<u32>(o).unwrap_or(u32::MAX))
+                }
+                Instr::Pointer(o) => f.get::<usize>(o).unwrap_or(0) as u64,
+            },
+            bytes,
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct MemoStep {
     code: usize,
-    instr: i64,
+    instr: u64,
+    /// The hash of the code object's key ([`key_hash`], never 0); 0 for a frame without one.
     key: u64,
-    /// [`RawFrame`]'s flags and owner, and the outcome's kind ([`MemoStep::flags`]).
+    /// [`Sig::bytes`] in bits 0-15, the outcome's kind in bits 16-17.
     flags: u32,
     word: usize,
 }
@@ -711,25 +764,21 @@ impl MemoStep {
         word: 0,
     };
 
-    /// A frame's flags, owner and outcome kind in one word: bit 0 entry, bit 1 ends a run, bit 2
-    /// an owner is read, bits 8-15 the owner, bits 16-17 the outcome's kind.
-    fn flags(raw: &RawFrame, kind: u32) -> u32 {
-        u32::from(raw.entry)
-            | u32::from(raw.ends_eval) << 1
-            | u32::from(raw.owner.is_some()) << 2
-            | u32::from(raw.owner.unwrap_or(0)) << 8
-            | kind << 16
+    /// Whether the step's frame had a code object, whose key must match too.
+    #[inline]
+    fn has_code(&self) -> bool {
+        self.key != 0
     }
 
-    /// The step as read now, to compare with the one remembered (kind and word as remembered).
-    fn read(raw: &RawFrame, key: Option<&CodeKey>) -> MemoStep {
-        MemoStep {
-            code: raw.code,
-            instr: raw.instr,
-            key: key.map_or(0, key_hash),
-            flags: MemoStep::flags(raw, 0),
-            word: 0,
-        }
+    /// Whether `key` is the step's code object's key.
+    #[inline]
+    fn same_code(&self, key: &CodeKey) -> bool {
+        self.key == key_hash(key)
+    }
+
+    #[inline]
+    fn outcome(&self) -> Outcome {
+        Outcome::unpack(self.flags >> 16, self.word)
     }
 }
 
@@ -776,26 +825,38 @@ impl Memo {
         steps: [MemoStep::EMPTY; MEMO_STEPS],
     };
 
-    /// The outcome step `step` gave last time, if its frame and code object read the same now.
-    fn get(&self, step: usize, raw: &RawFrame, key: Option<&CodeKey>) -> Option<Outcome> {
+    /// The step remembered at `step` if its frame read as `sig` does; its code object's key is
+    /// the caller's to compare ([`MemoStep::same_code`]).
+    #[inline]
+    fn candidate(&self, step: usize, sig: &Sig) -> Option<&MemoStep> {
         let s = self.steps.get(step).filter(|_| step < self.len)?;
-        let now = MemoStep::read(raw, key);
-        let same = s.code == now.code
-            && s.instr == now.instr
-            && s.key == now.key
-            && s.flags & 0xffff == now.flags;
-        same.then(|| Outcome::unpack(s.flags >> 16, s.word))
+        (s.code == sig.code && s.instr == sig.instr && s.flags as u16 == sig.bytes).then_some(s)
     }
 
-    fn put(&mut self, step: usize, raw: RawFrame, key: Option<CodeKey>, outcome: Outcome) {
+    /// Remembers that the frame read as `sig`, with the code object of key `key` (None: an
+    /// entry frame), gave `outcome` at `step`.
+    fn put(&mut self, step: usize, sig: Sig, key: Option<&CodeKey>, outcome: Outcome) {
         if let Some(s) = self.steps.get_mut(step) {
             let (kind, word) = outcome.pack();
             *s = MemoStep {
-                flags: MemoStep::flags(&raw, kind),
+                code: sig.code,
+                instr: sig.instr,
+                key: key.map_or(0, key_hash),
+                flags: u32::from(sig.bytes) | kind << 16,
                 word,
-                ..MemoStep::read(&raw, key.as_ref())
             };
             self.len = self.len.max(step + 1);
+        }
+    }
+
+    /// The outcome remembered at `step` for a frame read as `sig` with code object `key`.
+    #[cfg(test)]
+    fn get(&self, step: usize, sig: &Sig, key: Option<&CodeKey>) -> Option<Outcome> {
+        let s = self.candidate(step, sig)?;
+        match key {
+            Some(key) if s.has_code() && s.same_code(key) => Some(s.outcome()),
+            None if !s.has_code() => Some(s.outcome()),
+            _ => None,
         }
     }
 }
@@ -899,12 +960,10 @@ mod tests {
 
     #[test]
     fn a_memo_step_answers_only_a_frame_and_code_object_that_read_the_same() {
-        let raw = RawFrame {
-            entry: false,
+        let sig = Sig {
             code: 0x7000_1000,
             instr: 0x7000_10c4,
-            owner: Some(0),
-            ends_eval: true,
+            bytes: 0x0100, // owner 0, entry byte 1
         };
         let key = CodeKey {
             code: 0x7000_1000,
@@ -921,47 +980,42 @@ mod tests {
         .pack();
         let mut memo = Memo::EMPTY;
         assert!(
-            memo.get(0, &raw, Some(&key)).is_none(),
+            memo.get(0, &sig, Some(&key)).is_none(),
             "nothing remembered yet"
         );
-        memo.put(0, raw, Some(key), Outcome::Frame(word));
-        memo.put(
-            1,
-            RawFrame {
-                entry: true,
-                ..RawFrame::default()
-            },
-            None,
-            Outcome::EndsRun,
-        );
-        assert!(memo.get(0, &raw, Some(&key)) == Some(Outcome::Frame(word)));
-        let entry = RawFrame {
-            entry: true,
-            ..RawFrame::default()
+        memo.put(0, sig, Some(&key), Outcome::Frame(word));
+        let entry = Sig {
+            bytes: 3, // owned by the C stack (3.12)
+            ..Sig::default()
         };
+        memo.put(1, entry, None, Outcome::EndsRun);
+        assert!(memo.get(0, &sig, Some(&key)) == Some(Outcome::Frame(word)));
         assert!(memo.get(1, &entry, None) == Some(Outcome::EndsRun));
-        assert!(memo.get(2, &raw, Some(&key)).is_none(), "another step");
+        assert!(memo.get(2, &sig, Some(&key)).is_none(), "another step");
         assert!(
-            memo.get(1, &raw, Some(&key)).is_none(),
+            memo.get(1, &sig, Some(&key)).is_none(),
             "another frame at that step"
         );
         for changed in [
-            RawFrame {
-                instr: raw.instr + 2,
-                ..raw
+            Sig {
+                instr: sig.instr + 2,
+                ..sig
             },
-            RawFrame {
-                code: raw.code + 16,
-                ..raw
+            Sig {
+                code: sig.code + 16,
+                ..sig
             },
-            RawFrame {
-                owner: Some(1),
-                ..raw
+            Sig {
+                code: sig.code | 1, // a tag bit
+                ..sig
             },
-            RawFrame { owner: None, ..raw },
-            RawFrame {
-                ends_eval: false,
-                ..raw
+            Sig {
+                bytes: sig.bytes | 1, // another owner
+                ..sig
+            },
+            Sig {
+                bytes: sig.bytes & 0xff, // no longer the entry of an evaluation-loop run
+                ..sig
             },
         ] {
             assert!(memo.get(0, &changed, Some(&key)).is_none());
@@ -985,9 +1039,39 @@ mod tests {
                 ..key
             },
         ] {
-            assert!(memo.get(0, &raw, Some(&other)).is_none());
+            assert!(memo.get(0, &sig, Some(&other)).is_none());
         }
-        assert!(memo.get(0, &raw, None).is_none(), "no code object read");
+        assert!(memo.get(0, &sig, None).is_none(), "no code object read");
+        assert!(
+            memo.get(1, &entry, Some(&key)).is_none(),
+            "a code object where there was none"
+        );
+    }
+
+    #[test]
+    fn a_frame_reads_as_its_words_and_an_entry_frame_as_its_bytes_alone() {
+        let l = layout::for_version(3, 12).expect("3.12's layout");
+        let (Some(owner), Some(cstack)) = (l.frame.owner, l.frame.owned_by_cstack) else {
+            panic!("3.12 frames have owners");
+        };
+        let mut frame = [0u8; crate::python::FRAME_BUF];
+        frame[l.frame.code..l.frame.code + 8].copy_from_slice(&0x7000_1001usize.to_ne_bytes());
+        let Instr::Pointer(instr) = l.frame.instr else {
+            panic!("3.12 frames hold an instruction pointer");
+        };
+        frame[instr..instr + 8].copy_from_slice(&0x7000_10c4usize.to_ne_bytes());
+        let sig = Sig::read(l, &Fields::new(&frame));
+        assert_eq!(
+            (sig.code, sig.instr, sig.bytes),
+            (0x7000_1001, 0x7000_10c4, 0)
+        );
+        frame[owner] = cstack;
+        let entry = Sig::read(l, &Fields::new(&frame));
+        assert_eq!(
+            (entry.code, entry.instr, entry.bytes),
+            (0, 0, u16::from(cstack)),
+            "an entry frame's other words are not its own"
+        );
     }
 
     #[test]
