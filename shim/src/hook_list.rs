@@ -167,6 +167,35 @@ macro_rules! hooked {
                 cuGraphExecDestroy("cuGraphExecDestroy" 10000)
                     fn(exec: GraphExec)
                     => graphs::exec_destroy(exec);
+                // Stream captures begun and ended, so that stream-ordered calls ask the driver
+                // whether their stream is captured only while one may be (pools.rs); every form
+                // a runtime asks for (tests/data/runtime-requests/).
+                cuStreamBeginCapture("cuStreamBeginCapture" 10000)
+                    fn(stream: Stream)
+                    => pools::begin_capture();
+                cuStreamBeginCapture_ptsz("cuStreamBeginCapture" 10000 ptsz)
+                    fn(stream: Stream)
+                    => pools::begin_capture();
+                cuStreamBeginCapture_v2("cuStreamBeginCapture" 10010)
+                    fn(stream: Stream, mode: c_int)
+                    => pools::begin_capture();
+                cuStreamBeginCapture_v2_ptsz("cuStreamBeginCapture" 10010 ptsz)
+                    fn(stream: Stream, mode: c_int)
+                    => pools::begin_capture();
+                cuStreamBeginCaptureToGraph("cuStreamBeginCaptureToGraph" 12030)
+                    fn(stream: Stream, graph: Graph, dependencies: *const GraphNode,
+                       dependency_data: *const c_void, dependency_count: usize, mode: c_int)
+                    => pools::begin_capture();
+                cuStreamBeginCaptureToGraph_ptsz("cuStreamBeginCaptureToGraph" 12030 ptsz)
+                    fn(stream: Stream, graph: Graph, dependencies: *const GraphNode,
+                       dependency_data: *const c_void, dependency_count: usize, mode: c_int)
+                    => pools::begin_capture();
+                cuStreamEndCapture("cuStreamEndCapture" 10000)
+                    fn(stream: Stream, graph: *mut Graph)
+                    => pools::end_capture();
+                cuStreamEndCapture_ptsz("cuStreamEndCapture" 10000 ptsz)
+                    fn(stream: Stream, graph: *mut Graph)
+                    => pools::end_capture();
             }
             runtime {
                 cudaMalloc AllocDevice

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1009,8 +1010,10 @@ static const struct proc procs[] = {
     PT("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
     PT("cuGraphLaunch", 10000, cuGraphLaunch),
     P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
-    P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
-    P("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
+    PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    PT("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph),
+    PT("cuStreamEndCapture", 10000, cuStreamEndCapture),
     PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
 };
 
@@ -1367,6 +1370,35 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
     return CUDA_SUCCESS;
 }
 
+/* CUDA 10.0's form: global mode. */
+EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+    return cuStreamBeginCapture_v2(hStream, 0);
+}
+
+EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+    return cuStreamBeginCapture_v2(hStream, 0);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
+    return cuStreamBeginCapture_v2(hStream, mode);
+}
+
+/* Capture into an existing graph (12.3): not simulated. */
+EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const void *dependencies,
+                                            const void *dependencyData, size_t numDependencies, int mode) {
+    (void)hStream, (void)hGraph, (void)dependencies, (void)dependencyData, (void)numDependencies, (void)mode;
+    return fail(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const void *dependencies,
+                                                 const void *dependencyData, size_t numDependencies, int mode) {
+    return cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
+}
+
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+    return cuStreamEndCapture(hStream, phGraph);
+}
+
 EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     if (!phGraph)
         return fail(CUDA_ERROR_INVALID_VALUE);
@@ -1384,7 +1416,17 @@ EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     return CUDA_SUCCESS;
 }
 
+/* cuStreamIsCapturing calls made, printed at exit on stderr when NULLCUDA_REPORT_CAPTURE_QUERIES is
+ * set ("nullcuda: capture queries N"): the shim asks only while a capture may be under way. */
+static unsigned long capture_queries;
+
+__attribute__((destructor)) static void report_capture_queries(void) {
+    if (getenv("NULLCUDA_REPORT_CAPTURE_QUERIES"))
+        fprintf(stderr, "nullcuda: capture queries %lu\n", __atomic_load_n(&capture_queries, __ATOMIC_RELAXED));
+}
+
 EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    __atomic_add_fetch(&capture_queries, 1, __ATOMIC_RELAXED);
     if (!captureStatus)
         return fail(CUDA_ERROR_INVALID_VALUE);
     *captureStatus = capturing_graph(hStream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;

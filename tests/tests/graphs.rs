@@ -117,3 +117,49 @@ fn graphs_instantiated_with_params_per_thread_are_learnt() {
         check_form(route, "params_ptsz");
     }
 }
+
+/// The number in the null driver's "capture queries N" line (NULLCUDA_REPORT_CAPTURE_QUERIES).
+fn capture_queries(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("nullcuda: capture queries "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no capture query count in:\n{stderr}"))
+}
+
+/// A stream-ordered allocation or free asks the driver whether its stream is being captured
+/// only while a capture may be under way (hooks/pools.rs): outside one, PyTorch's stream-ordered
+/// allocator pays no driver call of ours per tensor; inside one, the answer still decides.
+#[test]
+fn stream_ordered_calls_ask_about_captures_only_while_one_may_be_under_way() {
+    // driver_each: every allocating driver function once, the stream-ordered ones among them,
+    // all freed; no capture.
+    let run = Scenario::new("driver_each")
+        .arg("free")
+        .env("NULLCUDA_REPORT_CAPTURE_QUERIES", "1")
+        .run_shim();
+    run.assert_exit(0);
+    assert_eq!(
+        capture_queries(&run.stderr),
+        0,
+        "no capture: {}",
+        run.stderr
+    );
+    let dump = run.dump();
+    assert!(
+        dump.summary.allocations == 12 && dump.summary.frees == 12,
+        "the stream-ordered blocks recorded and freed: {:#?}",
+        dump.summary
+    );
+
+    // graph_mem's capture: its allocations and frees are asked about (and are nodes, not
+    // blocks: check_form above).
+    let run = Scenario::new("graph_mem")
+        .arg("export")
+        .arg("leak")
+        .arg("flags")
+        .env("NULLCUDA_REPORT_CAPTURE_QUERIES", "1")
+        .run_shim();
+    run.assert_exit(0);
+    assert!(capture_queries(&run.stderr) > 0, "{}", run.stderr);
+}

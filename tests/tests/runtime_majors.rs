@@ -50,8 +50,10 @@ fn replay(file: &Path) -> Vec<Line> {
 }
 
 /// Every release's runtime asks for these, and the shim must hand out its own: what a program
-/// allocates and frees with, and every form of graph instantiation (the 11.x one included,
-/// which 12.x and 13.x still ask for).
+/// allocates and frees with, every form of graph instantiation (the 11.x one included, which
+/// 12.x and 13.x still ask for), and every form of beginning and ending a stream capture (a
+/// capture the shim did not see begin would have its graph's allocation nodes recorded as
+/// blocks: shim/src/hooks/pools.rs).
 const EVERY_RELEASE: &[&str] = &[
     "cuMemAlloc_v2",
     "cuMemFree_v2",
@@ -64,11 +66,19 @@ const EVERY_RELEASE: &[&str] = &[
     "cuGraphInstantiateWithFlags",
     "cuGraphLaunch",
     "cuGraphLaunch_ptsz",
+    "cuStreamBeginCapture",
+    "cuStreamBeginCapture_ptsz",
+    "cuStreamBeginCapture_v2",
+    "cuStreamBeginCapture_v2_ptsz",
+    "cuStreamEndCapture",
+    "cuStreamEndCapture_ptsz",
 ];
 
 /// From CUDA 12 on: the forms 11.8's runtime does not ask for.
 const SINCE_12: &[&str] = &[
     "cuGetProcAddress_v2",
+    "cuStreamBeginCaptureToGraph",
+    "cuStreamBeginCaptureToGraph_ptsz",
     "cuGraphInstantiateWithParams",
     "cuGraphInstantiateWithParams_ptsz",
 ];

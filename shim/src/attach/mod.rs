@@ -112,6 +112,8 @@ pub unsafe extern "C" fn cudaleak_attach(config: *const c_char) -> c_int {
 }
 
 fn attach(text: &str) -> c_int {
+    // Captures may be under way that began before this copy's hooks were in place.
+    crate::hooks::pools::captures_unknown();
     if PHASE
         .compare_exchange(DETACHED, BUSY, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
