@@ -1013,6 +1013,7 @@ static const struct proc procs[] = {
     PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
     PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
     PT("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph),
+    P("cuStreamBeginCapture", 99000, cuStreamBeginCapture_v3),
     PT("cuStreamEndCapture", 10000, cuStreamEndCapture),
     PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
 };
@@ -1380,6 +1381,14 @@ EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
 }
 
 EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
+    return cuStreamBeginCapture_v2(hStream, mode);
+}
+
+/* Not a real driver function: a form of cuStreamBeginCapture a driver newer than every runtime and
+ * shim might add, handed out for cudaVersion 99000 and above, as cuMemAlloc_v3 is. */
+EXPORT CUresult cuStreamBeginCapture_v3(CUstream hStream, int mode, unsigned int flags) {
+    if (flags != 0)
+        return fail(CUDA_ERROR_INVALID_VALUE);
     return cuStreamBeginCapture_v2(hStream, mode);
 }
 

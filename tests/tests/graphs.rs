@@ -163,3 +163,22 @@ fn stream_ordered_calls_ask_about_captures_only_while_one_may_be_under_way() {
     run.assert_exit(0);
     assert!(capture_queries(&run.stderr) > 0, "{}", run.stderr);
 }
+
+/// A form of `cuStreamBeginCapture` the shim has no hook for (a driver newer than it): captures
+/// could begin unseen, so stream-ordered calls ask the driver again, rather than record a
+/// captured allocation as a block.
+#[test]
+fn an_unknown_form_of_beginning_a_capture_makes_stream_ordered_calls_ask_again() {
+    let run = Scenario::new("unknown_capture_form")
+        .env("NULLCUDA_REPORT_CAPTURE_QUERIES", "1")
+        .run_shim();
+    run.assert_exit(0)
+        .assert_stdout("async pair after an unknown capture form\n");
+    assert!(
+        run.stderr
+            .contains("given cuStreamBeginCapture_v3, a form this cudaleak does not know"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(capture_queries(&run.stderr), 2, "{}", run.stderr);
+}

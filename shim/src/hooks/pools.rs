@@ -8,7 +8,8 @@
 //! the usual case (PyTorch's `--exact-pools` allocator makes a call per tensor), a stream-ordered
 //! allocation and its free then cost no driver call of ours. The count never undercounts: it is
 //! raised before the capture begins, lowered only after a capture surely ended, and a shim
-//! attached to a running program, which cannot know what captures began before it, always asks.
+//! attached to a running program, which cannot know what captures began before it, always asks,
+//! as does one whose runtime was handed a form of those functions it has no hook for (proc.rs).
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +36,8 @@ static CAPTURES: AtomicU64 = AtomicU64::new(0);
 const UNKNOWN: u64 = 1 << 40;
 
 /// Captures may have begun that the hooks did not see (the shim was attached to a running
-/// program): every stream-ordered call asks the driver from now on.
+/// program, or a runtime was handed a form of beginning or ending one that no hook has): every
+/// stream-ordered call asks the driver from now on.
 pub fn captures_unknown() {
     CAPTURES.fetch_add(UNKNOWN, Ordering::SeqCst);
 }

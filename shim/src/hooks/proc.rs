@@ -77,6 +77,10 @@ fn hook_for_proc(name: &[u8], p: *mut c_void, version: c_int, flags: u64) -> Opt
         .filter(|(_, h)| version >= h.since && h.ptsz == ptsz)
         .max_by_key(|(_, h)| h.since)?;
     if let Some(form) = unknown_form(name, p) {
+        if name.starts_with(b"cuStreamBeginCapture") || name.starts_with(b"cuStreamEndCapture") {
+            // Captures may now begin or end unseen: stream-ordered calls ask the driver again.
+            super::pools::captures_unknown();
+        }
         warn_unknown_form(i, name, version, form);
         return None;
     }
