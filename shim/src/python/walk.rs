@@ -490,19 +490,17 @@ fn walk_memo(
         let l = &rt.layout;
         let sig = Sig::read(l, &f);
         let next = f.get::<usize>(l.frame.back).unwrap_or(0);
-        // The remembered step, if this frame reads as its frame did and (for a Python frame)
-        // its code object has the same key: its outcome without decoding the frame again.
-        let remembered = memo.candidate(step, &sig).filter(|s| {
-            !s.has_code() || {
-                let code = sig.code & !l.frame.code_tag_bits;
-                let fields = code
-                    .checked_add(layout::OB_TYPE)
-                    .and_then(|a| reader.in_place(a, code_len));
-                fields.is_some_and(|f| s.same_code(&code_key(rt, code, &f)))
-            }
-        });
-        let outcome = match remembered {
-            Some(s) => s.outcome(),
+        // The key of the code object the frame names (none for an entry frame, whose read code
+        // word is 0, or one no structure can have), and the remembered step's outcome if this
+        // frame reads as its frame did with the same key: no decoding of the frame again.
+        let key = || {
+            let code = sig.code & !l.frame.code_tag_bits;
+            code.checked_add(layout::OB_TYPE)
+                .and_then(|a| reader.in_place(a, code_len))
+                .map(|f| code_key(rt, code, &f))
+        };
+        let outcome = match memo.get(step, &sig, key) {
+            Some(outcome) => outcome,
             None => {
                 let (r, _) = raw_frame(l, &f);
                 let code = (!r.entry).then(|| {
@@ -825,14 +823,6 @@ impl Memo {
         steps: [MemoStep::EMPTY; MEMO_STEPS],
     };
 
-    /// The step remembered at `step` if its frame read as `sig` does; its code object's key is
-    /// the caller's to compare ([`MemoStep::same_code`]).
-    #[inline]
-    fn candidate(&self, step: usize, sig: &Sig) -> Option<&MemoStep> {
-        let s = self.steps.get(step).filter(|_| step < self.len)?;
-        (s.code == sig.code && s.instr == sig.instr && s.flags as u16 == sig.bytes).then_some(s)
-    }
-
     /// Remembers that the frame read as `sig`, with the code object of key `key` (None: an
     /// entry frame), gave `outcome` at `step`.
     fn put(&mut self, step: usize, sig: Sig, key: Option<&CodeKey>, outcome: Outcome) {
@@ -849,15 +839,26 @@ impl Memo {
         }
     }
 
-    /// The outcome remembered at `step` for a frame read as `sig` with code object `key`.
-    #[cfg(test)]
-    fn get(&self, step: usize, sig: &Sig, key: Option<&CodeKey>) -> Option<Outcome> {
-        let s = self.candidate(step, sig)?;
-        match key {
-            Some(key) if s.has_code() && s.same_code(key) => Some(s.outcome()),
-            None if !s.has_code() => Some(s.outcome()),
-            _ => None,
+    /// The outcome remembered at `step` for a frame read as `sig` whose code object has the key
+    /// `key()` (None: none read), if its frame read the same and had the same code object.
+    /// `key` is asked only of a frame that reads the same: the code object is not read for
+    /// nothing.
+    #[inline]
+    fn get(
+        &self,
+        step: usize,
+        sig: &Sig,
+        key: impl FnOnce() -> Option<CodeKey>,
+    ) -> Option<Outcome> {
+        let s = self.steps.get(step).filter(|_| step < self.len)?;
+        if s.code != sig.code || s.instr != sig.instr || s.flags as u16 != sig.bytes {
+            return None;
         }
+        let same = match key() {
+            Some(key) => s.has_code() && s.same_code(&key),
+            None => !s.has_code(),
+        };
+        same.then(|| s.outcome())
     }
 }
 
@@ -980,7 +981,7 @@ mod tests {
         .pack();
         let mut memo = Memo::EMPTY;
         assert!(
-            memo.get(0, &sig, Some(&key)).is_none(),
+            memo.get(0, &sig, || Some(key)).is_none(),
             "nothing remembered yet"
         );
         memo.put(0, sig, Some(&key), Outcome::Frame(word));
@@ -989,11 +990,11 @@ mod tests {
             ..Sig::default()
         };
         memo.put(1, entry, None, Outcome::EndsRun);
-        assert!(memo.get(0, &sig, Some(&key)) == Some(Outcome::Frame(word)));
-        assert!(memo.get(1, &entry, None) == Some(Outcome::EndsRun));
-        assert!(memo.get(2, &sig, Some(&key)).is_none(), "another step");
+        assert!(memo.get(0, &sig, || Some(key)) == Some(Outcome::Frame(word)));
+        assert!(memo.get(1, &entry, || None) == Some(Outcome::EndsRun));
+        assert!(memo.get(2, &sig, || Some(key)).is_none(), "another step");
         assert!(
-            memo.get(1, &sig, Some(&key)).is_none(),
+            memo.get(1, &sig, || Some(key)).is_none(),
             "another frame at that step"
         );
         for changed in [
@@ -1018,7 +1019,7 @@ mod tests {
                 ..sig
             },
         ] {
-            assert!(memo.get(0, &changed, Some(&key)).is_none());
+            assert!(memo.get(0, &changed, || Some(key)).is_none());
         }
         // A code object at the same address that is another one: other names or line table.
         for other in [
@@ -1039,11 +1040,11 @@ mod tests {
                 ..key
             },
         ] {
-            assert!(memo.get(0, &sig, Some(&other)).is_none());
+            assert!(memo.get(0, &sig, || Some(other)).is_none());
         }
-        assert!(memo.get(0, &sig, None).is_none(), "no code object read");
+        assert!(memo.get(0, &sig, || None).is_none(), "no code object read");
         assert!(
-            memo.get(1, &entry, Some(&key)).is_none(),
+            memo.get(1, &entry, || Some(key)).is_none(),
             "a code object where there was none"
         );
     }
