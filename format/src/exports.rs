@@ -43,6 +43,11 @@ exports! {
     FRAMEWORK_COUNTERS = "cudaleak_framework_counters";
     /// `int cudaleak_framework_end(const char *records)`: the bootstrap's last word.
     FRAMEWORK_END = "cudaleak_framework_end";
+    /// `int cudaleak_code_event(int event, void *code)`: the code watcher the bootstrap adds
+    /// (`PyCode_AddWatcher`, CPython 3.12+).
+    CODE_EVENT = "cudaleak_code_event";
+    /// `int cudaleak_code_watched(void *interp)`: the interpreter whose code objects it watches.
+    CODE_WATCHED = "cudaleak_code_watched";
     /// `int cudaleak_attach(const char *config)`: start recording a running process.
     ATTACH = "cudaleak_attach";
     /// `int cudaleak_attach_refresh(void)`: hook the modules loaded since attach.

@@ -38,9 +38,12 @@ _FRAMEWORKS = ("torch", "jax", "cupy")
 _JOIN_S = 2.0
 
 _sampler = None
+# Whether the shim's code watcher was added (`_Shim.watch_code`): None before it was tried.
+_code_watched = None
 
 # The variables (CUDALEAK_DEBUG, CUDALEAK_FRAMEWORKS, CUDALEAK_FRAMEWORK_*_MS) and the shim's
-# functions (cudaleak_framework_counters, cudaleak_framework_end, cudaleak_mark) are spelled here,
+# functions (cudaleak_framework_counters, cudaleak_framework_end, cudaleak_mark,
+# cudaleak_code_event, cudaleak_code_watched) are spelled here,
 # not asked of the CLI as the rest of the package does (cudaleak/_names.py): this runs inside the
 # program under test, which must not start a process for it. python/tests/test_names.py holds
 # these spellings to `cudaleak env --names`.
@@ -85,6 +88,38 @@ def _count(v):
     except (TypeError, ValueError):
         return _UNKNOWN
     return v if 0 <= v < _UNKNOWN else _UNKNOWN
+
+
+def watch_code():
+    """On CPython 3.12+, adds the shim's code watcher (`cudaleak_code_event`) to this interpreter
+    and names the interpreter to the shim (`cudaleak_code_watched`): the shim's walk of a
+    thread's Python frames then reads a code object again only after one was freed
+    (docs/python.md, "The code watcher"). Tried once a process; True when the watcher is on.
+    Nothing (False) without the shim's functions, on another interpreter or an older version."""
+    global _code_watched
+    if _code_watched is not None:
+        return _code_watched
+    _code_watched = False
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 12):
+        return False
+    try:
+        import ctypes as c
+
+        lib = c.CDLL(None)
+        event, watched = lib.cudaleak_code_event, lib.cudaleak_code_watched
+        # A handle of our own: the program's `ctypes.pythonapi` keeps its own argtypes.
+        api = c.PyDLL(None)
+        add, interp = api.PyCode_AddWatcher, api.PyInterpreterState_Get
+        add.argtypes, add.restype = [c.c_void_p], c.c_int
+        interp.argtypes, interp.restype = [], c.c_void_p
+        watched.argtypes, watched.restype = [c.c_void_p], c.c_int
+        # PyDLL raises what the interpreter sets (all its watcher slots taken).
+        if add(c.cast(event, c.c_void_p).value) < 0:
+            return False
+        _code_watched = watched(interp()) == 0
+    except Exception as e:
+        _debug("no code watcher: %s: %s" % (type(e).__name__, e))
+    return _code_watched
 
 
 class _Shim:
@@ -178,6 +213,7 @@ class _Sampler:
         if self.shim is None:
             self.off = True
             return
+        watch_code()
         done = _thread.allocate_lock()
         done.acquire()
         self.done = done

@@ -42,6 +42,8 @@ FALLBACK = {
         "snapshot": "cudaleak_snapshot",
         "framework_counters": "cudaleak_framework_counters",
         "framework_end": "cudaleak_framework_end",
+        "code_event": "cudaleak_code_event",
+        "code_watched": "cudaleak_code_watched",
         "attach": "cudaleak_attach",
         "attach_refresh": "cudaleak_attach_refresh",
         "detach": "cudaleak_detach",

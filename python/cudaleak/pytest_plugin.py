@@ -38,7 +38,7 @@ import time
 import pluggy
 import pytest
 
-from . import _frameworks, _names, _shim, _sizes
+from . import _bootstrap, _frameworks, _names, _shim, _sizes
 
 # The CLI's exit status when the gate fails (`cudaleak report --exit-code`).
 GATE_FAILED = 23
@@ -409,6 +409,9 @@ class Checker:
             self.shim = _shim.get(self.cli)
         except _shim.CudaleakError as e:
             raise pytest.UsageError(str(e)) from None
+        # The shim's code watcher (3.12+), by `cudaleak run`'s bootstrap if it is here: it
+        # adds it once.
+        (sys.modules.get("_cudaleak_bootstrap") or _bootstrap).watch_code()
         self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         # The run directory `cudaleak env --run-in` made before pytest started again (xdist's
         # workers inherit it); a session without one (preloaded by hand, or attached) writes

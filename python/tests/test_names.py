@@ -48,7 +48,7 @@ def test_the_bootstrap_spells_the_names_as_the_cli_does():
         source = f.read()
     for key in ["debug", "frameworks", "framework_interval_ms", "framework_window_ms"]:
         assert f'"{names["variables"][key]}"' in source, key
-    for key in ["framework_counters", "framework_end", "mark"]:
+    for key in ["framework_counters", "framework_end", "mark", "code_event", "code_watched"]:
         assert f"lib.{names['exports'][key]}" in source, key
     with open(os.path.join(here, "_sitecustomize.py")) as f:
         assert f'"{names["variables"]["debug"]}"' in f.read()

@@ -25,6 +25,8 @@ fn the_exported_functions_are_the_ones_the_format_crate_names() {
         crate::hooks::control::cudaleak_snapshot,
         crate::frameworks::cudaleak_framework_counters,
         crate::frameworks::cudaleak_framework_end,
+        crate::python::watch::cudaleak_code_event,
+        crate::python::watch::cudaleak_code_watched,
         crate::attach::cudaleak_attach,
         crate::attach::cudaleak_attach_refresh,
         crate::attach::cudaleak_detach,

@@ -123,6 +123,7 @@ pub fn init(config: Config) -> &'static State {
         dumping: crate::lock::Mutex::new(false),
         attached: Attached::default(),
     });
+    crate::python::watch::forget_in(&state.python);
     RECORDING.store(if enabled { ON } else { OFF }, Ordering::Release);
     state
 }

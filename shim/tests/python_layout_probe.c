@@ -21,6 +21,7 @@
 
 int main(void) {
     P("tstate.thread_id", offsetof(PyThreadState, thread_id));
+    P("tstate.interp", offsetof(PyThreadState, interp));
 #if PY_VERSION_HEX >= 0x030d0000
     P("tstate.frame", offsetof(PyThreadState, current_frame));
 #elif PY_VERSION_HEX >= 0x030b0000

@@ -1,12 +1,23 @@
-"""python_pairs.py PAIRS DEPTH: DEPTH Python frames deep, makes PAIRS cuMemAlloc_v2 +
+"""python_pairs.py PAIRS DEPTH [watch]: DEPTH Python frames deep, makes PAIRS cuMemAlloc_v2 +
 cuMemFree_v2 pairs through ctypes (the GIL released, as ctypes.CDLL does) on the benchmark
 driver, and prints the loop's wall time per pair. Not a test: src/bin/bench.rs runs it bare, under
-the shim with CUDALEAK_PY_DEPTH=0 and under the shim with Python frames, and compares."""
+the shim with CUDALEAK_PY_DEPTH=0 and under the shim with Python frames, and compares. With
+`watch`, the bootstrap's code watcher is added first, as `cudaleak run` does once a framework is
+imported (CPython 3.12+; python/cudaleak/_bootstrap.py)."""
 import ctypes
+import importlib.util
+import os
 import sys
 import time
 
 pairs, depth = int(sys.argv[1]), int(sys.argv[2])
+if sys.argv[3:] == ["watch"]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "python", "cudaleak", "_bootstrap.py")
+    spec = importlib.util.spec_from_file_location("_cudaleak_bootstrap", path)
+    boot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(boot)
+    print(f"code watcher {boot.watch_code()}", file=sys.stderr)
 cuda = ctypes.CDLL("libcuda.so.1")
 alloc, free = cuda.cuMemAlloc_v2, cuda.cuMemFree_v2
 alloc.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_size_t]

@@ -548,3 +548,63 @@ fn the_exit_dump_notes_what_the_script_held_when_the_interpreter_began_to_shut_d
         );
     }
 }
+
+/// tests/python/code_reuse.py makes and frees code objects one after another, so that a new one
+/// takes the freed one's address, and its names' and line table's (`replaced`: the key the shim
+/// tells code objects apart by reads the same). With the code watcher on (3.12+; before 3.12 the
+/// script tells the shim what the watcher would), every block must name its own code object's
+/// file and line: the walk's memo, each thread's cache and the registry forget a freed one.
+#[test]
+fn a_code_object_made_at_a_freed_ones_address_is_named_by_its_own_lines_once_watched() {
+    for py in &pythons() {
+        let mode = if py.version >= (3, 12) {
+            "watch"
+        } else {
+            "simulate"
+        };
+        let run = Scenario::program(&py.path)
+            .arg(python_script("code_reuse.py").to_str().unwrap())
+            .arg(NULLCUDA_DIR)
+            .arg("200")
+            .arg(mode)
+            .run_shim();
+        run.assert_exit(0);
+        if mode == "watch" {
+            run.assert_stdout("code watcher True\n");
+        }
+        let dump = run.dump();
+        let (mut made, mut replaced) = (0, 0);
+        for r in &dump.live {
+            let (file, line) = match r.size {
+                1000..2000 => {
+                    made += 1;
+                    let i = r.size - 1000;
+                    let file = if i % 2 == 1 {
+                        "gen.py".to_string()
+                    } else {
+                        format!("gen_{i:04}.py")
+                    };
+                    (file, i + 2)
+                }
+                2000..3000 => {
+                    replaced += 1;
+                    ("replaced.py".to_string(), (r.size - 2000) / 2 + 2)
+                }
+                _ => continue,
+            };
+            let innermost = dump.stacks[r.stack]
+                .frames
+                .iter()
+                .find(|f| f.is_python() && f.function.as_deref() == Some("f"))
+                .unwrap_or_else(|| panic!("{:?}: no frame of f for {} B", py.path, r.size));
+            assert_eq!(
+                (innermost.file.as_deref(), innermost.line.map(u64::from)),
+                (Some(file.as_str()), Some(line)),
+                "{:?} ({mode}): the block of {} B",
+                py.path,
+                r.size
+            );
+        }
+        assert_eq!((made, replaced), (200, 200), "{:?}", py.path);
+    }
+}

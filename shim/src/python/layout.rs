@@ -105,6 +105,8 @@ pub const OB_SIZE: usize = 16;
 pub const BYTES_SVAL: usize = 32;
 pub const UNICODE_LENGTH: usize = 16;
 pub const UNICODE_STATE: usize = 32;
+/// `PyThreadState.interp`, after `prev` and `next` in every version.
+pub const TSTATE_INTERP: usize = 16;
 
 const V3_9: Layout = Layout {
     version: (3, 9),
@@ -269,6 +271,7 @@ pub fn from_hex_version(v: u64) -> (u32, u32) {
 fn named_offsets(l: &Layout) -> Vec<(&'static str, usize)> {
     let mut v = vec![
         ("tstate.thread_id", l.tstate_thread_id),
+        ("tstate.interp", TSTATE_INTERP),
         ("frame.back", l.frame.back),
         ("frame.code", l.frame.code),
         ("code.filename", l.code.filename),

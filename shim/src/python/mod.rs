@@ -35,6 +35,7 @@ pub mod layout;
 mod linetable;
 pub mod memory;
 mod walk;
+pub mod watch;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -341,7 +342,11 @@ struct Code {
 
 #[derive(Default)]
 pub(crate) struct Codes {
-    ids: HashMap<CodeKey, u32>,
+    /// The code object last met at each address, and its index in `codes`. One live code object
+    /// has an address at a time: a key that differs is another object, copied anew, and a code
+    /// object the watcher saw freed (watch.rs) is forgotten here, so the next one made at its
+    /// address is copied even if its key reads the same.
+    ids: HashMap<usize, (CodeKey, u32)>,
     codes: Vec<Code>,
 }
 
@@ -353,11 +358,14 @@ pub struct Registry {
 
 const SEEN_SLOTS: usize = 64;
 
-/// A code object this thread met, and its registry index.
+/// A code object this thread met, its registry index, and the count of freed code objects
+/// ([`watch::generation`]) when it was met: while the count is watched, a slot met at another
+/// count is asked of the registry again, which forgot every freed one.
 #[derive(Clone, Copy, Default)]
 struct Seen {
     key: CodeKey,
     index: u32,
+    freed: u64,
 }
 
 const NOT_SEEN: Seen = Seen {
@@ -369,6 +377,7 @@ const NOT_SEEN: Seen = Seen {
         first_line: 0,
     },
     index: 0,
+    freed: 0,
 };
 
 thread_local! {
@@ -445,32 +454,57 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     }
 }
 /// The registry index of the code object `key` names, copying its names and line table the
-/// first time.
-fn code_index(rt: &Runtime, registry: &Registry, seen: &mut [Seen], key: &CodeKey) -> Option<u32> {
+/// first time. `freed` is the walk's count of freed code objects ([`watch::generation`]; 0 when
+/// not watched).
+fn code_index(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    key: &CodeKey,
+    freed: u64,
+) -> Option<u32> {
     let code = key.code;
     let slot = (code >> 4 ^ code >> 10) % SEEN_SLOTS;
     if let Some(s) = seen.get(slot) {
-        if s.key == *key {
+        if s.key == *key && s.freed == freed {
             return Some(s.index);
         }
     }
     let index = {
         let mut codes = registry.inner.lock();
-        match codes.ids.get(key) {
-            Some(&i) => i,
-            None => {
+        match codes.ids.get(&code) {
+            Some(&(k, i)) if k == *key => i,
+            _ => {
                 let copy = copy_code(rt, key)?;
                 let i = u32::try_from(codes.codes.len()).ok()?;
                 codes.codes.push(copy);
-                codes.ids.insert(*key, i);
+                codes.ids.insert(code, (*key, i));
                 i
             }
         }
     };
     if let Some(s) = seen.get_mut(slot) {
-        *s = Seen { key: *key, index };
+        *s = Seen {
+            key: *key,
+            index,
+            freed,
+        };
     }
     Some(index)
+}
+
+impl Registry {
+    /// The code object at `code` was freed (the watcher, watch.rs): the next one met there is
+    /// copied anew.
+    pub(crate) fn forget(&self, code: usize) {
+        self.inner.lock().ids.remove(&code);
+    }
+
+    /// Every code object met so far is copied anew when next met (the frames captured keep their
+    /// copies).
+    pub(crate) fn forget_all(&self) {
+        self.inner.lock().ids.clear();
+    }
 }
 
 fn copy_code(rt: &Runtime, key: &CodeKey) -> Option<Code> {

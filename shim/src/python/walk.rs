@@ -8,6 +8,7 @@ use std::cell::RefCell;
 
 use super::layout::{self, FirstFrame, Instr, Layout};
 use super::memory::{self, Fields};
+use super::watch::generation;
 use super::{
     code_index, plausible, CodeKey, PyFrame, Registry, Runtime, Seen, BATCH, CODE_BUF, PLAN_BYTES,
     PLAN_RANGES, TSTATE_BUF, WINDOW,
@@ -428,10 +429,12 @@ pub(super) fn walk(
             .and_then(|c| reader.read::<usize>(c + current_frame)),
     };
     let Some(frame) = first else { return 0 };
+    // Read before any frame is (watch.rs).
+    let freed = generation(t.get::<usize>(layout::TSTATE_INTERP).unwrap_or(0));
     if reader.direct {
-        walk_in_place(rt, registry, seen, reader, frame, out)
+        walk_in_place(rt, registry, seen, reader, frame, freed, out)
     } else {
-        walk_batched(rt, registry, seen, reader, frame, out)
+        walk_batched(rt, registry, seen, reader, frame, freed, out)
     }
 }
 
@@ -452,9 +455,10 @@ fn walk_in_place(
     seen: &mut [Seen],
     reader: &mut Reader,
     frame: usize,
+    freed: u64,
     out: &mut [usize],
 ) -> usize {
-    let mut walk = |memo: &mut Memo| walk_memo(rt, registry, seen, reader, frame, out, memo);
+    let mut walk = |memo: &mut Memo| walk_memo(rt, registry, seen, reader, frame, freed, out, memo);
     let mut n = None;
     let _ = MEMO.try_with(|m| {
         if let Ok(mut m) = m.try_borrow_mut() {
@@ -469,15 +473,18 @@ fn walk_in_place(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn walk_memo(
     rt: &Runtime,
     registry: &Registry,
     seen: &mut [Seen],
     reader: &mut Reader,
     mut frame: usize,
+    freed: u64,
     out: &mut [usize],
     memo: &mut Memo,
 ) -> usize {
+    let trusted = memo.begin(freed);
     let mut budget = budget(out);
     let code_len = rt.code_end - layout::OB_TYPE;
     let mut n = 0;
@@ -499,7 +506,7 @@ fn walk_memo(
                 .and_then(|a| reader.in_place(a, code_len))
                 .map(|f| code_key(rt, code, &f))
         };
-        let outcome = match memo.get(step, &sig, key) {
+        let outcome = match memo.get(step, &sig, trusted, key) {
             Some(outcome) => outcome,
             None => {
                 let (r, _) = raw_frame(l, &f);
@@ -514,7 +521,7 @@ fn walk_memo(
                     None => None,
                 };
                 let header = code.map(|f| CodeHeaders::header(rt, r.code, f.as_ref()));
-                let outcome = outcome_of(rt, registry, seen, &r, header.as_ref());
+                let outcome = outcome_of(rt, registry, seen, &r, header.as_ref(), freed);
                 memo.put(step, sig, key.as_ref(), outcome);
                 outcome
             }
@@ -536,6 +543,7 @@ fn walk_batched(
     seen: &mut [Seen],
     reader: &mut Reader,
     mut frame: usize,
+    freed: u64,
     out: &mut [usize],
 ) -> usize {
     let mut budget = budget(out);
@@ -566,7 +574,7 @@ fn walk_batched(
         codes.fetch(rt, reader, &batch[..k]);
         for r in &batch[..k] {
             let code = if r.entry { None } else { codes.get(r.code) };
-            if !apply(outcome_of(rt, registry, seen, r, code), out, &mut n) {
+            if !apply(outcome_of(rt, registry, seen, r, code, freed), out, &mut n) {
                 return n;
             }
         }
@@ -625,6 +633,7 @@ fn outcome_of(
     seen: &mut [Seen],
     r: &RawFrame,
     code: Option<&CodeHeader>,
+    freed: u64,
 ) -> Outcome {
     let l = &rt.layout;
     if r.entry {
@@ -650,7 +659,7 @@ fn outcome_of(
             Outcome::Nothing
         };
     }
-    let Some(index) = code_index(rt, registry, seen, &code.key) else {
+    let Some(index) = code_index(rt, registry, seen, &code.key, freed) else {
         return Outcome::End;
     };
     let frame = PyFrame {
@@ -703,6 +712,9 @@ const MEMO_STEPS: usize = 64;
 #[derive(Clone, Copy)]
 pub(super) struct Memo {
     len: usize,
+    /// The count of freed code objects ([`generation`]) when the walks that read or put
+    /// every step below `len` began; 0 when no count was watched.
+    freed: u64,
     steps: [MemoStep; MEMO_STEPS],
 }
 
@@ -820,8 +832,27 @@ impl Outcome {
 impl Memo {
     const EMPTY: Memo = Memo {
         len: 0,
+        freed: 0,
         steps: [MemoStep::EMPTY; MEMO_STEPS],
     };
+
+    /// Begins a walk at `freed`, the count of freed code objects ([`generation`]), and says
+    /// whether it trusts the steps' code objects: the count is watched, and no code object was
+    /// freed since the steps were read, so the object a frame names at a step's address is the
+    /// one the step read, whose key need not be read again (watch.rs). Once the watched count
+    /// has moved, no step is known to name a live object (a new one at a freed one's address can
+    /// have its key), so all are forgotten and the walk reads every frame anew. Unwatched (0),
+    /// each step is compared with its code object's key as before.
+    #[inline]
+    fn begin(&mut self, freed: u64) -> bool {
+        if self.freed != freed {
+            if freed != 0 {
+                self.len = 0;
+            }
+            self.freed = freed;
+        }
+        freed != 0
+    }
 
     /// Remembers that the frame read as `sig`, with the code object of key `key` (None: an
     /// entry frame), gave `outcome` at `step`.
@@ -841,18 +872,23 @@ impl Memo {
 
     /// The outcome remembered at `step` for a frame read as `sig` whose code object has the key
     /// `key()` (None: none read), if its frame read the same and had the same code object.
-    /// `key` is asked only of a frame that reads the same: the code object is not read for
-    /// nothing.
+    /// `key` is asked only of a frame that reads the same, and not at all when `trusted` (no
+    /// code object freed since the step was read: the frame's code word names the same object):
+    /// the code object is not read for nothing.
     #[inline]
     fn get(
         &self,
         step: usize,
         sig: &Sig,
+        trusted: bool,
         key: impl FnOnce() -> Option<CodeKey>,
     ) -> Option<Outcome> {
         let s = self.steps.get(step).filter(|_| step < self.len)?;
         if s.code != sig.code || s.instr != sig.instr || s.flags as u16 != sig.bytes {
             return None;
+        }
+        if trusted {
+            return Some(s.outcome());
         }
         let same = match key() {
             Some(key) => s.has_code() && s.same_code(&key),
@@ -981,7 +1017,7 @@ mod tests {
         .pack();
         let mut memo = Memo::EMPTY;
         assert!(
-            memo.get(0, &sig, || Some(key)).is_none(),
+            memo.get(0, &sig, false, || Some(key)).is_none(),
             "nothing remembered yet"
         );
         memo.put(0, sig, Some(&key), Outcome::Frame(word));
@@ -990,11 +1026,14 @@ mod tests {
             ..Sig::default()
         };
         memo.put(1, entry, None, Outcome::EndsRun);
-        assert!(memo.get(0, &sig, || Some(key)) == Some(Outcome::Frame(word)));
-        assert!(memo.get(1, &entry, || None) == Some(Outcome::EndsRun));
-        assert!(memo.get(2, &sig, || Some(key)).is_none(), "another step");
+        assert!(memo.get(0, &sig, false, || Some(key)) == Some(Outcome::Frame(word)));
+        assert!(memo.get(1, &entry, false, || None) == Some(Outcome::EndsRun));
         assert!(
-            memo.get(1, &sig, || Some(key)).is_none(),
+            memo.get(2, &sig, false, || Some(key)).is_none(),
+            "another step"
+        );
+        assert!(
+            memo.get(1, &sig, false, || Some(key)).is_none(),
             "another frame at that step"
         );
         for changed in [
@@ -1019,7 +1058,7 @@ mod tests {
                 ..sig
             },
         ] {
-            assert!(memo.get(0, &changed, || Some(key)).is_none());
+            assert!(memo.get(0, &changed, false, || Some(key)).is_none());
         }
         // A code object at the same address that is another one: other names or line table.
         for other in [
@@ -1040,13 +1079,66 @@ mod tests {
                 ..key
             },
         ] {
-            assert!(memo.get(0, &sig, || Some(other)).is_none());
+            assert!(memo.get(0, &sig, false, || Some(other)).is_none());
         }
-        assert!(memo.get(0, &sig, || None).is_none(), "no code object read");
         assert!(
-            memo.get(1, &entry, || Some(key)).is_none(),
+            memo.get(0, &sig, false, || None).is_none(),
+            "no code object read"
+        );
+        assert!(
+            memo.get(1, &entry, false, || Some(key)).is_none(),
             "a code object where there was none"
         );
+    }
+
+    #[test]
+    fn a_memo_trusts_its_steps_code_objects_only_while_none_was_freed() {
+        let sig = Sig {
+            code: 0x7000_1000,
+            instr: 0x7000_10c4,
+            bytes: 0,
+        };
+        let key = CodeKey {
+            code: 0x7000_1000,
+            filename: 0x7100_0000,
+            name: 0x7100_0040,
+            linetable: 0x7100_0080,
+            first_line: 12,
+        };
+        let not_read = || -> Option<CodeKey> { panic!("a trusted step's key was read") };
+        let mut memo = Memo::EMPTY;
+        // Unwatched: every step is compared with its key.
+        assert!(!memo.begin(0));
+        for step in 0..3 {
+            memo.put(step, sig, Some(&key), Outcome::Frame(step));
+        }
+        assert!(memo.get(1, &sig, false, || Some(key)) == Some(Outcome::Frame(1)));
+        // Watched from now on: the steps read before are forgotten.
+        assert!(memo.begin(5));
+        assert!(
+            memo.get(0, &sig, true, not_read).is_none(),
+            "read before the watch"
+        );
+        for step in 0..3 {
+            memo.put(step, sig, Some(&key), Outcome::Frame(step));
+        }
+        // No code object freed since: the steps are trusted, their keys not read.
+        assert!(memo.begin(5));
+        assert!(memo.get(2, &sig, true, not_read) == Some(Outcome::Frame(2)));
+        let moved = Sig {
+            instr: sig.instr + 2,
+            ..sig
+        };
+        assert!(
+            memo.get(0, &moved, true, not_read).is_none(),
+            "the frame moved on"
+        );
+        // One freed: every step is forgotten, whatever its key reads.
+        assert!(memo.begin(6));
+        for step in 0..3 {
+            assert!(memo.get(step, &sig, true, not_read).is_none());
+            assert!(memo.get(step, &sig, false, || Some(key)).is_none());
+        }
     }
 
     #[test]
