@@ -20,7 +20,10 @@
 # frames; its column is the nanoseconds the shim adds to a pair, not a ratio; `torch_alloc_nopy`
 # the same with CUDALEAK_PY_DEPTH=0, so the difference is the Python capture), `small_exact`
 # (mlp.py 200 256 ab ROUNDS: the CPU-bound small model) and `mlp_exact` (mlp.py 100 4096 ab
-# ROUNDS).
+# ROUNDS). The Python modes run with the bootstrap `cudaleak run` gives a Python program on
+# PYTHONPATH (python/cudaleak/_sitecustomize.py and _bootstrap.py: the frameworks' counts read,
+# the code watcher added on CPython 3.12+ where the build exports it), as users run; BOOTSTRAP=0
+# runs them without it.
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +52,15 @@ out="${OUT:-$work}"
 mkdir -p "$out"
 "$cuda/bin/nvcc" -O2 -arch=sm_90 -o "$work/ab" "$repo/tests/bench/gpu/ab.cu" || exit 2
 
+# The bootstrap, laid out as `cudaleak run` writes it (cli/src/bootstrap.rs).
+pyenv=()
+if [[ ${BOOTSTRAP:-1} != 0 ]]; then
+    mkdir -p "$work/py"
+    cp "$repo/python/cudaleak/_sitecustomize.py" "$work/py/sitecustomize.py"
+    cp "$repo/python/cudaleak/_bootstrap.py" "$work/py/_cudaleak_bootstrap.py"
+    pyenv=("PYTHONPATH=$work/py${PYTHONPATH:+:$PYTHONPATH}")
+fi
+
 median() { sort -g | awk '{v[NR]=$1} END{if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
 
 modes=(${MODES:-batch sync})
@@ -76,8 +88,8 @@ for mode in "${modes[@]}"; do
         for b in "${!sos[@]}"; do
             build="${names[$b]}" so="${sos[$b]}"
             # shellcheck disable=SC2086 # cmd is words
-            line="$(cd "$bench" && LD_PRELOAD="$so" CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 \
-                timeout 300 $cmd 2>>"$out/gpu-ab.stderr.txt" | tr '\n' ' ')"
+            line="$(cd "$bench" && env "${pyenv[@]}" LD_PRELOAD="$so" \
+                CUDALEAK_OUTPUT="$work/dumps/" CUDALEAK_QUIET=1 timeout 300 $cmd 2>>"$out/gpu-ab.stderr.txt" | tr '\n' ' ')"
             echo "$mode $build run=$i $line" | tee -a "$raw"
         done
     done
