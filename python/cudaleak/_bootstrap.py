@@ -41,12 +41,12 @@ _sampler = None
 # Whether the shim's code watcher was added (`_Shim.watch_code`): None before it was tried.
 _code_watched = None
 
-# The variables (CUDALEAK_DEBUG, CUDALEAK_FRAMEWORKS, CUDALEAK_FRAMEWORK_*_MS) and the shim's
-# functions (cudaleak_framework_counters, cudaleak_framework_end, cudaleak_mark,
-# cudaleak_code_event, cudaleak_code_watched) are spelled here,
-# not asked of the CLI as the rest of the package does (cudaleak/_names.py): this runs inside the
-# program under test, which must not start a process for it. python/tests/test_names.py holds
-# these spellings to `cudaleak env --names`.
+# The variables (CUDALEAK_DEBUG, CUDALEAK_FRAMEWORKS, CUDALEAK_FRAMEWORK_*_MS), the shim's file
+# name and its functions (cudaleak_framework_counters, cudaleak_framework_end, cudaleak_mark,
+# cudaleak_code_event, cudaleak_code_watched) are spelled here, not asked of the CLI as the rest
+# of the package does (cudaleak/_names.py): this runs inside the program under test, which must
+# not start a process for it. python/tests/test_names.py holds these spellings to `cudaleak env
+# --names`.
 
 
 def _debug(what):
@@ -547,12 +547,18 @@ def _groups(snapshot, skip=None):
 
 
 def start():
-    """Readies the reader: it starts when the program first imports a framework (at once if one
-    is imported already), and not at all when the shim's functions are not in the process.
-    Nothing with CUDALEAK_FRAMEWORKS=0; a second call does nothing."""
+    """Adds the shim's code watcher (CPython 3.12+, the shim preloaded) and readies the reader:
+    it starts when the program first imports a framework (at once if one is imported already),
+    and not at all when the shim's functions are not in the process. Nothing with
+    CUDALEAK_FRAMEWORKS=0; a second call does nothing."""
     global _sampler
     if _sampler is not None or os.environ.get("CUDALEAK_FRAMEWORKS") == "0":
         return
+    # Now rather than with the first framework: a program that reaches CUDA through ctypes,
+    # cuda-python or numba frees code objects too. `ctypes` costs about 3 ms to import; not
+    # imported at all where the shim is not preloaded.
+    if sys.version_info >= (3, 12) and "libcudaleak" in os.environ.get("LD_PRELOAD", ""):
+        watch_code()
     s = _Sampler()
     _sampler = s
     # Registered now, before the program's own: exit handlers run last-registered first, so

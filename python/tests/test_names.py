@@ -50,5 +50,8 @@ def test_the_bootstrap_spells_the_names_as_the_cli_does():
         assert f'"{names["variables"][key]}"' in source, key
     for key in ["framework_counters", "framework_end", "mark", "code_event", "code_watched"]:
         assert f"lib.{names['exports'][key]}" in source, key
+    # Whether the shim is preloaded, by the stem of its file name.
+    stem = names["libraries"]["shim"].removesuffix(".so")
+    assert f'"{stem}" in os.environ.get("LD_PRELOAD", "")' in source
     with open(os.path.join(here, "_sitecustomize.py")) as f:
         assert f'"{names["variables"]["debug"]}"' in f.read()

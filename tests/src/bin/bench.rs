@@ -242,6 +242,31 @@ fn instructions(bench: &Bench) {
         "Python frames: {:.0} instructions per allocation.",
         py_frames - py_native
     );
+    // The code watcher (CPython 3.12+): what `cudaleak run`'s bootstrap adds once a framework is
+    // imported, and the pytest plugin always.
+    let Some(py) = pythons().into_iter().find(|p| p.version >= (3, 12)) else {
+        println!("No CPython 3.12 or later here: the code watcher not measured.");
+        return;
+    };
+    let watched_args = |n: u64| {
+        let mut a = py_args(n);
+        a.push("watch".to_string());
+        a
+    };
+    let native = per_pair(
+        &py.path,
+        &py_args,
+        &bench.shim_env(&[("CUDALEAK_PY_DEPTH", "0")]),
+    );
+    let unwatched = per_pair(&py.path, &py_args, &bench.shim_env(&[]));
+    let watched = per_pair(&py.path, &watched_args, &bench.shim_env(&[]));
+    println!(
+        "Python frames (CPython {}.{}): {:.0} instructions per allocation, {:.0} with the code watcher.",
+        py.version.0,
+        py.version.1,
+        unwatched - native,
+        watched - native
+    );
 }
 
 /// The counts cachegrind prints for a program: instructions, first-level instruction-cache
