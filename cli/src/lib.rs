@@ -3,7 +3,8 @@
 //! smoke test (`tests/fuzz_smoke.rs`) call `fuzz_target::render_all` here.
 //!
 //! Nothing in this crate may panic on any input a user or a program can supply.
-// `unsafe` only in attach/ptrace.rs, which calls ptrace for `cudaleak attach`.
+// `unsafe` only in attach/ptrace.rs, which calls ptrace for `cudaleak attach`, and mapped.rs,
+// which maps a module's file to read its symbol table.
 #![deny(unsafe_code)]
 
 pub mod analyze;
@@ -20,6 +21,7 @@ pub mod growth;
 pub mod hash;
 pub mod input;
 pub mod load;
+mod mapped;
 pub mod message;
 pub mod names;
 pub mod output;

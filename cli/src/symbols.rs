@@ -488,11 +488,10 @@ fn named<'d, S: object::ObjectSymbol<'d>>(symbol: &S) -> bool {
 fn symbols_at(file: &std::fs::File, offsets: &[u64]) -> Vec<Option<String>> {
     use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable};
     let none = || vec![None; offsets.len()];
-    let Ok(file) = file.try_clone() else {
+    let Some(map) = crate::mapped::map(file) else {
         return none();
     };
-    let cache = object::ReadCache::new(file);
-    let Ok(obj) = object::File::parse(&cache) else {
+    let Ok(obj) = object::File::parse(&*map) else {
         return none();
     };
     let Some(table) = obj.symbol_table().or_else(|| obj.dynamic_symbol_table()) else {
