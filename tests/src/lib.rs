@@ -153,6 +153,24 @@ pub fn python_script(name: &str) -> PathBuf {
     Path::new(MANIFEST_DIR).join("python").join(name)
 }
 
+/// The two files `cudaleak run` writes for a Python program (cli/src/bootstrap.rs), under the
+/// names it gives them, in a fresh folder to put first on PYTHONPATH.
+pub fn bootstrap_dir() -> tempfile::TempDir {
+    let src = Path::new(MANIFEST_DIR).join("../python/cudaleak");
+    let dir = tempfile::Builder::new()
+        .prefix("cudaleak-bootstrap-")
+        .tempdir()
+        .expect("a temporary directory");
+    for (from, to) in [
+        ("_sitecustomize.py", "sitecustomize.py"),
+        ("_bootstrap.py", "_cudaleak_bootstrap.py"),
+    ] {
+        std::fs::copy(src.join(from), dir.path().join(to))
+            .unwrap_or_else(|e| panic!("copy {from}: {e}"));
+    }
+    dir
+}
+
 /// One CPython interpreter: the real executable (not a launcher script such as pyenv's
 /// `python3`, which would leave dumps of its own) and its `(major, minor)`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,25 +9,9 @@ use std::path::{Path, PathBuf};
 
 use cudaleak_format::{Dump, FrameworkCounter, Frameworks};
 use cudaleak_tests::{
-    python_marker_line, python_script, pythons, read_raw_dump, Python, Run, Scenario, NULLCUDA_DIR,
+    bootstrap_dir, python_marker_line, python_script, pythons, read_raw_dump, Python, Run,
+    Scenario, NULLCUDA_DIR,
 };
-
-/// The two files `cudaleak run` writes, under the names it gives them.
-fn bootstrap_dir() -> tempfile::TempDir {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../python/cudaleak");
-    let dir = tempfile::Builder::new()
-        .prefix("cudaleak-bootstrap-")
-        .tempdir()
-        .expect("a temporary directory");
-    for (from, to) in [
-        ("_sitecustomize.py", "sitecustomize.py"),
-        ("_bootstrap.py", "_cudaleak_bootstrap.py"),
-    ] {
-        std::fs::copy(src.join(from), dir.path().join(to))
-            .unwrap_or_else(|e| panic!("copy {from}: {e}"));
-    }
-    dir
-}
 
 /// A Python program run under the shim with the bootstrap first on PYTHONPATH, then `path`,
 /// then the fake PyTorch.
