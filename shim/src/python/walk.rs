@@ -995,12 +995,12 @@ mod tests {
         unsafe { libc::munmap(pages as *mut c_void, 8192) };
     }
 
-    #[test]
-    fn a_memo_step_answers_only_a_frame_and_code_object_that_read_the_same() {
+    /// A frame as the memo reads it, and its code object's key.
+    fn a_frame() -> (Sig, CodeKey) {
         let sig = Sig {
             code: 0x7000_1000,
             instr: 0x7000_10c4,
-            bytes: 0x0100, // owner 0, entry byte 1
+            bytes: 0,
         };
         let key = CodeKey {
             code: 0x7000_1000,
@@ -1008,6 +1008,16 @@ mod tests {
             name: 0x7100_0040,
             linetable: 0x7100_0080,
             first_line: 12,
+        };
+        (sig, key)
+    }
+
+    #[test]
+    fn a_memo_step_answers_only_a_frame_and_code_object_that_read_the_same() {
+        let (sig, key) = a_frame();
+        let sig = Sig {
+            bytes: 0x0100, // owner 0, entry byte 1
+            ..sig
         };
         let word = PyFrame {
             code: 3,
@@ -1093,18 +1103,7 @@ mod tests {
 
     #[test]
     fn a_memo_trusts_its_steps_code_objects_only_while_none_was_freed() {
-        let sig = Sig {
-            code: 0x7000_1000,
-            instr: 0x7000_10c4,
-            bytes: 0,
-        };
-        let key = CodeKey {
-            code: 0x7000_1000,
-            filename: 0x7100_0000,
-            name: 0x7100_0040,
-            linetable: 0x7100_0080,
-            first_line: 12,
-        };
+        let (sig, key) = a_frame();
         let not_read = || -> Option<CodeKey> { panic!("a trusted step's key was read") };
         let mut memo = Memo::EMPTY;
         // Unwatched: every step is compared with its key.
