@@ -3,12 +3,15 @@ the freed one's address (and its file name and line table theirs); tests/tests/p
 under the shim and checks that every leaked block names the file and line of the code object that
 made it, not of the one before it at that address.
 
-usage: code_reuse.py NULLCUDA_DIR COUNT [watch|simulate]
+usage: code_reuse.py NULLCUDA_DIR COUNT [watch|simulate|late]
   watch: first add the shim's code watcher (CPython 3.12+), as `cudaleak run`'s bootstrap does
-  once a framework is imported (python/cudaleak/_bootstrap.py); it prints "code watcher BOOL".
+  at start-up (python/cudaleak/_bootstrap.py); it prints "code watcher BOOL".
   simulate: for an interpreter without code watchers (before 3.12), tell the shim what the
   watcher would: this interpreter is watched (cudaleak_code_watched), and each code object is
   freed (cudaleak_code_event) before the next is made.
+  late: `replaced` alone, the watcher added (3.12+) or simulated only after its first LATE (6)
+  blocks (of 3000 + 2k bytes), once their code objects are freed unwatched: the registry must
+  forget what it met before.
 
 Leaks block i (1000 + i bytes) from line i + 2 of a file named gen_IIII.py (i even) or gen.py (i
 odd), through the same three frames each time (this module, `run`, `call`). Then leaks COUNT blocks
@@ -22,24 +25,49 @@ import sys
 import types
 
 runtime_dir, count = sys.argv[1], int(sys.argv[2])
-if sys.argv[3:] == ["watch"]:
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "..", "python", "cudaleak", "_bootstrap.py")
-    spec = importlib.util.spec_from_file_location("_cudaleak_bootstrap", path)
-    boot = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(boot)
-    print(f"code watcher {boot.watch_code()}", flush=True)
+mode = sys.argv[3] if len(sys.argv) > 3 else None
 freed = None
-if sys.argv[3:] == ["simulate"]:
+
+
+def watcher():
+    """A function that adds the watcher, or (before 3.12) tells the shim what it would and sets
+    `freed`: everything it needs made now, so that calling it later allocates next to nothing
+    (the freed code object's blocks stay for the next one)."""
+    if sys.version_info >= (3, 12):
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "python", "cudaleak", "_bootstrap.py")
+        spec = importlib.util.spec_from_file_location("_cudaleak_bootstrap", path)
+        boot = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(boot)
+        return boot.watch_code
     shim = ctypes.CDLL(None)
     event, watched = shim.cudaleak_code_event, shim.cudaleak_code_watched
     event.argtypes, watched.argtypes = [ctypes.c_int, ctypes.c_void_p], [ctypes.c_void_p]
     interp = ctypes.pythonapi.PyInterpreterState_Get
     interp.restype = ctypes.c_void_p
-    assert watched(interp()) == 0
+    here = interp()
 
-    def freed(code_address):
+    def simulated(code_address):
         event(1, code_address)  # PY_CODE_EVENT_DESTROY
+
+    def name():
+        global freed
+        freed = simulated
+        return watched(here) == 0
+
+    return name
+
+
+watch = watcher() if mode else None
+# `late`: the blocks made before the watcher (the first code object is made elsewhere, the
+# following ones where it was freed).
+LATE = 6
+if mode == "watch":
+    assert sys.version_info >= (3, 12)
+    print(f"code watcher {watch()}", flush=True)
+elif mode == "simulate":
+    assert sys.version_info < (3, 12)
+    assert watch()
 
 rt = ctypes.CDLL(runtime_dir + "/libcudart.so.13")
 
@@ -90,15 +118,20 @@ def replaced():
     scope = {"cuda_malloc": cuda_malloc}
     for j in range(count):
         k, table = lines[j % len(lines)]
-        code = template.replace(**{attr: bytes(bytearray(table))})
+        code = template.replace(**{attr: bytes(memoryview(table))})
         f = types.FunctionType(code, scope)
-        call(f, 2000 + 2 * k)
+        # Before the late watcher: 3000 + 2k, which may be named by another code object's line.
+        unwatched = mode == "late" and j < LATE
+        call(f, (3000 if unwatched else 2000) + 2 * k)
         address = id(code)
         del f, code
         gc.collect()
         if freed is not None:
             freed(address)
+        if mode == "late" and j == LATE - 1:
+            assert watch()
 
 
-run()
+if mode != "late":
+    run()
 replaced()

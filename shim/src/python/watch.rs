@@ -132,19 +132,41 @@ pub(super) fn generation(interp: usize) -> u64 {
 mod tests {
     use super::*;
 
+    use crate::python::CodeKey;
+
+    fn met(registry: &Registry, code: usize) {
+        let key = CodeKey {
+            code,
+            ..CodeKey::default()
+        };
+        registry.inner.lock().ids.insert(code, (key, 0));
+    }
+
+    fn knows(registry: &Registry, code: usize) -> bool {
+        registry.inner.lock().ids.contains_key(&code)
+    }
+
     // The statics are the process's: one test walks through every step in order.
     #[test]
     fn only_the_named_interpreter_is_trusted_and_every_free_moves_the_count() {
+        let registry: &'static Registry = Box::leak(Box::default());
+        forget_in(registry);
+        met(registry, 0x7100_0000);
         let interp = 0x7f00_0000_1000;
         assert_eq!(generation(interp), 0, "nothing named yet");
-        assert_eq!(cudaleak_code_event(1, std::ptr::null_mut()), 0);
+        assert_eq!(cudaleak_code_event(1, 0x7100_0000 as *mut c_void), 0);
         assert_eq!(
             generation(interp),
             0,
             "a free before the naming is not trusted"
         );
+        assert!(knows(registry, 0x7100_0000), "nothing forgotten before");
         assert_eq!(name(0), Err(libc::EINVAL));
         name(interp).unwrap();
+        assert!(
+            !knows(registry, 0x7100_0000),
+            "what was met before the naming is forgotten: its free went unseen"
+        );
         let g = generation(interp);
         assert!(g >= 1, "a watched generation is never 0");
         assert_eq!(generation(interp + 8), 0, "another interpreter");
@@ -152,9 +174,14 @@ mod tests {
         assert_eq!(name(interp + 8), Err(libc::EEXIST));
         name(interp).unwrap();
         assert_eq!(generation(interp), g, "naming it again changes nothing");
-        cudaleak_code_event(CREATE, std::ptr::null_mut());
+        met(registry, 0x7200_0000);
+        met(registry, 0x7300_0000);
+        cudaleak_code_event(CREATE, 0x7200_0000 as *mut c_void);
         assert_eq!(generation(interp), g, "a creation frees nothing");
-        cudaleak_code_event(1, std::ptr::null_mut());
+        assert!(knows(registry, 0x7200_0000));
+        cudaleak_code_event(1, 0x7200_0000 as *mut c_void);
         assert_eq!(generation(interp), g + 1);
+        assert!(!knows(registry, 0x7200_0000), "a free is forgotten");
+        assert!(knows(registry, 0x7300_0000), "and nothing else");
     }
 }
