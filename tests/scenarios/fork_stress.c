@@ -23,6 +23,11 @@
 #define BATCH 4
 
 static volatile int stop;
+/* Threads that made their first pair: the forks start once all have. A thread's first call of a
+ * hooked function has the shim look the real one up with dlsym, which holds the loader's lock;
+ * a child made by _Fork() then would hang in exit(), as after any thread's dlsym or dlopen
+ * (README.md, the `fork()` row). The forks are to land inside the shim's own locks. */
+static int started;
 
 SITE void child_work(void) {
     CUdeviceptr keep, temp;
@@ -41,11 +46,13 @@ SITE void parent_keep(void) {
 static void *churn(void *arg) {
     size_t id = (size_t)arg;
     CUdeviceptr batch[BATCH];
-    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+    for (int round = 0; !__atomic_load_n(&stop, __ATOMIC_RELAXED); round++) {
         for (int j = 0; j < BATCH; j++)
             CHECK(cuMemAlloc_v2(&batch[j], 256 + 16 * id + (size_t)j));
         for (int j = 0; j < BATCH; j++)
             CHECK(cuMemFree_v2(batch[j]));
+        if (round == 0)
+            __atomic_add_fetch(&started, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -76,6 +83,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < THREADS; i++)
         if (pthread_create(&threads[i], NULL, churn, (void *)i) != 0)
             return 97;
+    while (__atomic_load_n(&started, __ATOMIC_ACQUIRE) < THREADS)
+        sched_yield();
     int ok = 0;
     for (int i = 0; i < forks; i++) {
         fflush(stdout);
