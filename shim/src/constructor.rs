@@ -36,6 +36,10 @@ extern "C" fn constructor() {
         let config = Config::from_env();
         process::init(lifecycle::adoption());
         stack::init_own_range();
+        // The keys that drop a thread's walk cache and read plan at its end, made before the
+        // program has threads that could fork meanwhile (`thread::ExitKey`).
+        let _ = stack::CACHE_END.make();
+        crate::python::make_plan_key();
         let disabled = config.disabled;
         state::init(config);
         if disabled {

@@ -138,8 +138,6 @@ pub fn init_own_range() {
     let own = find_own_range();
     OWN_START.store(own.start, Ordering::Relaxed);
     OWN_END.store(own.end, Ordering::Relaxed);
-    // The walk caches' key made now, before the program has threads that could fork under it.
-    let _ = cache_key();
 }
 
 /// The address range of the loaded segments of the module holding this function (the shim),
@@ -499,27 +497,15 @@ pub fn thread_stack() -> std::ops::Range<usize> {
 }
 
 thread_local! {
-    /// This thread's walk cache. Without drop glue, so that its first use registers no
-    /// thread-local destructor: glibc's `__cxa_thread_atexit_impl` takes the loader's
-    /// `dl_load_lock`, and a child made by `_Fork()` while one of the program's threads held it
-    /// there hung in `exit()` (`_dl_fini` takes it too; about one run of `fork_stress 40 raw` in a
-    /// hundred). The cache is dropped at the thread's end by a pthread key's destructor instead
-    /// ([`drop_cache_at_exit`]), which takes no lock of the loader's.
+    /// This thread's walk cache, dropped at the thread's end by [`CACHE_END`] (no drop glue: see
+    /// [`crate::thread::ExitKey`]; a child made by `_Fork()` while a thread made its first
+    /// allocation hung in `exit()`, about one run of `fork_stress 40 raw` in a hundred).
     static CACHE: std::mem::ManuallyDrop<std::cell::RefCell<Option<WalkCache>>> =
         const { std::mem::ManuallyDrop::new(std::cell::RefCell::new(None)) };
 }
 
-/// The pthread key whose destructor drops a thread's walk cache; `None` if none could be made
-/// (the cache then stays until the process ends, as a thread's few KiB).
-fn cache_key() -> Option<libc::pthread_key_t> {
-    static KEY: std::sync::OnceLock<Option<libc::pthread_key_t>> = std::sync::OnceLock::new();
-    *KEY.get_or_init(|| {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: `key` is a valid out-parameter; the destructor has the signature pthread asks.
-        (unsafe { libc::pthread_key_create(&mut key, Some(drop_cache_at_exit)) } == 0)
-            .then_some(key)
-    })
-}
+/// Drops a thread's walk cache at its end.
+pub static CACHE_END: crate::thread::ExitKey = crate::thread::ExitKey::new(drop_cache_at_exit);
 
 /// A thread that made a walk cache ends: its cache is dropped (its hits counted in [`REUSES`]).
 extern "C" fn drop_cache_at_exit(_: *mut c_void) {
@@ -534,12 +520,7 @@ extern "C" fn drop_cache_at_exit(_: *mut c_void) {
 
 /// This thread's new walk cache, its end made known to [`drop_cache_at_exit`].
 fn new_cache() -> WalkCache {
-    if let Some(key) = cache_key() {
-        // SAFETY: a key pthread_key_create made; any non-null value makes the destructor run.
-        unsafe {
-            libc::pthread_setspecific(key, std::ptr::NonNull::<u8>::dangling().as_ptr().cast())
-        };
-    }
+    CACHE_END.arm();
     WalkCache::new()
 }
 

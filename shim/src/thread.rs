@@ -61,3 +61,45 @@ thread_local! {
 pub fn with<R>(f: impl FnOnce(&Thread) -> R) -> R {
     THREAD.with(f)
 }
+
+/// What drops a thread's own state of the shim at the thread's end (the walk cache, the Python
+/// read plan): a pthread key's destructor, armed by the thread when it makes that state. The
+/// state itself lives in a thread-local without drop glue (`ManuallyDrop`), so its first use
+/// registers no thread-local destructor: glibc's `__cxa_thread_atexit_impl` holds the loader's
+/// `dl_load_lock`, and a child forked at that instant hangs in `exit()`, which takes it
+/// (`_dl_fini`). Neither making the key nor arming it takes a lock of the loader's.
+pub struct ExitKey {
+    key: std::sync::OnceLock<Option<libc::pthread_key_t>>,
+    dtor: extern "C" fn(*mut std::ffi::c_void),
+}
+
+impl ExitKey {
+    pub const fn new(dtor: extern "C" fn(*mut std::ffi::c_void)) -> ExitKey {
+        ExitKey {
+            key: std::sync::OnceLock::new(),
+            dtor,
+        }
+    }
+
+    /// The key, made the first time (the constructor makes it, before the program has threads
+    /// that could fork meanwhile); None if none could be made: the state then stays until the
+    /// process ends.
+    pub fn make(&self) -> Option<libc::pthread_key_t> {
+        *self.key.get_or_init(|| {
+            let mut key: libc::pthread_key_t = 0;
+            // SAFETY: `key` is a valid out-parameter; `dtor` has the signature pthread asks for.
+            (unsafe { libc::pthread_key_create(&mut key, Some(self.dtor)) } == 0).then_some(key)
+        })
+    }
+
+    /// This thread made its state: the destructor runs at its end.
+    pub fn arm(&self) {
+        if let Some(key) = self.make() {
+            // SAFETY: a key pthread_key_create made; any non-null value makes its destructor
+            // run.
+            unsafe {
+                libc::pthread_setspecific(key, std::ptr::NonNull::<u8>::dangling().as_ptr().cast())
+            };
+        }
+    }
+}

@@ -51,6 +51,11 @@ use layout::{FirstFrame, Instr, Layout, LineFormat};
 use memory::Fields;
 use walk::{Plan, Reader, PLAN};
 
+/// The key that drops a thread's read plan at its end, made now ([`crate::thread::ExitKey`]).
+pub fn make_plan_key() {
+    let _ = walk::PLAN_END.make();
+}
+
 /// Longest name or file name copied, in characters.
 const MAX_NAME_CHARS: usize = 4096;
 /// Largest line table copied.
@@ -445,7 +450,7 @@ pub fn capture(registry: &Registry, out: &mut [usize]) -> usize {
     let mut n = None;
     let _ = PLAN.try_with(|p| {
         if let Ok(mut p) = p.try_borrow_mut() {
-            n = Some(with_plan(Some(p.get_or_insert_with(Plan::new))));
+            n = Some(with_plan(Some(p.get_or_insert_with(walk::new_plan))));
         }
     });
     match n {

@@ -244,8 +244,29 @@ impl Reader<'_> {
 }
 
 thread_local! {
-    /// This thread's [`Plan`], made at its first capture.
-    pub(super) static PLAN: RefCell<Option<Box<Plan>>> = const { RefCell::new(None) };
+    /// This thread's [`Plan`], made at its first capture ([`new_plan`]) and dropped at its end by
+    /// [`PLAN_END`] (no drop glue: see [`crate::thread::ExitKey`]).
+    pub(super) static PLAN: std::mem::ManuallyDrop<RefCell<Option<Box<Plan>>>> =
+        const { std::mem::ManuallyDrop::new(RefCell::new(None)) };
+}
+
+/// Drops a thread's [`Plan`] at its end.
+pub(super) static PLAN_END: crate::thread::ExitKey = crate::thread::ExitKey::new(drop_plan_at_exit);
+
+extern "C" fn drop_plan_at_exit(_: *mut std::ffi::c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        let _ = PLAN.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.take();
+            }
+        });
+    });
+}
+
+/// This thread's new [`Plan`], its end made known to [`drop_plan_at_exit`].
+pub(super) fn new_plan() -> Box<Plan> {
+    PLAN_END.arm();
+    Plan::new()
 }
 
 /// A frame as the walk first reads it; its code object is read with its batch's.
