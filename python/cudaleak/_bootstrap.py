@@ -38,7 +38,7 @@ _FRAMEWORKS = ("torch", "jax", "cupy")
 _JOIN_S = 2.0
 
 _sampler = None
-# Whether the shim's code watcher was added (`_Shim.watch_code`): None before it was tried.
+# Whether the shim's code watcher was added (`watch_code`): None before it was tried.
 _code_watched = None
 
 # The variables (CUDALEAK_DEBUG, CUDALEAK_FRAMEWORKS, CUDALEAK_FRAMEWORK_*_MS), the shim's file
@@ -556,8 +556,8 @@ def start():
         return
     # Now rather than with the first framework: a program that reaches CUDA through ctypes,
     # cuda-python or numba frees code objects too. `ctypes` costs about 3 ms to import; not
-    # imported at all where the shim is not preloaded.
-    if sys.version_info >= (3, 12) and "libcudaleak" in os.environ.get("LD_PRELOAD", ""):
+    # imported where the shim is not preloaded (nor before 3.12: `watch_code`).
+    if "libcudaleak" in os.environ.get("LD_PRELOAD", ""):
         watch_code()
     s = _Sampler()
     _sampler = s

@@ -509,13 +509,7 @@ pub static CACHE_END: crate::thread::ExitKey = crate::thread::ExitKey::new(drop_
 
 /// A thread that made a walk cache ends: its cache is dropped (its hits counted in [`REUSES`]).
 extern "C" fn drop_cache_at_exit(_: *mut c_void) {
-    let _ = std::panic::catch_unwind(|| {
-        let _ = CACHE.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut() {
-                c.take();
-            }
-        });
-    });
+    crate::thread::drop_at_exit(&CACHE);
 }
 
 /// This thread's new walk cache, its end made known to [`drop_cache_at_exit`].

@@ -103,3 +103,17 @@ impl ExitKey {
         }
     }
 }
+
+/// What an [`ExitKey`]'s destructor does: takes this thread's state out of `state` and drops it.
+/// Nothing it calls panics; a panic would still stop here, not in the thread's exit.
+pub fn drop_at_exit<T: 'static>(
+    state: &'static std::thread::LocalKey<std::mem::ManuallyDrop<std::cell::RefCell<Option<T>>>>,
+) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = state.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                s.take();
+            }
+        });
+    }));
+}

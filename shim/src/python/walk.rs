@@ -254,13 +254,7 @@ thread_local! {
 pub(super) static PLAN_END: crate::thread::ExitKey = crate::thread::ExitKey::new(drop_plan_at_exit);
 
 extern "C" fn drop_plan_at_exit(_: *mut std::ffi::c_void) {
-    let _ = std::panic::catch_unwind(|| {
-        let _ = PLAN.try_with(|p| {
-            if let Ok(mut p) = p.try_borrow_mut() {
-                p.take();
-            }
-        });
-    });
+    crate::thread::drop_at_exit(&PLAN);
 }
 
 /// This thread's new [`Plan`], its end made known to [`drop_plan_at_exit`].
