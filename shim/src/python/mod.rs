@@ -91,6 +91,8 @@ struct Runtime {
     frame_span: usize,
     /// The part of a code object copied: `[code + OB_TYPE, code + code_end)`.
     code_end: usize,
+    /// The frame fields a trusted walk replays its memo with.
+    hot: Option<walk::Hot>,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -287,6 +289,7 @@ fn resolve() -> Option<Runtime> {
         tstate_span,
         frame_span,
         code_end,
+        hot: walk::Hot::of(&layout.frame, frame_span),
     })
 }
 

@@ -504,6 +504,18 @@ fn walk_memo(
     let code_len = rt.code_end - layout::OB_TYPE;
     let mut n = 0;
     let mut step = 0;
+    if let (true, Some(hot)) = (trusted, &rt.hot) {
+        match memo.replay(hot, frame, out, &mut budget) {
+            Replayed::Ended(k) => return k,
+            Replayed::Stopped {
+                steps,
+                frame: at,
+                n: k,
+            } => {
+                (step, frame, n) = (steps, at, k);
+            }
+        }
+    }
     while n < out.len() && budget > 0 && plausible(frame, 8) {
         budget -= 1;
         let Some(f) = reader.in_place(frame, rt.frame_span) else {
@@ -869,6 +881,92 @@ impl Memo {
         freed != 0
     }
 
+    /// The steps a trusted walk ([`Memo::begin`]) takes from its memo, from the first frame on,
+    /// while each frame reads as its step's did: what the loop of [`walk_memo`] gives for those
+    /// frames, under its bounds (`out`'s room, the budget, a plausible frame's address), in a
+    /// loop that does nothing else: a frame is its few plain loads and their comparison, in a
+    /// copy of the loop made for the layout's shape (the instruction's width, which of the owner
+    /// and entry bytes it has). Where a frame reads otherwise, or the memo ends, the walk goes on
+    /// from that step in [`walk_memo`]'s loop.
+    fn replay(&self, hot: &Hot, frame: usize, out: &mut [usize], budget: &mut usize) -> Replayed {
+        type Replay = fn(&Memo, &Hot, usize, &mut [usize], &mut usize) -> Replayed;
+        let replay: Replay = match (hot.wide, hot.owner.is_some(), hot.is_entry.is_some()) {
+            (true, true, false) => Memo::replay_as::<true, true, false>, // 3.12+
+            (true, true, true) => Memo::replay_as::<true, true, true>,   // 3.11
+            (false, false, false) => Memo::replay_as::<false, false, false>, // 3.9, 3.10
+            (true, false, true) => Memo::replay_as::<true, false, true>,
+            (true, false, false) => Memo::replay_as::<true, false, false>,
+            (false, true, true) => Memo::replay_as::<false, true, true>,
+            (false, true, false) => Memo::replay_as::<false, true, false>,
+            (false, false, true) => Memo::replay_as::<false, false, true>,
+        };
+        replay(self, hot, frame, out, budget)
+    }
+
+    /// [`Memo::replay`] for a layout whose instruction is a pointer (`WIDE`) or an `int`, with
+    /// or without an owner and an entry byte.
+    #[inline(never)]
+    fn replay_as<const WIDE: bool, const OWNER: bool, const ENTRY: bool>(
+        &self,
+        hot: &Hot,
+        mut frame: usize,
+        out: &mut [usize],
+        budget: &mut usize,
+    ) -> Replayed {
+        let steps = &self.steps[..self.len.min(MEMO_STEPS).min(*budget)];
+        let mut n = 0;
+        for (step, s) in steps.iter().enumerate() {
+            // plausible(frame, 8), and the frame's span below the user half (Reader::in_place).
+            if frame.wrapping_sub(4096) >= hot.below || frame & 7 != 0 {
+                return Replayed::stopped(step, frame, n, budget);
+            }
+            let p = frame as *const u8;
+            // SAFETY: as [`Reader::in_place`]: a trusted walk is a direct reader's, whose frames
+            // stay allocated for the capture; the frame's span is a range a structure can have
+            // (checked above), every offset read lies inside it ([`Hot::of`]), and the values
+            // are plain integers, read unaligned.
+            let (bytes, code, instr, back) = unsafe {
+                let owner: u8 = if OWNER {
+                    p.add(hot.owner.unwrap_or(0)).read()
+                } else {
+                    0
+                };
+                let entry: u8 = if ENTRY {
+                    p.add(hot.is_entry.unwrap_or(0)).read()
+                } else {
+                    0
+                };
+                let code = p.add(hot.code).cast::<usize>().read_unaligned();
+                let instr = if WIDE {
+                    p.add(hot.instr).cast::<usize>().read_unaligned() as u64
+                } else {
+                    u64::from(p.add(hot.instr).cast::<u32>().read_unaligned())
+                };
+                let back = p.add(hot.back).cast::<usize>().read_unaligned();
+                (u16::from(owner) | u16::from(entry) << 8, code, instr, back)
+            };
+            // A step with a code word was a frame with a code object; one without, an entry
+            // frame, whose bytes alone tell it (as [`Sig::read`]).
+            if s.flags as u16 != bytes || (s.code != 0 && (s.code != code || s.instr != instr)) {
+                return Replayed::stopped(step, frame, n, budget);
+            }
+            match s.flags >> 16 {
+                0 => {
+                    out[n] = s.word;
+                    n += 1;
+                    if n == out.len() {
+                        return Replayed::stopped(step + 1, back, n, budget);
+                    }
+                }
+                1 if n > 0 => out[n - 1] |= 1,
+                1 | 2 => {}
+                _ => return Replayed::Ended(n),
+            }
+            frame = back;
+        }
+        Replayed::stopped(steps.len(), frame, n, budget)
+    }
+
     /// Remembers that the frame read as `sig`, with the code object of key `key` (None: an
     /// entry frame), gave `outcome` at `step`.
     fn put(&mut self, step: usize, sig: Sig, key: Option<&CodeKey>, outcome: Outcome) {
@@ -910,6 +1008,70 @@ impl Memo {
             None => !s.has_code(),
         };
         same.then(|| s.outcome())
+    }
+}
+
+/// A frame's fields that [`Memo::replay`] reads, as offsets checked to lie inside the frame's
+/// span, which plain loads then read. Made once, with the [`Runtime`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Hot {
+    /// A frame's address less 4096 is below this where the frame can be there.
+    below: usize,
+    back: usize,
+    code: usize,
+    instr: usize,
+    /// The instruction is a pointer (a word), not `f_lasti` (an `int`).
+    wide: bool,
+    owner: Option<usize>,
+    is_entry: Option<usize>,
+}
+
+impl Hot {
+    /// The fields of frames laid out as `l`, of which a walk reads `span` bytes (`None` if a
+    /// field lies past them).
+    pub(super) fn of(l: &layout::FrameLayout, span: usize) -> Option<Hot> {
+        let (instr, wide) = match l.instr {
+            Instr::LastiBytes(o) | Instr::LastiUnits(o) => (o, false),
+            Instr::Pointer(o) => (o, true),
+        };
+        let word = std::mem::size_of::<usize>();
+        let within = |o: usize, size: usize| o.checked_add(size).is_some_and(|e| e <= span);
+        let fits = within(l.back, word)
+            && within(l.code, word)
+            && within(instr, if wide { word } else { 4 })
+            && l.owner.is_none_or(|o| within(o, 1))
+            && l.is_entry.is_none_or(|o| within(o, 1));
+        let below = (1usize << 47).checked_sub(span.checked_add(4096)?)?;
+        fits.then_some(Hot {
+            below,
+            back: l.back,
+            code: l.code,
+            instr,
+            wide,
+            owner: l.owner,
+            is_entry: l.is_entry,
+        })
+    }
+}
+
+/// How [`Memo::replay`] left a walk.
+enum Replayed {
+    /// The walk ended at a step (its outcome [`Outcome::End`]) with `out[..n]` filled.
+    Ended(usize),
+    /// The walk goes on at `frame`, the frame of step `steps`, with `out[..n]` filled.
+    Stopped {
+        steps: usize,
+        frame: usize,
+        n: usize,
+    },
+}
+
+impl Replayed {
+    /// Stopped after `steps` steps, each of which spent one of `budget`.
+    #[inline]
+    fn stopped(steps: usize, frame: usize, n: usize, budget: &mut usize) -> Replayed {
+        *budget -= steps;
+        Replayed::Stopped { steps, frame, n }
     }
 }
 
@@ -1179,6 +1341,177 @@ mod tests {
             (0, 0, u16::from(cstack)),
             "an entry frame's other words are not its own"
         );
+    }
+
+    /// Frames laid out as `l` in one buffer, each `back` word naming the next: a code object
+    /// each (its code word `0x7000_1000 + 0x100 * i`), but where `entries` says (owned by the C
+    /// stack). The buffer, and each frame's address.
+    fn frames(l: &Layout, n: usize, entries: &[usize]) -> (Vec<u64>, Vec<usize>) {
+        let stride = FRAME_WORDS * 8;
+        let mut buf = vec![0u64; FRAME_WORDS * n];
+        let base = buf.as_mut_ptr() as usize;
+        let at: Vec<usize> = (0..n).map(|i| base + i * stride).collect();
+        for i in 0..n {
+            let f = &mut bytemuck_words(&mut buf)[i * stride..(i + 1) * stride];
+            let put = |f: &mut [u8], o: usize, v: &[u8]| f[o..o + v.len()].copy_from_slice(v);
+            let next = at.get(i + 1).copied().unwrap_or(0);
+            put(f, l.frame.back, &next.to_ne_bytes());
+            if entries.contains(&i) {
+                let (Some(owner), Some(cstack)) = (l.frame.owner, l.frame.owned_by_cstack) else {
+                    panic!("entry frames need owners");
+                };
+                f[owner] = cstack;
+                continue;
+            }
+            put(f, l.frame.code, &(0x7000_1000 + 0x100 * i).to_ne_bytes());
+            match l.frame.instr {
+                Instr::Pointer(o) => put(f, o, &(0x7000_1040 + 0x100 * i).to_ne_bytes()),
+                Instr::LastiBytes(o) | Instr::LastiUnits(o) => {
+                    put(f, o, &(8 * i as u32).to_ne_bytes())
+                }
+            }
+        }
+        (buf, at)
+    }
+
+    const FRAME_WORDS: usize = crate::python::FRAME_BUF / 8;
+
+    /// Flips `bits` of the byte at `addr`, inside a test's frame buffer.
+    fn flip(addr: usize, bits: u8) {
+        // SAFETY: the callers' addresses lie inside their live frame buffers.
+        unsafe { *(addr as *mut u8) ^= bits };
+    }
+
+    fn bytemuck_words(buf: &mut [u64]) -> &mut [u8] {
+        // SAFETY: the same memory as bytes; u8 has no alignment and every bit pattern is valid.
+        unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) }
+    }
+
+    /// What the memo remembers of `frames` as the walk of [`walk_memo`] would put it: each
+    /// frame read as its `Sig`, a frame's outcome `Frame(100 + step)`, an entry frame's
+    /// `EndsRun`.
+    fn remembered(l: &Layout, span: usize, at: &[usize]) -> Memo {
+        let mut memo = Memo::EMPTY;
+        assert!(memo.begin(1), "watched");
+        for (step, &a) in at.iter().enumerate() {
+            // SAFETY: the test's own frames, each `span` bytes inside the buffer.
+            let sig = Sig::read(l, &unsafe { Fields::direct(a, span) });
+            let (outcome, key) = if sig.code == 0 {
+                (Outcome::EndsRun, None)
+            } else {
+                let (_, key) = a_frame();
+                (Outcome::Frame(100 + step), Some(key))
+            };
+            memo.put(step, sig, key.as_ref(), outcome);
+        }
+        memo
+    }
+
+    #[test]
+    fn a_replay_gives_what_its_memo_remembers_until_a_frame_reads_otherwise() {
+        for (major, minor) in [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)] {
+            let l = layout::for_version(major, minor).expect("a known layout");
+            let (_, span, _) = crate::python::spans(l).expect("spans");
+            let hot = Hot::of(&l.frame, span).expect("every field inside the span");
+            let entries: &[usize] = if l.frame.owned_by_cstack.is_some() {
+                &[3]
+            } else {
+                &[]
+            };
+            let (_buf, at) = frames(l, 6, entries);
+            let memo = remembered(l, span, &at);
+            let version = format!("{major}.{minor}");
+            let replay = |memo: &Memo, frame: usize, room: usize, budget: usize| {
+                let mut out = vec![0usize; room];
+                let mut budget = budget;
+                let r = memo.replay(&hot, frame, &mut out, &mut budget);
+                (r, out, budget)
+            };
+            // Every frame as remembered: every step's outcome, the walk on at the chain's end.
+            let (r, out, budget) = replay(&memo, at[0], 8, 100);
+            let words: Vec<usize> = if entries.is_empty() {
+                (100..106).chain([0, 0]).collect()
+            } else {
+                // The entry frame at step 3 marks the frame before it as ending a run.
+                vec![100, 101, 102 | 1, 104, 105, 0, 0, 0]
+            };
+            assert_eq!(out, words, "{version}");
+            let n = 6 - entries.len();
+            assert!(
+                matches!(r, Replayed::Stopped { steps: 6, frame: 0, n: k } if k == n),
+                "{version}"
+            );
+            assert_eq!(budget, 94, "{version}: a step is one of the budget");
+            // A frame that moved on (its instruction) stops the replay at its step, there.
+            let instr = match l.frame.instr {
+                Instr::Pointer(o) | Instr::LastiBytes(o) | Instr::LastiUnits(o) => o,
+            };
+            flip(at[4] + instr, 2);
+            let (r, _, budget) = replay(&memo, at[0], 8, 100);
+            assert!(
+                matches!(r, Replayed::Stopped { steps: 4, frame, n: k } if frame == at[4] && k == 4 - entries.len()),
+                "{version}"
+            );
+            assert_eq!(budget, 96, "{version}");
+            flip(at[4] + instr, 2);
+            // So does another code object's word at a frame.
+            flip(at[1] + l.frame.code, 0x10);
+            let (r, _, _) = replay(&memo, at[0], 8, 100);
+            assert!(
+                matches!(r, Replayed::Stopped { steps: 1, frame, n: 1 } if frame == at[1]),
+                "{version}"
+            );
+            flip(at[1] + l.frame.code, 0x10);
+            if let (Some(owner), false) = (l.frame.owner, entries.is_empty()) {
+                // An entry frame is told by its bytes alone: its other words are not its own.
+                flip(at[3] + l.frame.code, 0x55);
+                let (r, _, _) = replay(&memo, at[0], 8, 100);
+                assert!(matches!(r, Replayed::Stopped { steps: 6, .. }), "{version}");
+                // Another owner at a step stops it.
+                flip(at[2] + owner, 1);
+                let (r, _, _) = replay(&memo, at[0], 8, 100);
+                assert!(matches!(r, Replayed::Stopped { steps: 2, .. }), "{version}");
+                flip(at[2] + owner, 1);
+            }
+            // Bounded as the walk's loop: by `out`'s room, by the budget, by a frame that cannot
+            // be one; and ended by a step that ended the walk.
+            let (r, out, _) = replay(&memo, at[0], 2, 100);
+            assert_eq!(out, [100, 101], "{version}");
+            assert!(
+                matches!(r, Replayed::Stopped { steps: 2, frame, n: 2 } if frame == at[2]),
+                "{version}"
+            );
+            let (r, _, budget) = replay(&memo, at[0], 8, 3);
+            assert!(
+                matches!(r, Replayed::Stopped { steps: 3, frame, .. } if frame == at[3]),
+                "{version}"
+            );
+            assert_eq!(budget, 0, "{version}");
+            // A misaligned frame is none, even where its words read as a step remembers them.
+            let odd = at[0] + 4;
+            let mut misread = Memo::EMPTY;
+            misread.begin(1);
+            // SAFETY: inside the test's frame buffer (its first frame's span, and 4 bytes more).
+            let sig = Sig::read(l, &unsafe { Fields::direct(odd, span) });
+            misread.put(0, sig, Some(&a_frame().1), Outcome::Frame(7));
+            let (r, _, _) = replay(&misread, odd, 8, 100);
+            assert!(matches!(r, Replayed::Stopped { steps: 0, .. }), "{version}");
+            for implausible in [0, 8, 1 << 47] {
+                let (r, _, budget) = replay(&memo, implausible, 8, 100);
+                assert!(
+                    matches!(r, Replayed::Stopped { steps: 0, n: 0, .. }),
+                    "{version}"
+                );
+                assert_eq!(budget, 100);
+            }
+            let mut ended = memo;
+            // SAFETY: the test's own frame.
+            let sig = Sig::read(l, &unsafe { Fields::direct(at[1], span) });
+            ended.put(1, sig, Some(&a_frame().1), Outcome::End);
+            let (r, out, _) = replay(&ended, at[0], 8, 100);
+            assert!(matches!(r, Replayed::Ended(1)), "{version}");
+            assert_eq!(out[..1], [100]);
+        }
     }
 
     #[test]
