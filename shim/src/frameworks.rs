@@ -241,7 +241,7 @@ pub unsafe extern "C" fn cudaleak_framework_counters(
         }
         count(framework, backend, device, v)
     });
-    answer(r)
+    crate::reply::answer(r.map(|r| r.map(|()| 0)))
 }
 
 /// The bootstrap stopped reading (the script's end): the counts stay as last read, and
@@ -263,18 +263,7 @@ pub unsafe extern "C" fn cudaleak_framework_end(records: *const c_char) -> c_int
         };
         end(text)
     });
-    answer(r)
-}
-
-fn answer(r: Option<Result<(), c_int>>) -> c_int {
-    let errno = match r {
-        Some(Ok(())) => return 0,
-        Some(Err(e)) => e,
-        None => libc::EIO,
-    };
-    // SAFETY: __errno_location returns this thread's errno, always valid.
-    unsafe { *libc::__errno_location() = errno };
-    -1
+    crate::reply::answer(r.map(|r| r.map(|()| 0)))
 }
 
 #[cfg(test)]

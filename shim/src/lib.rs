@@ -44,6 +44,7 @@ mod process;
 mod python;
 mod real;
 mod record;
+mod reply;
 mod stack;
 mod state;
 mod stdio;

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use cudaleak_format as format;
 
+use crate::reply::{answer, fail};
 use crate::{dump, state};
 
 /// `on == 0` pauses recording, anything else resumes it. Returns 1 if the shim was recording
@@ -136,22 +137,4 @@ unsafe fn utf8<'a>(p: *const c_char) -> Result<Option<&'a str>, c_int> {
     // SAFETY: per the contract.
     let s = unsafe { CStr::from_ptr(p) };
     s.to_str().map(Some).map_err(|_| libc::EINVAL)
-}
-
-fn answer(r: Option<Result<c_int, c_int>>) -> c_int {
-    match r {
-        Some(Ok(v)) => v,
-        Some(Err(errno)) => fail(errno),
-        None => fail(libc::EIO),
-    }
-}
-
-fn fail(errno: c_int) -> c_int {
-    set_errno(errno);
-    -1
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns this thread's errno, always valid.
-    unsafe { *libc::__errno_location() = e };
 }

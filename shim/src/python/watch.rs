@@ -88,13 +88,10 @@ fn forget(code: usize) {
 /// first stays; naming the same one again does nothing).
 #[cfg_attr(not(test), unsafe(no_mangle))]
 pub extern "C" fn cudaleak_code_watched(interp: *mut c_void) -> c_int {
-    let errno = match name(interp as usize) {
-        Ok(()) => return 0,
-        Err(e) => e,
-    };
-    // SAFETY: __errno_location returns this thread's errno, always valid.
-    unsafe { *libc::__errno_location() = errno };
-    -1
+    match name(interp as usize) {
+        Ok(()) => 0,
+        Err(errno) => crate::reply::fail(errno),
+    }
 }
 
 fn name(interp: usize) -> Result<(), c_int> {
