@@ -550,6 +550,9 @@ fn walk_memo(
                 let header = code.map(|f| CodeHeaders::header(rt, r.code, f.as_ref()));
                 let outcome = outcome_of(rt, registry, seen, &r, header.as_ref(), freed);
                 memo.put(step, sig, key.as_ref(), outcome);
+                if let Some(at) = memo.at.get_mut(step) {
+                    *at = frame;
+                }
                 outcome
             }
         };
@@ -739,6 +742,9 @@ const MEMO_STEPS: usize = 64;
 #[derive(Clone, Copy)]
 pub(super) struct Memo {
     len: usize,
+    /// Where each step's frame was in the walk that last read or replayed it: what a replay
+    /// prefetches before it reads the chain of frames, one dependent load after another.
+    at: [usize; MEMO_STEPS],
     /// The count of freed code objects ([`generation`]) when the walks that read or put
     /// every step below `len` began; 0 when no count was watched.
     freed: u64,
@@ -859,6 +865,7 @@ impl Outcome {
 impl Memo {
     const EMPTY: Memo = Memo {
         len: 0,
+        at: [0; MEMO_STEPS],
         freed: 0,
         steps: [MemoStep::EMPTY; MEMO_STEPS],
     };
@@ -888,8 +895,14 @@ impl Memo {
     /// copy of the loop made for the layout's shape (the instruction's width, which of the owner
     /// and entry bytes it has). Where a frame reads otherwise, or the memo ends, the walk goes on
     /// from that step in [`walk_memo`]'s loop.
-    fn replay(&self, hot: &Hot, frame: usize, out: &mut [usize], budget: &mut usize) -> Replayed {
-        type Replay = fn(&Memo, &Hot, usize, &mut [usize], &mut usize) -> Replayed;
+    fn replay(
+        &mut self,
+        hot: &Hot,
+        frame: usize,
+        out: &mut [usize],
+        budget: &mut usize,
+    ) -> Replayed {
+        type Replay = fn(&mut Memo, &Hot, usize, &mut [usize], &mut usize) -> Replayed;
         let replay: Replay = match (hot.wide, hot.owner.is_some(), hot.is_entry.is_some()) {
             (true, true, false) => Memo::replay_as::<true, true, false>, // 3.12+
             (true, true, true) => Memo::replay_as::<true, true, true>,   // 3.11
@@ -907,13 +920,21 @@ impl Memo {
     /// or without an owner and an entry byte.
     #[inline(never)]
     fn replay_as<const WIDE: bool, const OWNER: bool, const ENTRY: bool>(
-        &self,
+        &mut self,
         hot: &Hot,
         mut frame: usize,
         out: &mut [usize],
         budget: &mut usize,
     ) -> Replayed {
-        let steps = &self.steps[..self.len.min(MEMO_STEPS).min(*budget)];
+        let len = self.len.min(MEMO_STEPS).min(*budget);
+        let steps = &self.steps[..len];
+        prefetch(steps.as_ptr().cast(), std::mem::size_of_val(steps));
+        let ats = &mut self.at[..len];
+        for &at in ats.iter() {
+            // A frame's fields span at most two lines: its first and its last byte's.
+            prefetch_line(at);
+            prefetch_line(at.wrapping_add(hot.span - 1));
+        }
         let mut n = 0;
         for (step, s) in steps.iter().enumerate() {
             // plausible(frame, 8), and the frame's span below the user half (Reader::in_place).
@@ -950,6 +971,7 @@ impl Memo {
             if s.flags as u16 != bytes || (s.code != 0 && (s.code != code || s.instr != instr)) {
                 return Replayed::stopped(step, frame, n, budget);
             }
+            ats[step] = frame;
             match s.flags >> 16 {
                 0 => {
                     out[n] = s.word;
@@ -1017,6 +1039,7 @@ impl Memo {
 pub(super) struct Hot {
     /// A frame's address less 4096 is below this where the frame can be there.
     below: usize,
+    span: usize,
     back: usize,
     code: usize,
     instr: usize,
@@ -1044,6 +1067,7 @@ impl Hot {
         let below = (1usize << 47).checked_sub(span.checked_add(4096)?)?;
         fits.then_some(Hot {
             below,
+            span,
             back: l.back,
             code: l.code,
             instr,
@@ -1052,6 +1076,41 @@ impl Hot {
             is_entry: l.is_entry,
         })
     }
+}
+
+/// Asks the processor to bring `[p, p + len)` into its caches: a hint, which never faults
+/// whatever the address.
+#[inline]
+fn prefetch(p: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut line = (p as usize) & !63;
+        let end = (p as usize).saturating_add(len);
+        while line < end {
+            // SAFETY: a prefetch reads nothing the program sees and cannot fault.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    line as *const i8,
+                )
+            };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
+/// Asks the processor to bring the cache line of `p` into its caches: a hint, which never
+/// faults whatever the address.
+#[inline(always)]
+fn prefetch_line(p: usize) {
+    // SAFETY: a prefetch reads nothing the program sees and cannot fault.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// How [`Memo::replay`] left a walk.
@@ -1424,7 +1483,7 @@ mod tests {
             let replay = |memo: &Memo, frame: usize, room: usize, budget: usize| {
                 let mut out = vec![0usize; room];
                 let mut budget = budget;
-                let r = memo.replay(&hot, frame, &mut out, &mut budget);
+                let r = { *memo }.replay(&hot, frame, &mut out, &mut budget);
                 (r, out, budget)
             };
             // Every frame as remembered: every step's outcome, the walk on at the chain's end.
