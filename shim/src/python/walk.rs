@@ -550,7 +550,7 @@ fn walk_memo(
                 let header = code.map(|f| CodeHeaders::header(rt, r.code, f.as_ref()));
                 let outcome = outcome_of(rt, registry, seen, &r, header.as_ref(), freed);
                 memo.put(step, sig, key.as_ref(), outcome);
-                if let Some(at) = memo.at.get_mut(step) {
+                if let (true, Some(at)) = (PREFETCH, memo.at.get_mut(step)) {
                     *at = frame;
                 }
                 outcome
@@ -742,14 +742,22 @@ const MEMO_STEPS: usize = 64;
 #[derive(Clone, Copy)]
 pub(super) struct Memo {
     len: usize,
-    /// Where each step's frame was in the walk that last read or replayed it: what a replay
-    /// prefetches before it reads the chain of frames, one dependent load after another.
-    at: [usize; MEMO_STEPS],
     /// The count of freed code objects ([`generation`]) when the walks that read or put
     /// every step below `len` began; 0 when no count was watched.
     freed: u64,
     steps: [MemoStep; MEMO_STEPS],
+    /// Where each step's frame was in the walk that last read or replayed it, kept only in a
+    /// build with `--cfg cudaleak_prefetch` ([`PREFETCH`]), whose replay prefetches them.
+    at: [usize; MEMO_STEPS],
 }
+
+/// Whether a replay first asks for its memo's lines and for the frames where its steps' frames
+/// last were, all at once, before it follows the chain of frames one dependent load after
+/// another (`RUSTFLAGS='--cfg cudaleak_prefetch'`, `scripts/build-ablations.sh DIR prefetch`).
+/// An experiment for the GPU machine, where a capture finds the frames cold after the driver's
+/// call (about 20 ns a frame, docs/performance.md): not in the shipped build until it is
+/// measured there. A prefetch is a hint, which cannot fault and changes no result.
+const PREFETCH: bool = cfg!(cudaleak_prefetch);
 
 /// A frame's words that [`raw_frame`] decodes, as read: the code object's word (tag bits and
 /// all), the instruction word, and the owner and entry bytes. An entry frame (3.12+), which has
@@ -865,9 +873,9 @@ impl Outcome {
 impl Memo {
     const EMPTY: Memo = Memo {
         len: 0,
-        at: [0; MEMO_STEPS],
         freed: 0,
         steps: [MemoStep::EMPTY; MEMO_STEPS],
+        at: [0; MEMO_STEPS],
     };
 
     /// Begins a walk at `freed`, the count of freed code objects ([`generation`]), and says
@@ -928,12 +936,17 @@ impl Memo {
     ) -> Replayed {
         let len = self.len.min(MEMO_STEPS).min(*budget);
         let steps = &self.steps[..len];
-        prefetch(steps.as_ptr().cast(), std::mem::size_of_val(steps));
         let ats = &mut self.at[..len];
-        for &at in ats.iter() {
-            // A frame's fields span at most two lines: its first and its last byte's.
-            prefetch_line(at);
-            prefetch_line(at.wrapping_add(hot.span - 1));
+        if PREFETCH {
+            let (start, bytes) = (steps.as_ptr() as usize, std::mem::size_of_val(steps));
+            for line in (start & !63..start + bytes).step_by(64) {
+                prefetch(line);
+            }
+            for &at in ats.iter() {
+                // A frame's fields span at most two lines: its first and its last byte's.
+                prefetch(at);
+                prefetch(at.wrapping_add(hot.span - 1));
+            }
         }
         let mut n = 0;
         for (step, s) in steps.iter().enumerate() {
@@ -971,7 +984,9 @@ impl Memo {
             if s.flags as u16 != bytes || (s.code != 0 && (s.code != code || s.instr != instr)) {
                 return Replayed::stopped(step, frame, n, budget);
             }
-            ats[step] = frame;
+            if PREFETCH {
+                ats[step] = frame;
+            }
             match s.flags >> 16 {
                 0 => {
                     out[n] = s.word;
@@ -1039,6 +1054,7 @@ impl Memo {
 pub(super) struct Hot {
     /// A frame's address less 4096 is below this where the frame can be there.
     below: usize,
+    /// The bytes of a frame the walk reads.
     span: usize,
     back: usize,
     code: usize,
@@ -1078,32 +1094,10 @@ impl Hot {
     }
 }
 
-/// Asks the processor to bring `[p, p + len)` into its caches: a hint, which never faults
-/// whatever the address.
-#[inline]
-fn prefetch(p: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut line = (p as usize) & !63;
-        let end = (p as usize).saturating_add(len);
-        while line < end {
-            // SAFETY: a prefetch reads nothing the program sees and cannot fault.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    line as *const i8,
-                )
-            };
-            line += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
-}
-
 /// Asks the processor to bring the cache line of `p` into its caches: a hint, which never
 /// faults whatever the address.
 #[inline(always)]
-fn prefetch_line(p: usize) {
+fn prefetch(p: usize) {
     // SAFETY: a prefetch reads nothing the program sees and cannot fault.
     #[cfg(target_arch = "x86_64")]
     unsafe {
