@@ -501,9 +501,7 @@ fn walk_memo(
 ) -> usize {
     let trusted = memo.begin(freed);
     let mut budget = budget(out);
-    let code_len = rt.code_end - layout::OB_TYPE;
-    let mut n = 0;
-    let mut step = 0;
+    let (mut step, mut n) = (0, 0);
     if let (true, Some(hot)) = (trusted, &rt.hot) {
         match memo.replay(hot, frame, out, &mut budget) {
             Replayed::Ended(k) => return k,
@@ -516,6 +514,49 @@ fn walk_memo(
             }
         }
     }
+    let walk = Walk {
+        step,
+        frame,
+        n,
+        budget,
+        freed,
+        trusted,
+    };
+    walk_steps(rt, registry, seen, reader, out, memo, walk)
+}
+
+/// Where [`walk_steps`] starts: the step, its frame, the frames given so far and the budget
+/// left, and what the walk began with.
+struct Walk {
+    step: usize,
+    frame: usize,
+    n: usize,
+    budget: usize,
+    freed: u64,
+    trusted: bool,
+}
+
+/// [`walk_memo`]'s frames from `walk.step` on, one at a time: each compared with its memo step,
+/// and decoded where it differs.
+#[inline(never)]
+fn walk_steps(
+    rt: &Runtime,
+    registry: &Registry,
+    seen: &mut [Seen],
+    reader: &mut Reader,
+    out: &mut [usize],
+    memo: &mut Memo,
+    walk: Walk,
+) -> usize {
+    let Walk {
+        mut step,
+        mut frame,
+        mut n,
+        mut budget,
+        freed,
+        trusted,
+    } = walk;
+    let code_len = rt.code_end - layout::OB_TYPE;
     while n < out.len() && budget > 0 && plausible(frame, 8) {
         budget -= 1;
         let Some(f) = reader.in_place(frame, rt.frame_span) else {
