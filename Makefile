@@ -80,6 +80,8 @@ test: prereqs
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 	CARGO_TARGET_DIR=target/probe RUSTFLAGS="$$RUSTFLAGS --cfg cudaleak_probe" \
 		$(CARGO) clippy -p cudaleak-shim --release -- -D warnings
+	CARGO_TARGET_DIR=target/prefetch RUSTFLAGS="$$RUSTFLAGS --cfg cudaleak_prefetch" \
+		$(CARGO) clippy -p cudaleak-shim --release --all-targets -- -D warnings
 	python3 scripts/module-cycles.py shim/src cli/src format/src
 	$(CARGO) build --release
 	scripts/wheel.sh
