@@ -514,6 +514,11 @@ fn walk_memo(
             }
         }
     }
+    // The loop's own first test, before a call that sets the loop up: a replay that took
+    // every frame ends the walk here.
+    if n == out.len() || budget == 0 || !plausible(frame, 8) {
+        return n;
+    }
     let walk = Walk {
         step,
         frame,
