@@ -193,6 +193,34 @@ fn ctypes_pydll_with_the_gil_names_python_functions_and_lines() {
     }
 }
 
+/// The same program as `cudaleak run` gives it the bootstrap: on 3.12+ the code watcher is added
+/// at start-up, and the main thread's walks replay their memo (python/walk.rs, `Memo::replay`)
+/// — in full in the loop, up to the step where path_a's and path_b's stacks part — and give
+/// the same frames as without it.
+#[test]
+fn the_frames_are_the_same_where_the_code_watcher_lets_the_walk_replay_its_memo() {
+    let bootstrap = cudaleak_tests::bootstrap_dir();
+    let watched: Vec<_> = pythons()
+        .into_iter()
+        .filter(|p| p.version >= (3, 12))
+        .collect();
+    for py in &watched {
+        let run = Scenario::program(&py.path)
+            .arg(python_script("leaks.py").to_str().unwrap())
+            .arg(NULLCUDA_DIR)
+            .arg("cdll")
+            .env("PYTHONPATH", bootstrap.path())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .run_shim();
+        run.assert_exit(0).assert_stdout("done\n");
+        check_dump(py, &run.dump());
+    }
+    eprintln!(
+        "checked: {:?}",
+        watched.iter().map(|p| p.version).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn python_depth_zero_records_native_stacks_only() {
     let py = &pythons()[0];
