@@ -36,6 +36,7 @@ mod hook_list;
 mod hooks;
 mod lifecycle;
 mod limits;
+mod loader;
 mod lock;
 mod modules;
 mod objects;
