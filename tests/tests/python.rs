@@ -193,25 +193,31 @@ fn ctypes_pydll_with_the_gil_names_python_functions_and_lines() {
     }
 }
 
+/// `script` (of tests/python/) under the shim with `args`, and the bootstrap `cudaleak run` gives
+/// a Python program on PYTHONPATH (which adds the code watcher at start-up on 3.12+).
+fn bootstrapped(py: &Python, script: &str, args: &[&str]) -> Run {
+    let bootstrap = cudaleak_tests::bootstrap_dir();
+    let mut s = Scenario::program(&py.path).arg(python_script(script).to_str().unwrap());
+    for a in args {
+        s = s.arg(a);
+    }
+    s.env("PYTHONPATH", bootstrap.path())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .run_shim()
+}
+
 /// The same program as `cudaleak run` gives it the bootstrap: on 3.12+ the code watcher is added
 /// at start-up, and the main thread's walks replay their memo (python/walk.rs, `Memo::replay`)
 /// — in full in the loop, up to the step where path_a's and path_b's stacks part — and give
 /// the same frames as without it.
 #[test]
 fn the_frames_are_the_same_where_the_code_watcher_lets_the_walk_replay_its_memo() {
-    let bootstrap = cudaleak_tests::bootstrap_dir();
     let watched: Vec<_> = pythons()
         .into_iter()
         .filter(|p| p.version >= (3, 12))
         .collect();
     for py in &watched {
-        let run = Scenario::program(&py.path)
-            .arg(python_script("leaks.py").to_str().unwrap())
-            .arg(NULLCUDA_DIR)
-            .arg("cdll")
-            .env("PYTHONPATH", bootstrap.path())
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .run_shim();
+        let run = bootstrapped(py, "leaks.py", &[NULLCUDA_DIR, "cdll"]);
         run.assert_exit(0).assert_stdout("done\n");
         check_dump(py, &run.dump());
     }
@@ -652,14 +658,7 @@ fn a_code_object_made_at_a_freed_ones_address_is_named_by_its_own_lines_once_wat
 #[test]
 fn the_bootstrap_adds_the_code_watcher_at_start_up_from_3_12() {
     for py in &pythons() {
-        let bootstrap = cudaleak_tests::bootstrap_dir();
-        let run = Scenario::program(&py.path)
-            .arg(python_script("code_reuse.py").to_str().unwrap())
-            .arg(NULLCUDA_DIR)
-            .arg("200")
-            .env("PYTHONPATH", bootstrap.path())
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .run_shim();
+        let run = bootstrapped(py, "code_reuse.py", &[NULLCUDA_DIR, "200"]);
         run.assert_exit(0).assert_stdout("");
         let wrong = misnamed_code_objects(py, &run.dump(), (200, 200));
         if py.version >= (3, 12) {
