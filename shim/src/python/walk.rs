@@ -961,11 +961,14 @@ impl Memo {
             (true, true, false) => Memo::replay_as::<true, true, false>, // 3.12+
             (true, true, true) => Memo::replay_as::<true, true, true>,   // 3.11
             (false, false, false) => Memo::replay_as::<false, false, false>, // 3.9, 3.10
-            (true, false, true) => Memo::replay_as::<true, false, true>,
-            (true, false, false) => Memo::replay_as::<true, false, false>,
-            (false, true, true) => Memo::replay_as::<false, true, true>,
-            (false, true, false) => Memo::replay_as::<false, true, false>,
-            (false, false, true) => Memo::replay_as::<false, false, true>,
+            // No known layout has another shape ([`Hot::of`] makes none for it).
+            _ => {
+                return Replayed::Stopped {
+                    steps: 0,
+                    frame,
+                    n: 0,
+                }
+            }
         };
         replay(self, hot, frame, out, budget)
     }
@@ -1113,7 +1116,9 @@ pub(super) struct Hot {
 
 impl Hot {
     /// The fields of frames laid out as `l`, of which a walk reads `span` bytes (`None` if a
-    /// field lies past them).
+    /// field lies past them, or for a layout of a shape [`Memo::replay`] has no loop for: an
+    /// instruction pointer with an owner byte, and an entry byte or not; or neither with an
+    /// `int`).
     pub(super) fn of(l: &layout::FrameLayout, span: usize) -> Option<Hot> {
         let (instr, wide) = match l.instr {
             Instr::LastiBytes(o) | Instr::LastiUnits(o) => (o, false),
@@ -1126,8 +1131,12 @@ impl Hot {
             && within(instr, if wide { word } else { 4 })
             && l.owner.is_none_or(|o| within(o, 1))
             && l.is_entry.is_none_or(|o| within(o, 1));
+        let shaped = matches!(
+            (wide, l.owner.is_some(), l.is_entry.is_some()),
+            (true, true, _) | (false, false, false)
+        );
         let below = (1usize << 47).checked_sub(span.checked_add(4096)?)?;
-        fits.then_some(Hot {
+        (fits && shaped).then_some(Hot {
             below,
             span,
             back: l.back,
