@@ -366,19 +366,16 @@ extern "C" fn before_fork() {
 }
 
 extern "C" fn after_fork_parent() {
-    // First, so that nothing below waits at the gate this thread closed.
-    crate::loader::open_after_fork(false);
     // SAFETY: before_fork took the heap's lock on this thread.
     unsafe { crate::alloc::unlock_after_fork() };
     if let Some(s) = state::get() {
         // SAFETY: before_fork took every lock on this thread.
         unsafe { s.unlock_all() };
     }
+    crate::loader::open_after_fork(false);
 }
 
 extern "C" fn after_fork_child() {
-    // First, so that nothing below waits at the gate the parent's thread closed.
-    crate::loader::open_after_fork(true);
     // SAFETY: before_fork took the heap's lock; the child is a copy of the forking thread.
     unsafe { crate::alloc::unlock_after_fork() };
     if let Some(s) = state::get() {
@@ -387,6 +384,7 @@ extern "C" fn after_fork_child() {
         s.reset_for_child(process::owner());
     }
     crate::frameworks::reset_for_child();
+    crate::loader::open_after_fork(true);
     guard::forget_thread_id();
     // The worker thread did not survive the fork.
     REQUESTS.store(0, Ordering::Release);
