@@ -36,7 +36,6 @@ mod hook_list;
 mod hooks;
 mod lifecycle;
 mod limits;
-mod loader;
 mod lock;
 mod modules;
 mod objects;

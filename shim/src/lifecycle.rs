@@ -359,9 +359,6 @@ extern "C" fn before_fork() {
     if let Some(s) = state::get() {
         s.lock_all();
     }
-    // After the state's locks: a thread that holds one of them may call into the loader (a
-    // dump walks the loaded objects) and would wait at the closed gate meanwhile.
-    crate::loader::close_for_fork();
     crate::alloc::lock_for_fork();
 }
 
@@ -372,7 +369,6 @@ extern "C" fn after_fork_parent() {
         // SAFETY: before_fork took every lock on this thread.
         unsafe { s.unlock_all() };
     }
-    crate::loader::open_after_fork(false);
 }
 
 extern "C" fn after_fork_child() {
@@ -384,7 +380,6 @@ extern "C" fn after_fork_child() {
         s.reset_for_child(process::owner());
     }
     crate::frameworks::reset_for_child();
-    crate::loader::open_after_fork(true);
     guard::forget_thread_id();
     // The worker thread did not survive the fork.
     REQUESTS.store(0, Ordering::Release);

@@ -63,13 +63,13 @@ pub fn each(mut visit: impl FnMut(&Object) -> bool) {
     }
     let mut visit: &mut dyn FnMut(&Object) -> bool = &mut visit;
     // SAFETY: the callback only reads what the loader hands it and calls `visit`, which outlives
-    // the iteration. Outside any fork (`loader::call`): the loader's lock is held throughout.
-    crate::loader::call(|| unsafe {
+    // the iteration.
+    unsafe {
         libc::dl_iterate_phdr(
             Some(callback),
             &mut visit as *mut &mut dyn FnMut(&Object) -> bool as *mut c_void,
         )
-    });
+    };
 }
 
 #[cfg(test)]

@@ -44,23 +44,13 @@ pub extern "C" fn dlsym_address() -> *mut c_void {
     dlsym_fn().map_or(ptr::null_mut(), |f| f as *mut c_void)
 }
 
-/// `dlsym(handle, name)` through libc's real function, outside any fork (`loader::call`).
+/// `dlsym(handle, name)` through libc's real function.
 pub fn lookup(handle: *mut c_void, name: &CStr) -> *mut c_void {
     match dlsym_fn() {
         // SAFETY: name is NUL-terminated; handle is a handle or pseudo-handle from the caller.
-        Some(f) => crate::loader::call(|| unsafe { f(handle, name.as_ptr()) }),
+        Some(f) => unsafe { f(handle, name.as_ptr()) },
         None => ptr::null_mut(),
     }
-}
-
-/// `dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)`: a handle on an object already loaded (null if it
-/// is not), outside any fork (`loader::call`). Never loads anything.
-fn loaded(soname: &CStr) -> *mut c_void {
-    // SAFETY: RTLD_NOLOAD only returns a handle to an object that is already loaded; soname is
-    // NUL-terminated.
-    crate::loader::call(|| unsafe {
-        libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD)
-    })
 }
 
 /// The next definition of `name` after this library in the global search order.
@@ -87,7 +77,14 @@ pub fn driver_handle() -> *mut c_void {
     if !h.is_null() {
         return h;
     }
-    note_driver_handle(loaded(c"libcuda.so.1"));
+    // SAFETY: RTLD_NOLOAD only returns a handle to an object that is already loaded.
+    let h = unsafe {
+        libc::dlopen(
+            c"libcuda.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        )
+    };
+    note_driver_handle(h);
     DRIVER_HANDLE.load(Ordering::Acquire)
 }
 
@@ -126,8 +123,8 @@ pub fn runtime(name: &CStr) -> *mut c_void {
         c"libcudart.so.11.0",
         c"libcudart.so",
     ] {
-        // The handle is kept for the process's life.
-        let h = loaded(soname);
+        // SAFETY: RTLD_NOLOAD never loads anything; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
         if !h.is_null() {
             let p = lookup(h, name);
             if !p.is_null() {
@@ -146,8 +143,8 @@ pub fn library(name: &CStr, sonames: &[&CStr]) -> *mut c_void {
         return p;
     }
     for soname in sonames {
-        // The handle is kept for the process's life.
-        let h = loaded(soname);
+        // SAFETY: RTLD_NOLOAD never loads anything; the handle is kept for the process's life.
+        let h = unsafe { libc::dlopen(soname.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
         if !h.is_null() {
             let p = lookup(h, name);
             if !p.is_null() {

@@ -93,8 +93,7 @@ fn unknown_form(base: &[u8], p: *mut c_void) -> Option<&'static CStr> {
     // SAFETY: Dl_info is plain data (pointers and integers), valid when zeroed.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the loader's tables; info is a valid out-parameter.
-    let found = crate::loader::call(|| unsafe { libc::dladdr(p, &mut info) });
-    if found == 0 || info.dli_sname.is_null() {
+    if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_sname.is_null() {
         return None;
     }
     // SAFETY: dli_sname points into the string table of a loaded module (the driver), which
