@@ -180,6 +180,8 @@ fn main() {
     );
     // An interposer that finds the real function with dlsym(RTLD_NEXT, …).
     let next_probe = side_library("libnextprobe.so", "next_probe.c", &hidden, &["-ldl"]);
+    // A library whose constructor holds the loader's lock for a while (fork_loader).
+    let slow_init = side_library("libslowinit.so", "slow_init.c", &hidden, &[]);
 
     let scenarios = manifest.join("scenarios");
     let mut sources: Vec<PathBuf> = fs::read_dir(&scenarios)
@@ -214,6 +216,7 @@ fn main() {
     println!("cargo:rustc-env=SPY_LIB={}", spy.display());
     println!("cargo:rustc-env=CHURN_LIB={}", churn.display());
     println!("cargo:rustc-env=NEXT_PROBE_LIB={}", next_probe.display());
+    println!("cargo:rustc-env=SLOW_INIT_LIB={}", slow_init.display());
     println!("cargo:rustc-env=SCENARIO_DIR={}", scenario_dir.display());
     println!("cargo:rustc-env=FRAMEWORKS_DIR={}", fw_dir.display());
 }

@@ -31,6 +31,8 @@ pub const SPY_LIB: &str = env!("SPY_LIB");
 pub const CHURN_LIB: &str = env!("CHURN_LIB");
 /// An LD_PRELOAD interposer of `getppid` that finds the real one with `dlsym(RTLD_NEXT, …)`.
 pub const NEXT_PROBE_LIB: &str = env!("NEXT_PROBE_LIB");
+/// A library whose constructor sleeps (`SLOWINIT_MS`, default 60) under the loader's lock.
+pub const SLOW_INIT_LIB: &str = env!("SLOW_INIT_LIB");
 /// Directory with the framework stand-ins (libcublas.so.13, libc10_cuda.so); scenarios that link
 /// them need it on LD_LIBRARY_PATH beside [`NULLCUDA_DIR`].
 pub const FRAMEWORKS_DIR: &str = env!("FRAMEWORKS_DIR");

@@ -128,3 +128,15 @@ fn a_child_made_without_fork_that_never_calls_cuda_dumps_nothing_of_its_parent()
         );
     }
 }
+
+/// A fork while the shim looks a hook's real function up (a thread's first call of
+/// cuMemAllocManaged) and that lookup waits for the loader's lock, held by another thread's
+/// dlopen: the child runs (glibc's fork() re-initialises that lock in it; the shim holds none of
+/// its own there), and the parent's call completes.
+#[test]
+fn a_fork_while_the_shim_waits_for_the_loaders_lock_gives_a_child_that_runs() {
+    let run = Scenario::new("fork_loader")
+        .arg(cudaleak_tests::SLOW_INIT_LIB)
+        .run_shim();
+    run.assert_exit(0).assert_stdout("child ok\n");
+}
