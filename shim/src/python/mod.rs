@@ -289,7 +289,7 @@ fn resolve() -> Option<Runtime> {
         tstate_span,
         frame_span,
         code_end,
-        hot: walk::Hot::of(&layout.frame, frame_span),
+        hot: walk::Hot::of(&layout, frame_span, code_end),
     })
 }
 

@@ -502,8 +502,8 @@ fn walk_memo(
     let trusted = memo.begin(freed);
     let mut budget = budget(out);
     let (mut step, mut n) = (0, 0);
-    if let (true, Some(hot)) = (trusted, &rt.hot) {
-        match memo.replay(hot, frame, out, &mut budget) {
+    if let Some(hot) = &rt.hot {
+        match memo.replay(hot, trusted, frame, out, &mut budget) {
             Replayed::Ended(k) => return k,
             Replayed::Stopped {
                 steps,
@@ -942,8 +942,9 @@ impl Memo {
         freed != 0
     }
 
-    /// The steps a trusted walk ([`Memo::begin`]) takes from its memo, from the first frame on,
-    /// while each frame reads as its step's did: what the loop of [`walk_memo`] gives for those
+    /// The steps a walk takes from its memo, from the first frame on, while each frame reads as
+    /// its step's did (and, unless the walk is `trusted` ([`Memo::begin`]), its code object's key
+    /// hashes as the step's, as [`Memo::get`] compares them): what the loop of [`walk_memo`] gives for those
     /// frames, under its bounds (`out`'s room, the budget, a plausible frame's address), in a
     /// loop that does nothing else: a frame is its few plain loads and their comparison, in a
     /// copy of the loop made for the layout's shape (the instruction's width, which of the owner
@@ -952,11 +953,12 @@ impl Memo {
     fn replay(
         &mut self,
         hot: &Hot,
+        trusted: bool,
         frame: usize,
         out: &mut [usize],
         budget: &mut usize,
     ) -> Replayed {
-        type Replay = fn(&mut Memo, &Hot, usize, &mut [usize], &mut usize) -> Replayed;
+        type Replay = fn(&mut Memo, &Hot, bool, usize, &mut [usize], &mut usize) -> Replayed;
         let replay: Replay = match (hot.wide, hot.owner.is_some(), hot.is_entry.is_some()) {
             (true, true, false) => Memo::replay_as::<true, true, false>, // 3.12+
             (true, true, true) => Memo::replay_as::<true, true, true>,   // 3.11
@@ -970,7 +972,7 @@ impl Memo {
                 }
             }
         };
-        replay(self, hot, frame, out, budget)
+        replay(self, hot, trusted, frame, out, budget)
     }
 
     /// [`Memo::replay`] for a layout whose instruction is a pointer (`WIDE`) or an `int`, with
@@ -979,6 +981,7 @@ impl Memo {
     fn replay_as<const WIDE: bool, const OWNER: bool, const ENTRY: bool>(
         &mut self,
         hot: &Hot,
+        trusted: bool,
         mut frame: usize,
         out: &mut [usize],
         budget: &mut usize,
@@ -1031,6 +1034,10 @@ impl Memo {
             // A step with a code word was a frame with a code object; one without, an entry
             // frame, whose bytes alone tell it (as [`Sig::read`]).
             if s.flags as u16 != bytes || (s.code != 0 && (s.code != code || s.instr != instr)) {
+                return Replayed::stopped(step, frame, n, budget);
+            }
+            // Untrusted, a code object at the step's address may be another one: its key tells.
+            if s.code != 0 && !trusted && hot.key_hash(code) != Some(s.key) {
                 return Replayed::stopped(step, frame, n, budget);
             }
             if PREFETCH {
@@ -1112,14 +1119,38 @@ pub(super) struct Hot {
     wide: bool,
     owner: Option<usize>,
     is_entry: Option<usize>,
+    /// The code object's: the tag bits of a frame's code word, and where its key's fields lie
+    /// from `code + OB_TYPE` on, all inside the `code_len` bytes a walk reads there (below
+    /// which a code object's address less 4096 lies, `code_below`).
+    code_tag_bits: usize,
+    code_below: usize,
+    filename: usize,
+    name: usize,
+    linetable: usize,
+    firstlineno: usize,
 }
 
 impl Hot {
-    /// The fields of frames laid out as `l`, of which a walk reads `span` bytes (`None` if a
-    /// field lies past them, or for a layout of a shape [`Memo::replay`] has no loop for: an
-    /// instruction pointer with an owner byte, and an entry byte or not; or neither with an
-    /// `int`).
-    pub(super) fn of(l: &layout::FrameLayout, span: usize) -> Option<Hot> {
+    /// The fields of frames laid out as `layout`, of which a walk reads `span` bytes, and of
+    /// code objects, of which it reads up to `code_end` (`None` if a field lies past them, or
+    /// for a layout of a shape [`Memo::replay`] has no loop for: an instruction pointer with an
+    /// owner byte, and an entry byte or not; or neither with an `int`).
+    pub(super) fn of(layout: &Layout, span: usize, code_end: usize) -> Option<Hot> {
+        let l = &layout.frame;
+        let c = &layout.code;
+        let code_len = code_end.checked_sub(layout::OB_TYPE)?;
+        let at = |o: usize| o.checked_sub(layout::OB_TYPE);
+        let (filename, name, linetable, firstlineno) = (
+            at(c.filename)?,
+            at(c.name)?,
+            at(c.linetable)?,
+            at(c.firstlineno)?,
+        );
+        let in_code = |o: usize, size: usize| o.checked_add(size).is_some_and(|e| e <= code_len);
+        let code_fits = in_code(filename, 8)
+            && in_code(name, 8)
+            && in_code(linetable, 8)
+            && in_code(firstlineno, 4);
         let (instr, wide) = match l.instr {
             Instr::LastiBytes(o) | Instr::LastiUnits(o) => (o, false),
             Instr::Pointer(o) => (o, true),
@@ -1136,7 +1167,8 @@ impl Hot {
             (true, true, _) | (false, false, false)
         );
         let below = (1usize << 47).checked_sub(span.checked_add(4096)?)?;
-        (fits && shaped).then_some(Hot {
+        let code_below = (1usize << 47).checked_sub(code_len.checked_add(4096)?)?;
+        (fits && shaped && code_fits).then_some(Hot {
             below,
             span,
             back: l.back,
@@ -1145,7 +1177,43 @@ impl Hot {
             wide,
             owner: l.owner,
             is_entry: l.is_entry,
+            code_tag_bits: l.code_tag_bits,
+            code_below,
+            filename,
+            name,
+            linetable,
+            firstlineno,
         })
+    }
+
+    /// The hash of the key ([`key_hash`]) of the code object a frame's code word `word` names,
+    /// read as the walk's `key` does (`None` where it reads none: an address no structure can
+    /// have).
+    ///
+    /// An untrusted replay's frames are a direct reader's, whose running code objects stay
+    /// allocated for the capture (a live frame holds its code object).
+    #[inline]
+    fn key_hash(&self, word: usize) -> Option<u64> {
+        let code = word & !self.code_tag_bits;
+        let at = code.checked_add(layout::OB_TYPE)?;
+        // plausible(at, 1), and the code's span below the user half (Reader::in_place).
+        if at.wrapping_sub(4096) >= self.code_below {
+            return None;
+        }
+        let p = at as *const u8;
+        // SAFETY: as [`Reader::in_place`]: the range is one a structure can have (checked
+        // above), the code object of a direct reader's live frame stays allocated for the
+        // capture, and every offset read lies inside the span a walk reads ([`Hot::of`]).
+        let key = unsafe {
+            CodeKey {
+                code,
+                filename: p.add(self.filename).cast::<usize>().read_unaligned(),
+                name: p.add(self.name).cast::<usize>().read_unaligned(),
+                linetable: p.add(self.linetable).cast::<usize>().read_unaligned(),
+                first_line: p.add(self.firstlineno).cast::<i32>().read_unaligned(),
+            }
+        };
+        Some(key_hash(&key))
     }
 }
 
@@ -1519,8 +1587,8 @@ mod tests {
     fn a_replay_gives_what_its_memo_remembers_until_a_frame_reads_otherwise() {
         for (major, minor) in [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)] {
             let l = layout::for_version(major, minor).expect("a known layout");
-            let (_, span, _) = crate::python::spans(l).expect("spans");
-            let hot = Hot::of(&l.frame, span).expect("every field inside the span");
+            let (_, span, code_end) = crate::python::spans(l).expect("spans");
+            let hot = Hot::of(l, span, code_end).expect("every field inside the span");
             let entries: &[usize] = if l.frame.owned_by_cstack.is_some() {
                 &[3]
             } else {
@@ -1532,7 +1600,7 @@ mod tests {
             let replay = |memo: &Memo, frame: usize, room: usize, budget: usize| {
                 let mut out = vec![0usize; room];
                 let mut budget = budget;
-                let r = { *memo }.replay(&hot, frame, &mut out, &mut budget);
+                let r = { *memo }.replay(&hot, true, frame, &mut out, &mut budget);
                 (r, out, budget)
             };
             // Every frame as remembered: every step's outcome, the walk on at the chain's end.
@@ -1619,6 +1687,135 @@ mod tests {
             let (r, out, _) = replay(&ended, at[0], 8, 100);
             assert!(matches!(r, Replayed::Ended(1)), "{version}");
             assert_eq!(out[..1], [100]);
+        }
+    }
+
+    /// Writes `value`'s bytes at `addr`, inside a test's buffer.
+    fn put_bytes(addr: usize, value: &[u8]) {
+        // SAFETY: the callers' addresses lie inside their live buffers, with room for `value`.
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), addr as *mut u8, value.len()) };
+    }
+
+    #[test]
+    fn an_untrusted_replay_compares_each_code_objects_key_as_the_walk_does() {
+        for (major, minor) in [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)] {
+            let l = layout::for_version(major, minor).expect("a known layout");
+            let (_, span, code_end) = crate::python::spans(l).expect("spans");
+            let hot = Hot::of(l, span, code_end).expect("every field inside the spans");
+            let entries: &[usize] = if l.frame.owned_by_cstack.is_some() {
+                &[3]
+            } else {
+                &[]
+            };
+            let (_frames, at) = frames(l, 6, entries);
+            // A code object of each frame's own, its key's fields written where the layout
+            // has them; each frame's code word names it.
+            let stride = crate::python::CODE_BUF.next_multiple_of(64);
+            let codes = vec![0u64; stride * 6 / 8];
+            let code_at = |i: usize| codes.as_ptr() as usize + i * stride;
+            let c = &l.code;
+            let key_of = |i: usize| CodeKey {
+                code: code_at(i),
+                filename: 0x7100_0000 + 0x100 * i,
+                name: 0x7200_0000 + 0x100 * i,
+                linetable: 0x7300_0000 + 0x100 * i,
+                first_line: 10 + i as i32,
+            };
+            let write = |k: &CodeKey| {
+                put_bytes(k.code + c.filename, &k.filename.to_ne_bytes());
+                put_bytes(k.code + c.name, &k.name.to_ne_bytes());
+                put_bytes(k.code + c.linetable, &k.linetable.to_ne_bytes());
+                put_bytes(k.code + c.firstlineno, &k.first_line.to_ne_bytes());
+            };
+            let mut memo = Memo::EMPTY;
+            assert!(!memo.begin(0), "unwatched");
+            for (i, &frame) in at.iter().enumerate() {
+                let key = (!entries.contains(&i)).then(|| key_of(i));
+                if let Some(k) = &key {
+                    put_bytes(frame + l.frame.code, &k.code.to_ne_bytes());
+                    write(k);
+                }
+                // SAFETY: the test's own frame, `span` bytes inside its buffer.
+                let sig = Sig::read(l, &unsafe { Fields::direct(frame, span) });
+                memo.put(i, sig, key.as_ref(), Outcome::Frame(100 + i));
+            }
+            let version = format!("{major}.{minor}");
+            let replay = |trusted: bool| {
+                let mut out = [0usize; 8];
+                let mut budget = 100;
+                { memo }.replay(&hot, trusted, at[0], &mut out, &mut budget)
+            };
+            assert!(
+                matches!(
+                    replay(false),
+                    Replayed::Stopped {
+                        steps: 6,
+                        frame: 0,
+                        ..
+                    }
+                ),
+                "{version}: every key as remembered"
+            );
+            // Another code object at a step's address (another name, file name, line table or
+            // first line): the untrusted replay stops at that step; a trusted one reads no key.
+            for (i, other) in [
+                (
+                    2,
+                    CodeKey {
+                        name: 0x7400_0000,
+                        ..key_of(2)
+                    },
+                ),
+                (
+                    1,
+                    CodeKey {
+                        filename: 0x7400_0000,
+                        ..key_of(1)
+                    },
+                ),
+                (
+                    4,
+                    CodeKey {
+                        linetable: 0x7400_0000,
+                        ..key_of(4)
+                    },
+                ),
+                (
+                    0,
+                    CodeKey {
+                        first_line: 99,
+                        ..key_of(0)
+                    },
+                ),
+            ] {
+                write(&other);
+                assert!(
+                    matches!(replay(false), Replayed::Stopped { steps, frame, .. } if steps == i && frame == at[i]),
+                    "{version}: step {i}"
+                );
+                assert!(
+                    matches!(replay(true), Replayed::Stopped { steps: 6, .. }),
+                    "{version}"
+                );
+                write(&key_of(i));
+            }
+            assert!(
+                matches!(replay(false), Replayed::Stopped { steps: 6, .. }),
+                "{version}"
+            );
+            // A code word no code object can have (its key read as none): untrusted, the step
+            // does not match; trusted, the word alone is compared.
+            let mut odd = memo;
+            put_bytes(at[1] + l.frame.code, &0x10usize.to_ne_bytes());
+            // SAFETY: the test's own frame.
+            let sig = Sig::read(l, &unsafe { Fields::direct(at[1], span) });
+            odd.put(1, sig, Some(&key_of(1)), Outcome::Frame(101));
+            let (mut out, mut budget) = ([0usize; 8], 100);
+            let r = { odd }.replay(&hot, false, at[0], &mut out, &mut budget);
+            assert!(matches!(r, Replayed::Stopped { steps: 1, .. }), "{version}");
+            let r = { odd }.replay(&hot, true, at[0], &mut out, &mut budget);
+            assert!(matches!(r, Replayed::Stopped { steps: 6, .. }), "{version}");
+            drop(codes);
         }
     }
 
