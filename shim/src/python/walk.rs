@@ -944,12 +944,12 @@ impl Memo {
 
     /// The steps a walk takes from its memo, from the first frame on, while each frame reads as
     /// its step's did (and, unless the walk is `trusted` ([`Memo::begin`]), its code object's key
-    /// hashes as the step's, as [`Memo::get`] compares them): what the loop of [`walk_memo`] gives for those
+    /// hashes as the step's, as [`Memo::get`] compares them): what [`walk_steps`] gives for those
     /// frames, under its bounds (`out`'s room, the budget, a plausible frame's address), in a
     /// loop that does nothing else: a frame is its few plain loads and their comparison, in a
     /// copy of the loop made for the layout's shape (the instruction's width, which of the owner
     /// and entry bytes it has). Where a frame reads otherwise, or the memo ends, the walk goes on
-    /// from that step in [`walk_memo`]'s loop.
+    /// from that step in [`walk_steps`].
     fn replay(
         &mut self,
         hot: &Hot,
