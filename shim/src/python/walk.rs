@@ -1583,19 +1583,46 @@ mod tests {
         memo
     }
 
+    /// Six frames of CPython `major.minor`'s layout in a buffer ([`frames`]), the fourth an entry
+    /// frame where the layout has them, with what a replay reads them by.
+    struct Chain {
+        l: &'static Layout,
+        span: usize,
+        hot: Hot,
+        entries: &'static [usize],
+        _frames: Vec<u64>,
+        at: Vec<usize>,
+    }
+
+    fn chain(major: u32, minor: u32) -> Chain {
+        let l = layout::for_version(major, minor).expect("a known layout");
+        let (_, span, code_end) = crate::python::spans(l).expect("spans");
+        let hot = Hot::of(l, span, code_end).expect("every field inside the spans");
+        let entries: &[usize] = if l.frame.owned_by_cstack.is_some() {
+            &[3]
+        } else {
+            &[]
+        };
+        let (frames, at) = frames(l, 6, entries);
+        Chain {
+            l,
+            span,
+            hot,
+            entries,
+            _frames: frames,
+            at,
+        }
+    }
+
+    const VERSIONS: [(u32, u32); 7] =
+        [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)];
+
     #[test]
     fn a_replay_gives_what_its_memo_remembers_until_a_frame_reads_otherwise() {
-        for (major, minor) in [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)] {
-            let l = layout::for_version(major, minor).expect("a known layout");
-            let (_, span, code_end) = crate::python::spans(l).expect("spans");
-            let hot = Hot::of(l, span, code_end).expect("every field inside the span");
-            let entries: &[usize] = if l.frame.owned_by_cstack.is_some() {
-                &[3]
-            } else {
-                &[]
-            };
-            let (_buf, at) = frames(l, 6, entries);
-            let memo = remembered(l, span, &at);
+        for (major, minor) in VERSIONS {
+            let c = chain(major, minor);
+            let (l, span, hot, entries, at) = (c.l, c.span, c.hot, c.entries, &c.at);
+            let memo = remembered(l, span, at);
             let version = format!("{major}.{minor}");
             let replay = |memo: &Memo, frame: usize, room: usize, budget: usize| {
                 let mut out = vec![0usize; room];
@@ -1698,16 +1725,9 @@ mod tests {
 
     #[test]
     fn an_untrusted_replay_compares_each_code_objects_key_as_the_walk_does() {
-        for (major, minor) in [(3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14), (3, 15)] {
-            let l = layout::for_version(major, minor).expect("a known layout");
-            let (_, span, code_end) = crate::python::spans(l).expect("spans");
-            let hot = Hot::of(l, span, code_end).expect("every field inside the spans");
-            let entries: &[usize] = if l.frame.owned_by_cstack.is_some() {
-                &[3]
-            } else {
-                &[]
-            };
-            let (_frames, at) = frames(l, 6, entries);
+        for (major, minor) in VERSIONS {
+            let ch = chain(major, minor);
+            let (l, span, hot, entries, at) = (ch.l, ch.span, ch.hot, ch.entries, &ch.at);
             // A code object of each frame's own, its key's fields written where the layout
             // has them; each frame's code word names it.
             let stride = crate::python::CODE_BUF.next_multiple_of(64);
