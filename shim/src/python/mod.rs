@@ -91,7 +91,7 @@ struct Runtime {
     frame_span: usize,
     /// The part of a code object copied: `[code + OB_TYPE, code + code_end)`.
     code_end: usize,
-    /// The frame fields a trusted walk replays its memo with.
+    /// The frame and code object fields a walk replays its memo with.
     hot: Option<walk::Hot>,
 }
 

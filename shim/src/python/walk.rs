@@ -1007,7 +1007,7 @@ impl Memo {
                 return Replayed::stopped(step, frame, n, budget);
             }
             let p = frame as *const u8;
-            // SAFETY: as [`Reader::in_place`]: a trusted walk is a direct reader's, whose frames
+            // SAFETY: as [`Reader::in_place`]: a replay is a direct reader's walk, whose frames
             // stay allocated for the capture; the frame's span is a range a structure can have
             // (checked above), every offset read lies inside it ([`Hot::of`]), and the values
             // are plain integers, read unaligned.
